@@ -1,0 +1,82 @@
+import { join } from "node:path";
+import { serveRelay } from "../relay/serve.ts";
+import { homeDir, parseFlags, parseHttpUrl, parsePort, parsePositiveInt } from "./_args.ts";
+
+export const RELAY_HELP = `Usage: baton relay [options]
+
+Start the relay: the HTTP API, the web client and the WebSocket channels
+that runners and browsers connect to.
+
+Options:
+  --port <n>         Port to listen on (env BATON_PORT, default 7420; 0 picks a free one)
+  --host <addr>      Address to bind (env BATON_HOST, default 127.0.0.1)
+  --data-dir <dir>   Database and secrets (env BATON_DATA_DIR, default ~/.baton/relay)
+  --base-url <url>   Public URL for links and cookies (env BATON_BASE_URL,
+                     default http://<host>:<port>)
+  --allow-signup     Let accounts beyond the first sign up (env BATON_ALLOW_SIGNUP=1)
+  --trust-proxy      Take client IPs from X-Forwarded-For (env BATON_TRUST_PROXY=1)
+  -h, --help         Show this help
+
+Environment:
+  BATON_RELAY_EVENT_BUFFER_SIZE   Events kept in memory per session (default 1000)
+  BATON_TRUSTED_ORIGINS           Extra browser origins allowed, comma separated
+`;
+
+/** Resolved relay settings from flags and environment. */
+export function relaySettings(argv: string[]) {
+  const { values } = parseFlags(argv, {
+    port: { type: "string", env: "BATON_PORT" },
+    host: { type: "string", env: "BATON_HOST" },
+    "data-dir": { type: "string", env: "BATON_DATA_DIR" },
+    "base-url": { type: "string", env: "BATON_BASE_URL" },
+    "allow-signup": { type: "boolean", env: "BATON_ALLOW_SIGNUP" },
+    "trust-proxy": { type: "boolean", env: "BATON_TRUST_PROXY" },
+  });
+  const buffer = Deno.env.get("BATON_RELAY_EVENT_BUFFER_SIZE");
+  const origins = Deno.env.get("BATON_TRUSTED_ORIGINS");
+  return {
+    port: values.port !== undefined ? parsePort(values.port) : 7420,
+    hostname: values.host ?? "127.0.0.1",
+    dataDir: values["data-dir"] ?? join(homeDir(), ".baton", "relay"),
+    ...(values["base-url"] ? { baseUrl: parseHttpUrl(values["base-url"], "--base-url") } : {}),
+    allowSignup: values["allow-signup"] ?? false,
+    trustProxy: values["trust-proxy"] ?? false,
+    eventBufferSize: buffer
+      ? parsePositiveInt(buffer, "BATON_RELAY_EVENT_BUFFER_SIZE", 1_000_000)
+      : 1000,
+    trustedOrigins: origins
+      ? origins.split(",").map((o) => parseHttpUrl(o.trim(), "BATON_TRUSTED_ORIGINS"))
+      : [],
+  };
+}
+
+/** `baton relay`. */
+export async function relayMain(argv: string[]): Promise<number> {
+  const settings = relaySettings(argv);
+  const served = await serveRelay({
+    ...settings,
+    log: (line) => console.error(`[relay] ${line}`),
+  });
+  console.log(`baton relay listening on ${served.url} (base URL ${served.baseUrl})`);
+  await untilSignal();
+  console.log("baton relay shutting down");
+  await served.shutdown();
+  return 0;
+}
+
+/** Resolves on the first SIGINT or SIGTERM. */
+export function untilSignal(): Promise<string> {
+  return new Promise((resolve) => {
+    const signals: Deno.Signal[] = Deno.build.os === "windows"
+      ? ["SIGINT"]
+      : ["SIGINT", "SIGTERM"];
+    const handlers = signals.map((sig) => {
+      const h = () => {
+        signals.forEach((s, i) => Deno.removeSignalListener(s, handlers[i]!));
+        resolve(sig);
+      };
+      Deno.addSignalListener(sig, h);
+      return h;
+    });
+  });
+}

@@ -1,0 +1,77 @@
+import { ConfigError, ensureRunnerId, loadRunnerConfig } from "../runner/config.ts";
+import { supervise } from "../runner/supervisor.ts";
+import { parseFlags, UsageError } from "./_args.ts";
+import { untilSignal } from "./relay.ts";
+
+export const RUNNER_HELP = `Usage: baton runner [options]
+
+Start a runner: a supervisor that keeps the runner daemon alive. The daemon
+dials out to the relay and starts one agent worker per session.
+
+Options:
+  --name <name>    Runner name shown in the UI (env BATON_RUNNER_NAME, default hostname)
+  --safe-mode      Skip MCP servers, plugins, hooks and the relay
+  --no-mcp         Skip MCP servers (env BATON_NO_MCP=1)
+  --no-plugins     Skip plugins and pi extensions (env BATON_NO_PLUGINS=1)
+  --no-hooks       Skip hooks (env BATON_NO_HOOKS=1)
+  --no-relay       Do not connect to a relay (env BATON_NO_RELAY=1; config relayUrl "off")
+  -h, --help       Show this help
+
+Environment (each falls back to ~/.baton/config.json):
+  BATON_RELAY_URL        Relay address, http(s):// or ws(s):// (config: relayUrl)
+  BATON_API_KEY          Runner token or API key (config: apiKey)
+  BATON_WORKSPACE_ROOTS  Comma-separated folders sessions may use; or
+  BATON_WORKSPACE_ROOT   one folder; or BATON_RUNNER_ROOTS (legacy). Unset: any folder
+  BATON_WARM_WORKERS     Workers started ahead of spawns (0-4, default 1)
+
+The runner id is kept in ~/.baton/runner.json. Models: pi's built-in providers
+with their API keys, plus custom providers in ~/.baton/models.json.
+`;
+
+const FLAGS = {
+  name: { type: "string" },
+  "safe-mode": { type: "boolean" },
+  "no-mcp": { type: "boolean" },
+  "no-plugins": { type: "boolean" },
+  "no-hooks": { type: "boolean" },
+  "no-relay": { type: "boolean" },
+} as const;
+
+/** `baton runner`. */
+export async function runnerMain(argv: string[]): Promise<number> {
+  const { values } = parseFlags(argv, FLAGS);
+  let config;
+  try {
+    config = await loadRunnerConfig((k) => Deno.env.get(k), {
+      ...(values.name !== undefined ? { name: values.name } : {}),
+      safeMode: values["safe-mode"] ?? false,
+      noMcp: values["no-mcp"] ?? false,
+      noPlugins: values["no-plugins"] ?? false,
+      noHooks: values["no-hooks"] ?? false,
+      noRelay: values["no-relay"] ?? false,
+    });
+  } catch (err) {
+    if (err instanceof ConfigError) throw new UsageError(err.message);
+    throw err;
+  }
+  if (config.skip.relay) {
+    throw new UsageError(
+      "The relay is turned off (--no-relay, --safe-mode, BATON_NO_RELAY=1 or relayUrl \"off\"); a runner needs one",
+    );
+  }
+  if (!config.relayUrl) {
+    throw new UsageError("No relay: set BATON_RELAY_URL or run 'baton setup'");
+  }
+  if (!config.apiKey) {
+    throw new UsageError("No API key: set BATON_API_KEY or run 'baton setup'");
+  }
+  const runnerId = await ensureRunnerId(config.batonDir);
+  console.log(`baton runner ${runnerId} (${config.name}) connecting to ${config.relayUrl}`);
+  const stop = new AbortController();
+  untilSignal().then(() => stop.abort());
+  return await supervise({
+    daemonArgs: argv,
+    log: (line) => console.error(`[runner] ${line}`),
+    signal: stop.signal,
+  });
+}

@@ -1,0 +1,56 @@
+import type { Context } from "hono";
+import type { z } from "zod";
+import { HttpError } from "./errors.ts";
+import type { Principal } from "./auth.ts";
+
+/** Hono variables the relay's middleware sets. */
+export type RelayEnv = {
+  Variables: { principal: Principal };
+};
+
+/** Largest JSON body any API route accepts. */
+export const MAX_JSON_BODY = 1024 * 1024;
+
+/** Reads and validates a JSON body; every failure is a 4xx HttpError. */
+export async function readJson<T extends z.ZodType>(c: Context, schema: T): Promise<z.infer<T>> {
+  const type = c.req.header("content-type") ?? "";
+  if (!/^application\/json\b/i.test(type)) {
+    throw new HttpError(415, "unsupported_media_type", "Content-Type must be application/json");
+  }
+  const declared = Number(c.req.header("content-length") ?? "0");
+  if (declared > MAX_JSON_BODY) throw tooLarge();
+  const buf = await c.req.arrayBuffer();
+  if (buf.byteLength > MAX_JSON_BODY) throw tooLarge();
+  let body: unknown;
+  try {
+    body = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(buf));
+  } catch {
+    throw new HttpError(400, "bad_json", "Body is not valid JSON");
+  }
+  const parsed = schema.safeParse(body);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const where = issue?.path.length ? `${issue.path.join(".")}: ` : "";
+    throw new HttpError(400, "invalid_body", `Invalid body: ${where}${issue?.message ?? "invalid"}`);
+  }
+  return parsed.data;
+}
+
+function tooLarge(): HttpError {
+  return new HttpError(413, "body_too_large", `Body is larger than ${MAX_JSON_BODY} bytes`);
+}
+
+/** The authenticated caller (set by the auth middleware). */
+export function principal(c: Context<RelayEnv>): Principal {
+  return c.get("principal");
+}
+
+/** The peer address of the request (or the first X-Forwarded-For hop behind a trusted proxy). */
+export function clientIp(c: Context, trustProxy: boolean): string {
+  if (trustProxy) {
+    const fwd = c.req.header("x-forwarded-for")?.split(",")[0]?.trim();
+    if (fwd) return fwd;
+  }
+  const info = c.env as { remoteAddr?: { hostname?: string } } | undefined;
+  return info?.remoteAddr?.hostname ?? "unknown";
+}

@@ -1,0 +1,233 @@
+import { Hono } from "hono";
+import { z } from "zod";
+import { join } from "node:path";
+import { RUNNER_WS_PATH, VIEWER_WS_PATH } from "../shared/protocol.ts";
+import { CLIENT_IP_HEADER, createAuth, type Principal } from "./auth.ts";
+import { type Database, openDatabase } from "./db.ts";
+import { errorResponse, HttpError } from "./errors.ts";
+import { clientIp, readJson, type RelayEnv } from "./_http.ts";
+import { Hub } from "./hub.ts";
+import { RateLimiter } from "./rate_limit.ts";
+import { acceptRunnerSocket } from "./runner_link.ts";
+import { keyRoutes, createKey } from "./routes/keys.ts";
+import { runnerRoutes } from "./routes/runners.ts";
+import { sessionRoutes } from "./routes/sessions.ts";
+import { settingsRoutes } from "./routes/settings.ts";
+import { Store } from "./store/mod.ts";
+import { acceptViewerSocket } from "./viewer.ts";
+import { webRoutes } from "../web/mod.ts";
+
+/** Options of {@linkcode createRelay}. */
+export interface RelayOptions {
+  /** Folder of `relay.db` and the auth secret; created when missing. */
+  dataDir: string;
+  /** Public address of the relay, used for share URLs, cookies and Origin checks. */
+  baseUrl: string;
+  /** Let accounts beyond the first one sign up. */
+  allowSignup?: boolean;
+  /** Events kept in memory per session. Default 1000. */
+  eventBufferSize?: number;
+  /** Take the client IP from X-Forwarded-For (only behind a proxy that sets it). */
+  trustProxy?: boolean;
+  /** Extra browser origins allowed besides the base URL's. */
+  trustedOrigins?: string[];
+  /** Signing secret of sessions; default: read or create `<dataDir>/secret`. */
+  authSecret?: string;
+  /** Receives one line per notable incident. */
+  log?: (line: string) => void;
+}
+
+/** A relay built as a value: the Hono app, its live hub and a way to close it. */
+export interface Relay {
+  app: Hono<RelayEnv>;
+  hub: Hub;
+  store: Store;
+  /** `Deno.serve` handler (passes connection info through to the app). */
+  fetch: (req: Request, info?: Deno.ServeHandlerInfo) => Response | Promise<Response>;
+  /** Closes every socket and the database. */
+  close(): void;
+}
+
+const Register = z.object({
+  name: z.string().trim().min(1).max(200).optional(),
+  email: z.string().trim().email().max(320),
+  password: z.string().min(1).max(256),
+});
+
+/** Builds the relay: opens the store, sets up accounts and wires every route. */
+export async function createRelay(options: RelayOptions): Promise<Relay> {
+  await Deno.mkdir(options.dataDir, { recursive: true });
+  const db: Database = openDatabase(join(options.dataDir, "relay.db"));
+  const store = new Store(db);
+  const baseUrl = options.baseUrl.replace(/\/+$/, "");
+  const baseOrigin = new URL(baseUrl).origin;
+  const trustedOrigins = [baseOrigin, ...(options.trustedOrigins ?? [])];
+  const trustProxy = options.trustProxy ?? false;
+  const secret = options.authSecret ?? await loadSecret(options.dataDir);
+  const allowSignup = options.allowSignup ?? false;
+  const { auth, authenticate, principalFromKey, userIdByEmail } = await createAuth({
+    db,
+    store,
+    baseUrl,
+    secret,
+    allowSignup,
+    trustedOrigins,
+  });
+  const hub = new Hub({
+    store,
+    eventBufferSize: options.eventBufferSize ?? 1000,
+    baseUrl,
+    ...(options.log ? { log: options.log } : {}),
+  });
+  const registerLimit = new RateLimiter({ limit: 5, windowMs: 15 * 60_000 });
+
+  /** Browser requests must come from our own origin (or a configured one). */
+  function originAllowed(req: Request): boolean {
+    const origin = req.headers.get("origin");
+    if (!origin) return true;
+    if (trustedOrigins.includes(origin)) return true;
+    const host = req.headers.get("host");
+    return host !== null && origin === `${new URL(baseUrl).protocol}//${host}`;
+  }
+
+  const app = new Hono<RelayEnv>();
+
+  app.onError((err, c) => {
+    if (err instanceof HttpError) {
+      return errorResponse(c, err.status, err.code, err.message, err.headers);
+    }
+    options.log?.(`internal error on ${c.req.method} ${c.req.path}: ${err?.stack ?? err}`);
+    return errorResponse(c, 500, "internal", "Internal error");
+  });
+  app.notFound((c) => errorResponse(c, 404, "not_found", `No route: ${c.req.method} ${c.req.path}`));
+
+  app.use("*", async (c, next) => {
+    await next();
+    c.header("x-content-type-options", "nosniff");
+    c.header("referrer-policy", "same-origin");
+  });
+
+  app.get("/health", (c) => c.json({ status: "ok" }));
+
+  // better-auth owns /api/auth/*; it sees the real peer address for its limits.
+  app.on(["GET", "POST"], "/api/auth/*", async (c) => {
+    const headers = new Headers(c.req.raw.headers);
+    headers.set(CLIENT_IP_HEADER, clientIp(c, trustProxy));
+    // A fresh Request (not a copy of the incoming one) so its abort signal is not touched.
+    const raw = c.req.raw;
+    const req = new Request(raw.url, {
+      method: raw.method,
+      headers,
+      ...(raw.body ? { body: raw.body, duplex: "half" } : {}),
+    } as RequestInit);
+    const signingOut = c.req.path === "/api/auth/sign-out";
+    const before = signingOut ? await authenticate(c.req.raw.headers) : null;
+    const res = await auth.handler(req);
+    if (signingOut && res.ok && before?.authSessionId) hub.revokeAuthSession(before.authSessionId);
+    return res;
+  });
+
+  app.post("/api/register", async (c) => {
+    const limited = registerLimit.hit(clientIp(c, trustProxy));
+    if (!limited.ok) {
+      throw new HttpError(429, "rate_limited", "Too many registration attempts; try again later", {
+        "retry-after": String(limited.retryAfterSeconds),
+      });
+    }
+    const body = await readJson(c, Register);
+    const email = body.email.toLowerCase();
+    let userId = userIdByEmail(email);
+    if (userId) {
+      const ok = await auth.api.signInEmail({ body: { email, password: body.password } })
+        .then(() => true, () => false);
+      if (!ok) throw new HttpError(401, "invalid_credentials", "Invalid email or password");
+    } else {
+      if (!body.name) throw new HttpError(401, "invalid_credentials", "Invalid email or password");
+      if (!allowSignup && store.userCount() > 0) {
+        throw new HttpError(403, "signup_closed", "Sign-up is closed on this relay");
+      }
+      if (body.password.length < 8) {
+        throw new HttpError(400, "password_too_short", "Password must have at least 8 characters");
+      }
+      const res = await auth.api.signUpEmail({
+        body: { email, password: body.password, name: body.name },
+      });
+      userId = res.user.id;
+    }
+    const created = await createKey(store, userId, "cli", null);
+    return c.json({ ok: true, key: created.key });
+  });
+
+  // Every other /api route needs a principal (cookie or key).
+  app.use("/api/*", async (c, next) => {
+    const p = await authenticate(c.req.raw.headers);
+    if (!p) throw new HttpError(401, "unauthorized", "Sign in or send an API key");
+    const m = c.req.method;
+    if (p.via === "cookie" && m !== "GET" && m !== "HEAD" && !originAllowed(c.req.raw)) {
+      throw new HttpError(403, "bad_origin", "Request origin is not allowed");
+    }
+    c.set("principal", p);
+    await next();
+  });
+
+  app.route("/api/keys", keyRoutes(store, hub));
+  app.route("/api/runners", runnerRoutes(hub));
+  app.route("/api/sessions", sessionRoutes(hub));
+  app.route("/api/settings", settingsRoutes(store));
+
+  app.get(RUNNER_WS_PATH, (c) => {
+    if (c.req.header("upgrade")?.toLowerCase() !== "websocket") {
+      throw new HttpError(426, "upgrade_required", "Connect with a WebSocket");
+    }
+    const { socket, response } = Deno.upgradeWebSocket(c.req.raw, { idleTimeout: 30 });
+    acceptRunnerSocket(socket, { hub, principalFromKey });
+    return response;
+  });
+
+  app.get(VIEWER_WS_PATH, async (c) => {
+    if (c.req.header("upgrade")?.toLowerCase() !== "websocket") {
+      throw new HttpError(426, "upgrade_required", "Connect with a WebSocket");
+    }
+    if (!originAllowed(c.req.raw)) {
+      throw new HttpError(403, "bad_origin", "WebSocket origin is not allowed");
+    }
+    const p: Principal | null = await authenticate(c.req.raw.headers);
+    if (!p && (c.req.header("x-api-key") || c.req.header("authorization"))) {
+      throw new HttpError(401, "unauthorized", "Invalid API key");
+    }
+    const { socket, response } = Deno.upgradeWebSocket(c.req.raw, { idleTimeout: 60 });
+    acceptViewerSocket(socket, { hub, principal: p, principalFromKey });
+    return response;
+  });
+
+  app.route("/", webRoutes());
+
+  let closed = false;
+  return {
+    app,
+    hub,
+    store,
+    fetch: (req, info) => app.fetch(req, info),
+    close() {
+      if (closed) return;
+      closed = true;
+      hub.close();
+      db.close();
+    },
+  };
+}
+
+/** The relay's signing secret: `<dataDir>/secret`, created (0600) on first start. */
+async function loadSecret(dataDir: string): Promise<string> {
+  const path = join(dataDir, "secret");
+  try {
+    const s = (await Deno.readTextFile(path)).trim();
+    if (s.length >= 32) return s;
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound)) throw err;
+  }
+  const bytes = crypto.getRandomValues(new Uint8Array(32));
+  const secret = btoa(String.fromCharCode(...bytes));
+  await Deno.writeTextFile(path, secret + "\n", { mode: 0o600 });
+  return secret;
+}

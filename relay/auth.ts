@@ -1,0 +1,154 @@
+import { betterAuth } from "better-auth";
+import { APIError } from "better-auth/api";
+import { getMigrations } from "better-auth/db/migration";
+import type { Database } from "./db.ts";
+import type { Store } from "./store/mod.ts";
+import { hashKey, looksLikeKey } from "./keys.ts";
+
+/** Header the relay sets (after dropping any client copy) so better-auth sees the peer IP. */
+export const CLIENT_IP_HEADER = "x-baton-client-ip";
+
+/** Options of {@linkcode createAuth}. */
+export interface AuthOptions {
+  db: Database;
+  store: Store;
+  baseUrl: string;
+  secret: string;
+  /** Whether accounts beyond the first may sign up. */
+  allowSignup: boolean;
+  /** Origins other than the base URL's that may call the auth endpoints. */
+  trustedOrigins: string[];
+}
+
+/** Who made a request, and with what. */
+export interface Principal {
+  userId: string;
+  email: string;
+  name: string;
+  via: "cookie" | "key";
+  /** The API key or runner token used, when `via` is `key`. */
+  keyId: string | null;
+  /** better-auth's session id, when `via` is `cookie`. */
+  authSessionId: string | null;
+}
+
+/** better-auth configured for the relay, and the checks built on it. */
+export type Auth = Awaited<ReturnType<typeof createAuth>>;
+
+/** Builds better-auth on the relay's database, migrating its tables first. */
+export async function createAuth(options: AuthOptions) {
+  const { store } = options;
+  const config = {
+    database: options.db,
+    secret: options.secret,
+    baseURL: options.baseUrl,
+    basePath: "/api/auth",
+    logger: { disabled: true },
+    telemetry: { enabled: false },
+    trustedOrigins: (request?: Request) => {
+      // A same-origin request (Origin equals the Host the browser connected
+      // to) is trusted too, so http://localhost and http://127.0.0.1 both work.
+      const host = request?.headers.get("host");
+      const proto = new URL(options.baseUrl).protocol;
+      return [...options.trustedOrigins, host ? `${proto}//${host}` : null];
+    },
+    emailAndPassword: { enabled: true, minPasswordLength: 8, maxPasswordLength: 256 },
+    session: {
+      expiresIn: 60 * 60 * 24 * 30,
+      updateAge: 60 * 60 * 24,
+    },
+    rateLimit: {
+      enabled: true,
+      window: 60,
+      max: 300,
+      customRules: {
+        "/sign-in/*": { window: 60, max: 20 },
+        "/sign-up/*": { window: 60, max: 10 },
+      },
+    },
+    advanced: {
+      ipAddress: { ipAddressHeaders: [CLIENT_IP_HEADER] },
+      useSecureCookies: options.baseUrl.startsWith("https:"),
+      cookiePrefix: "baton",
+    },
+    databaseHooks: {
+      user: {
+        create: {
+          // deno-lint-ignore require-await
+          before: async (user: { email: string }) => {
+            if (!options.allowSignup && store.userCount() > 0) {
+              throw new APIError("FORBIDDEN", {
+                code: "SIGNUP_CLOSED",
+                message: "Sign-up is closed on this relay (start it with --allow-signup)",
+              });
+            }
+            return { data: { ...user, email: user.email.toLowerCase() } };
+          },
+        },
+      },
+    },
+  };
+  const { runMigrations } = await getMigrations(config);
+  await runMigrations();
+  const auth = betterAuth(config);
+
+  /** The principal of a request: API key headers first, then the session cookie. */
+  async function authenticate(headers: Headers): Promise<Principal | null> {
+    const key = keyFromHeaders(headers);
+    if (key !== null) return await principalFromKey(key);
+    if (!headers.get("cookie")) return null;
+    const s = await auth.api.getSession({ headers });
+    if (!s) return null;
+    return {
+      userId: s.user.id,
+      email: s.user.email,
+      name: s.user.name,
+      via: "cookie",
+      keyId: null,
+      authSessionId: s.session.id,
+    };
+  }
+
+  /** The principal a raw API key or runner token stands for, when it is valid. */
+  async function principalFromKey(key: string): Promise<Principal | null> {
+    if (!looksLikeKey(key)) return null;
+    const rec = store.keys.byHash(await hashKey(key));
+    if (!rec) return null;
+    if (rec.expiresAt && Date.parse(rec.expiresAt) <= Date.now()) return null;
+    const user = options.db.prepare('SELECT id, email, name FROM "user" WHERE id = ?').get(
+      rec.userId,
+    ) as { id: string; email: string; name: string } | undefined;
+    if (!user) return null;
+    const now = new Date();
+    if (!rec.lastUsedAt || now.getTime() - Date.parse(rec.lastUsedAt) > 60_000) {
+      store.keys.touch(rec.id, now.toISOString());
+    }
+    return {
+      userId: user.id,
+      email: user.email,
+      name: user.name,
+      via: "key",
+      keyId: rec.id,
+      authSessionId: null,
+    };
+  }
+
+  /** The user id owning `email`, if any. */
+  function userIdByEmail(email: string): string | undefined {
+    const r = options.db.prepare('SELECT id FROM "user" WHERE email = ?').get(
+      email.toLowerCase(),
+    ) as { id: string } | undefined;
+    return r?.id;
+  }
+
+  return { auth, authenticate, principalFromKey, userIdByEmail };
+}
+
+/** The key from `x-api-key` or `Authorization: Bearer`, or null when neither is sent. */
+export function keyFromHeaders(headers: Headers): string | null {
+  const x = headers.get("x-api-key");
+  if (x) return x.trim();
+  const authz = headers.get("authorization");
+  if (authz && /^bearer\s+/i.test(authz)) return authz.replace(/^bearer\s+/i, "").trim();
+  return null;
+}

@@ -1,0 +1,593 @@
+import {
+  type EventsMessage,
+  type InputKind,
+  type ModelInfo,
+  type ModelRef,
+  PROTOCOL_VERSION,
+  type RunnerInfo,
+  type SessionEvent,
+  type SessionEventBody,
+  type SessionInfo,
+  type SpawnResult,
+} from "../shared/protocol.ts";
+import { HttpError, notFound } from "./errors.ts";
+import { EventRing } from "./session_log.ts";
+import type { SessionPatch, SessionRecord, Store, StoredEvent } from "./store/mod.ts";
+import type { RunnerLink } from "./runner_link.ts";
+import type { Viewer } from "./viewer.ts";
+
+/** Options of {@linkcode Hub}. */
+export interface HubOptions {
+  store: Store;
+  /** Events kept in memory per session (`BATON_RELAY_EVENT_BUFFER_SIZE`). */
+  eventBufferSize: number;
+  baseUrl: string;
+  /** Receives one line per notable incident; the CLI prints them. */
+  log?: (line: string) => void;
+}
+
+/** Largest single event body the relay stores; bigger ones are replaced by a marker. */
+export const MAX_EVENT_BYTES = 2 * 1024 * 1024;
+
+/** Socket buffer above which a viewer stops getting live frames and is caught up by pulling. */
+export const VIEWER_HIGH_WATER = 1024 * 1024;
+/** Socket buffer below which a lagging viewer gets its next catch-up chunk. */
+export const VIEWER_LOW_WATER = 256 * 1024;
+const CATCH_UP_EVENTS = 500;
+const CATCH_UP_BYTES = 512 * 1024;
+
+/** One viewer's subscription to one session. */
+export interface Subscription {
+  viewer: Viewer;
+  sessionId: string;
+  /** Highest seq sent to this viewer. */
+  sent: number;
+  /** True once caught up: live frames go straight out. */
+  live: boolean;
+}
+
+/** In-memory state of a session that has viewers or recent events. */
+interface LiveSession {
+  id: string;
+  userId: string;
+  runnerId: string;
+  lastSeq: number;
+  ring: EventRing;
+  subs: Set<Subscription>;
+  touchedAt: number;
+}
+
+/** The event types that move a session's status or title. */
+const STATEFUL_EVENTS = new Set([
+  "session_start",
+  "session_end",
+  "agent_start",
+  "agent_end",
+  "message_start",
+]);
+
+/**
+ * The relay's live state: connected runners, the in-memory tail of each
+ * session's log and the viewers. Everything durable goes through the store.
+ */
+export class Hub {
+  readonly store: Store;
+  readonly #opts: HubOptions;
+  readonly #links = new Map<string, RunnerLink>();
+  readonly #live = new Map<string, LiveSession>();
+  readonly #viewersByUser = new Map<string, Set<Viewer>>();
+  readonly #lagging = new Set<Subscription>();
+  readonly #timers: ReturnType<typeof setInterval>[] = [];
+  #closed = false;
+
+  constructor(options: HubOptions) {
+    this.#opts = options;
+    this.store = options.store;
+    this.#timers.push(setInterval(() => this.#pumpLagging(), 50));
+    this.#timers.push(setInterval(() => this.#evictIdle(), 60_000));
+  }
+
+  log(line: string): void {
+    this.#opts.log?.(line);
+  }
+
+  // -------------------------------------------------------------------------
+  // Runners
+
+  /** Registers an authenticated runner link, replacing an older one for the same id. */
+  attachRunner(link: RunnerLink, sessions: string[]): {
+    acked: Record<string, number>;
+    ended: string[];
+  } {
+    const old = this.#links.get(link.runnerId);
+    if (old && old !== link) old.close(4009, "Replaced by a newer connection");
+    this.#links.set(link.runnerId, link);
+
+    const acked: Record<string, number> = {};
+    const ended: string[] = [];
+    const reported = new Set(sessions);
+    for (const id of sessions) {
+      const s = this.store.sessions.get(id);
+      if (!s || s.runnerId !== link.runnerId || s.userId !== link.userId) ended.push(id);
+      else if (s.status === "ended" || s.status === "error") ended.push(id);
+      else acked[id] = this.#lastSeq(s);
+    }
+    // Sessions the relay believes run on this runner but the runner no longer
+    // has (its state was wiped) end here, so they do not show as running forever.
+    for (const s of this.store.sessions.listLiveForRunner(link.runnerId)) {
+      if (reported.has(s.sessionId) || link.pendingSpawns.has(s.sessionId)) continue;
+      if (s.status === "starting") continue;
+      this.#endSession(s, "error", "The runner restarted without this session");
+    }
+    this.#notifyRunner(link.userId, link.runnerId);
+    return { acked, ended };
+  }
+
+  detachRunner(link: RunnerLink): void {
+    if (this.#links.get(link.runnerId) !== link) return;
+    this.#links.delete(link.runnerId);
+    this.store.runners.touch(link.runnerId, new Date().toISOString());
+    this.#notifyRunner(link.userId, link.runnerId);
+  }
+
+  link(runnerId: string): RunnerLink | undefined {
+    return this.#links.get(runnerId);
+  }
+
+  runnerInfo(runnerId: string): RunnerInfo | undefined {
+    const r = this.store.runners.get(runnerId);
+    if (!r) return undefined;
+    return {
+      id: r.id,
+      name: r.name,
+      connected: this.#links.has(r.id),
+      sessions: this.store.sessions.listLiveForRunner(r.id).map((s) => s.sessionId),
+      platform: r.platform,
+      version: r.version,
+      roots: r.roots,
+      lastSeenAt: this.#links.has(r.id) ? new Date().toISOString() : r.lastSeenAt,
+    };
+  }
+
+  listRunners(userId: string): RunnerInfo[] {
+    return this.store.runners.listForUser(userId).map((r) => this.runnerInfo(r.id)!);
+  }
+
+  /** The connected link of a runner `userId` owns; 404 for foreign or unknown, 503 when offline. */
+  connectedRunner(userId: string, runnerId: string): RunnerLink {
+    if (!this.store.runners.getOwned(userId, runnerId)) throw notFound("Runner");
+    const link = this.#links.get(runnerId);
+    if (!link) throw new HttpError(503, "runner_offline", "Runner is not connected");
+    return link;
+  }
+
+  // -------------------------------------------------------------------------
+  // Sessions
+
+  sessionInfo(s: SessionRecord): SessionInfo {
+    const { userId: _u, prompt: _p, ...info } = s;
+    return { ...info, lastSeq: this.#lastSeq(s) };
+  }
+
+  /** Starts a session on a runner; the runner checks `cwd` against its roots first. */
+  async spawn(
+    userId: string,
+    req: { runnerId: string; prompt: string; cwd: string | null; model: ModelRef | null },
+  ): Promise<{ sessionId: string; shareUrl: string }> {
+    const link = this.connectedRunner(userId, req.runnerId);
+    const sessionId = crypto.randomUUID();
+    const now = new Date().toISOString();
+    this.store.sessions.insert({
+      sessionId,
+      userId,
+      runnerId: req.runnerId,
+      status: "starting",
+      activity: "idle",
+      cwd: req.cwd ?? "",
+      model: req.model,
+      prompt: req.prompt,
+      title: titleFrom(req.prompt),
+      createdAt: now,
+      updatedAt: now,
+      endedAt: null,
+      endReason: null,
+      lastSeq: 0,
+      isPinned: false,
+    });
+    link.pendingSpawns.add(sessionId);
+    try {
+      const res = await link.request("spawn", {
+        sessionId,
+        cwd: req.cwd,
+        prompt: req.prompt,
+        model: req.model,
+      }, 30_000) as SpawnResult;
+      this.store.sessions.update(sessionId, { cwd: res.cwd }, new Date().toISOString());
+    } catch (err) {
+      // Nothing started: the session leaves no trace.
+      this.store.tx(() => {
+        this.store.events.deleteSession(sessionId);
+        this.store.sessions.delete(sessionId);
+      });
+      this.#live.delete(sessionId);
+      throw err;
+    } finally {
+      link.pendingSpawns.delete(sessionId);
+    }
+    this.#notifySession(sessionId);
+    this.#notifyRunner(userId, req.runnerId);
+    return { sessionId, shareUrl: `${this.#opts.baseUrl}/session/${sessionId}` };
+  }
+
+  /** Sends a prompt, steer, follow-up, abort or end into a running session. */
+  async input(userId: string, sessionId: string, kind: InputKind, text: string): Promise<void> {
+    const s = this.store.sessions.getOwned(userId, sessionId);
+    if (!s) throw notFound("Session");
+    if (s.status === "ended" || s.status === "error") {
+      throw new HttpError(409, "session_ended", "Session has ended");
+    }
+    const link = this.#links.get(s.runnerId);
+    if (!link) throw new HttpError(503, "runner_offline", "Runner is not connected");
+    await link.request("input", { sessionId, kind, text }, 30_000);
+  }
+
+  /** The models a runner offers, minus the ones `userId` hid. */
+  async models(userId: string, runnerId: string): Promise<ModelInfo[]> {
+    const link = this.connectedRunner(userId, runnerId);
+    const res = await link.request("models", {}, 15_000) as { models: ModelInfo[] };
+    const hidden = new Set(this.store.settings.get<string[]>(userId, "hiddenModels", []));
+    return res.models.filter((m) => !hidden.has(`${m.provider}/${m.id}`));
+  }
+
+  // -------------------------------------------------------------------------
+  // Events from runners
+
+  /**
+   * Stores a batch of events from a runner in one transaction, then acks it
+   * and fans it out. Re-sent events (seq already stored) are skipped.
+   */
+  ingest(link: RunnerLink, msg: EventsMessage): void {
+    const rec = this.store.sessions.get(msg.sessionId);
+    if (!rec || rec.runnerId !== link.runnerId || rec.userId !== link.userId) {
+      link.send({
+        t: "error",
+        code: "unknown_session",
+        message: `Unknown session: '${msg.sessionId}'`,
+        sessionId: msg.sessionId,
+      });
+      return;
+    }
+    const live = this.#liveSession(rec);
+    const fresh: StoredEvent[] = [];
+    let patch: SessionPatch | null = null as SessionPatch | null;
+    let seq = live.lastSeq;
+    for (const ev of msg.events) {
+      if (ev.seq <= seq) continue;
+      if (ev.seq !== seq + 1) {
+        this.log(`session ${rec.sessionId}: gap in events from runner (${seq} → ${ev.seq})`);
+      }
+      seq = ev.seq;
+      let json = JSON.stringify({ seq: ev.seq, ts: ev.ts, e: ev.e });
+      if (json.length > MAX_EVENT_BYTES) {
+        json = JSON.stringify({
+          seq: ev.seq,
+          ts: ev.ts,
+          e: { type: "event_too_large", originalType: ev.e.type, bytes: json.length },
+        });
+      }
+      fresh.push({ seq: ev.seq, json });
+      if (STATEFUL_EVENTS.has(ev.e.type)) patch = Object.assign(patch ?? {}, statePatch(rec, ev.e));
+    }
+    if (fresh.length > 0) {
+      const now = new Date().toISOString();
+      this.store.tx(() => {
+        for (const f of fresh) this.store.events.append(rec.sessionId, f.seq, f.json);
+        this.store.sessions.setLastSeq(rec.sessionId, seq);
+        if (patch) this.store.sessions.update(rec.sessionId, patch, now);
+      });
+      live.lastSeq = seq;
+      live.touchedAt = Date.now();
+      for (const f of fresh) live.ring.push(f);
+      this.#broadcast(live, fresh);
+    }
+    link.send({ t: "ack", sessionId: rec.sessionId, seq: live.lastSeq });
+    if (patch) {
+      this.#notifySession(rec.sessionId);
+      if (patch.status === "ended" || patch.status === "error") {
+        this.#notifyRunner(rec.userId, rec.runnerId);
+      }
+    }
+  }
+
+  /** Ends a session the runner lost or can no longer report on. */
+  #endSession(s: SessionRecord, status: "ended" | "error", reason: string): void {
+    const live = this.#liveSession(s);
+    const seq = live.lastSeq + 1;
+    const e: SessionEventBody = { type: "session_end", reason: "lost", message: reason };
+    const json = JSON.stringify({ seq, ts: Date.now(), e });
+    const now = new Date().toISOString();
+    this.store.tx(() => {
+      this.store.events.append(s.sessionId, seq, json);
+      this.store.sessions.setLastSeq(s.sessionId, seq);
+      this.store.sessions.update(s.sessionId, {
+        status,
+        activity: "idle",
+        endedAt: now,
+        endReason: reason,
+      }, now);
+    });
+    live.lastSeq = seq;
+    live.ring.push({ seq, json });
+    this.#broadcast(live, [{ seq, json }]);
+    this.#notifySession(s.sessionId);
+  }
+
+  #lastSeq(s: SessionRecord): number {
+    return this.#live.get(s.sessionId)?.lastSeq ?? s.lastSeq;
+  }
+
+  #liveSession(s: SessionRecord): LiveSession {
+    let live = this.#live.get(s.sessionId);
+    if (!live) {
+      live = {
+        id: s.sessionId,
+        userId: s.userId,
+        runnerId: s.runnerId,
+        lastSeq: Math.max(s.lastSeq, this.store.events.maxSeq(s.sessionId)),
+        ring: new EventRing(this.#opts.eventBufferSize),
+        subs: new Set(),
+        touchedAt: Date.now(),
+      };
+      this.#live.set(s.sessionId, live);
+    }
+    return live;
+  }
+
+  #evictIdle(): void {
+    const cutoff = Date.now() - 10 * 60_000;
+    for (const [id, live] of this.#live) {
+      if (live.subs.size === 0 && live.touchedAt < cutoff) this.#live.delete(id);
+    }
+  }
+
+  // -------------------------------------------------------------------------
+  // Viewers
+
+  addViewer(v: Viewer): void {
+    let set = this.#viewersByUser.get(v.principal.userId);
+    if (!set) this.#viewersByUser.set(v.principal.userId, set = new Set());
+    set.add(v);
+  }
+
+  removeViewer(v: Viewer): void {
+    for (const sub of v.subs.values()) this.unsubscribe(sub);
+    const set = this.#viewersByUser.get(v.principal.userId);
+    set?.delete(v);
+    if (set?.size === 0) this.#viewersByUser.delete(v.principal.userId);
+  }
+
+  /**
+   * Subscribes a viewer from `since`: it first gets every stored event after
+   * `since` (pulled at the pace its socket drains), then live ones.
+   */
+  subscribe(v: Viewer, sessionId: string, since: number): Subscription {
+    const rec = this.store.sessions.getOwned(v.principal.userId, sessionId);
+    if (!rec) throw notFound("Session");
+    const live = this.#liveSession(rec);
+    const old = v.subs.get(sessionId);
+    if (old) this.unsubscribe(old);
+    const sub: Subscription = { viewer: v, sessionId, sent: since, live: false };
+    v.subs.set(sessionId, sub);
+    v.send({ t: "subscribed", sessionId, session: this.sessionInfo(rec) });
+    if (since > live.lastSeq) {
+      // The viewer holds more than the relay has (its data was replaced):
+      // it must start over rather than wait for seqs that will mean other events.
+      v.send({
+        t: "reset",
+        sessionId,
+        reason: `Viewer is at seq ${since}, the log ends at ${live.lastSeq}`,
+      });
+      sub.sent = 0;
+    }
+    live.subs.add(sub);
+    this.#pump(sub, live);
+    return sub;
+  }
+
+  unsubscribe(sub: Subscription): void {
+    this.#live.get(sub.sessionId)?.subs.delete(sub);
+    this.#lagging.delete(sub);
+    if (sub.viewer.subs.get(sub.sessionId) === sub) sub.viewer.subs.delete(sub.sessionId);
+  }
+
+  #broadcast(live: LiveSession, fresh: StoredEvent[]): void {
+    if (live.subs.size === 0) return;
+    const first = fresh[0]!.seq;
+    const last = fresh[fresh.length - 1]!.seq;
+    // Serialised once for every viewer of the session.
+    const frame = eventsFrame(live.id, fresh);
+    for (const sub of live.subs) {
+      if (!sub.live) continue;
+      if (sub.sent < first - 1 || sub.viewer.bufferedAmount > VIEWER_HIGH_WATER) {
+        sub.live = false;
+        this.#lagging.add(sub);
+        continue;
+      }
+      if (sub.sent >= last) continue;
+      sub.viewer.sendRaw(
+        sub.sent === first - 1
+          ? frame
+          : eventsFrame(live.id, fresh.filter((f) => f.seq > sub.sent)),
+      );
+      sub.sent = last;
+    }
+  }
+
+  /** Sends stored events a viewer has not seen yet while its socket has room. */
+  #pump(sub: Subscription, live: LiveSession): void {
+    while (sub.sent < live.lastSeq) {
+      if (sub.viewer.closed) return;
+      if (sub.viewer.bufferedAmount > VIEWER_LOW_WATER) {
+        this.#lagging.add(sub);
+        return;
+      }
+      const chunk = live.ring.after(sub.sent, CATCH_UP_EVENTS) ??
+        this.store.events.after(sub.sessionId, sub.sent, CATCH_UP_EVENTS);
+      if (chunk.length === 0) break;
+      let bytes = 0;
+      let n = 0;
+      while (n < chunk.length && bytes < CATCH_UP_BYTES) bytes += chunk[n++]!.json.length;
+      const part = chunk.slice(0, n);
+      sub.viewer.sendRaw(eventsFrame(sub.sessionId, part));
+      sub.sent = part[part.length - 1]!.seq;
+    }
+    this.#lagging.delete(sub);
+    if (!sub.live) {
+      sub.live = true;
+      sub.viewer.send({ t: "caught_up", sessionId: sub.sessionId, seq: sub.sent });
+    }
+  }
+
+  #pumpLagging(): void {
+    for (const sub of this.#lagging) {
+      const live = this.#live.get(sub.sessionId);
+      if (!live || sub.viewer.closed) {
+        this.#lagging.delete(sub);
+        continue;
+      }
+      if (sub.viewer.bufferedAmount <= VIEWER_LOW_WATER) this.#pump(sub, live);
+    }
+  }
+
+  // -------------------------------------------------------------------------
+  // Feed of runners and sessions
+
+  #notifyRunner(userId: string, runnerId: string): void {
+    const viewers = this.#viewersByUser.get(userId);
+    if (!viewers) return;
+    const runner = this.runnerInfo(runnerId);
+    if (!runner) return;
+    for (const v of viewers) if (v.watching) v.send({ t: "runner", runner });
+  }
+
+  #notifySession(sessionId: string): void {
+    const s = this.store.sessions.get(sessionId);
+    if (!s) return;
+    const viewers = this.#viewersByUser.get(s.userId);
+    if (!viewers) return;
+    const session = this.sessionInfo(s);
+    for (const v of viewers) if (v.watching) v.send({ t: "session", session });
+  }
+
+  /** Tells the owner's feed that a session changed outside the event log (a pin). */
+  sessionChanged(sessionId: string): void {
+    this.#notifySession(sessionId);
+  }
+
+  // -------------------------------------------------------------------------
+  // Credentials
+
+  /** Closes every socket opened with a key that was just revoked. */
+  revokeKey(keyId: string): void {
+    for (const link of [...this.#links.values()]) {
+      if (link.keyId === keyId) link.close(4401, "API key revoked");
+    }
+    for (const set of this.#viewersByUser.values()) {
+      for (const v of [...set]) if (v.principal.keyId === keyId) v.close(4401, "API key revoked");
+    }
+  }
+
+  /** Closes every viewer socket of a signed-out browser session. */
+  revokeAuthSession(authSessionId: string): void {
+    for (const set of this.#viewersByUser.values()) {
+      for (const v of [...set]) {
+        if (v.principal.authSessionId === authSessionId) v.close(4401, "Signed out");
+      }
+    }
+  }
+
+  get protocolVersion(): number {
+    return PROTOCOL_VERSION;
+  }
+
+  /** Closes every socket and stops the timers. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const t of this.#timers) clearInterval(t);
+    for (const link of [...this.#links.values()]) link.close(1001, "Relay shutting down");
+    for (const set of this.#viewersByUser.values()) {
+      for (const v of [...set]) v.close(1001, "Relay shutting down");
+    }
+  }
+}
+
+/** The `events` frame for a run of stored events, built without re-serialising them. */
+export function eventsFrame(sessionId: string, events: StoredEvent[]): string {
+  let body = "";
+  for (let i = 0; i < events.length; i++) body += (i ? "," : "") + events[i]!.json;
+  return `{"t":"events","sessionId":${JSON.stringify(sessionId)},"events":[${body}]}`;
+}
+
+/** How an event moves the session's listed state. */
+function statePatch(rec: SessionRecord, e: SessionEventBody): SessionPatch {
+  switch (e.type) {
+    case "session_start": {
+      const patch: SessionPatch = { status: "running" };
+      if (typeof e.cwd === "string") patch.cwd = e.cwd;
+      if (isModelRef(e.model)) patch.model = { provider: e.model.provider, id: e.model.id };
+      return patch;
+    }
+    case "agent_start":
+      return { activity: "working" };
+    case "agent_end":
+      return { activity: "idle" };
+    case "message_start": {
+      const m = e.message as { role?: string; content?: unknown } | undefined;
+      if (rec.title || m?.role !== "user") return {};
+      const title = titleFrom(textOf(m.content));
+      return title ? { title } : {};
+    }
+    case "session_end": {
+      const failed = e.reason === "crashed" || e.reason === "error" || e.reason === "lost";
+      return {
+        status: failed ? "error" : "ended",
+        activity: "idle",
+        endedAt: new Date().toISOString(),
+        endReason: typeof e.message === "string" ? e.message : String(e.reason ?? "ended"),
+      };
+    }
+  }
+  return {};
+}
+
+function isModelRef(v: unknown): v is ModelRef {
+  return typeof v === "object" && v !== null &&
+    typeof (v as ModelRef).provider === "string" && typeof (v as ModelRef).id === "string";
+}
+
+function textOf(content: unknown): string {
+  if (typeof content === "string") return content;
+  if (Array.isArray(content)) {
+    return content.map((c) => (c && typeof c.text === "string" ? c.text : "")).join(" ");
+  }
+  return "";
+}
+
+/** A one-line title from a prompt. */
+export function titleFrom(text: string): string {
+  const line = text.replace(/\s+/g, " ").trim();
+  return line.length > 80 ? line.slice(0, 79) + "…" : line;
+}
+
+/** Checks the shape of a runner's `events` message; returns a reason when it is wrong. */
+export function invalidEvents(msg: Partial<EventsMessage>): string | null {
+  if (typeof msg.sessionId !== "string" || msg.sessionId.length > 100) return "bad sessionId";
+  if (!Array.isArray(msg.events)) return "events must be an array";
+  for (const ev of msg.events as Partial<SessionEvent>[]) {
+    if (!ev || !Number.isSafeInteger(ev.seq) || (ev.seq as number) < 1) return "bad seq";
+    if (typeof ev.ts !== "number") return "bad ts";
+    if (!ev.e || typeof ev.e !== "object" || typeof ev.e.type !== "string") return "bad event";
+  }
+  return null;
+}

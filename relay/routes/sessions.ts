@@ -1,0 +1,83 @@
+import { Hono } from "hono";
+import { z } from "zod";
+import { INPUT_KINDS } from "../../shared/protocol.ts";
+import { badRequest, notFound } from "../errors.ts";
+import { principal, readJson, type RelayEnv } from "../_http.ts";
+import { eventsFrame, type Hub } from "../hub.ts";
+
+const Input = z.object({
+  kind: z.enum(INPUT_KINDS as [string, ...string[]]),
+  text: z.string().max(200_000).optional().default(""),
+});
+
+/** `/api/sessions`: listing, pins, input and the stored event log. */
+export function sessionRoutes(hub: Hub): Hono<RelayEnv> {
+  const app = new Hono<RelayEnv>();
+  const { store } = hub;
+
+  app.get("/", (c) => {
+    const userId = principal(c).userId;
+    const q = c.req.query("includePersisted");
+    const includePersisted = !(q === "false" || q === "0");
+    const runnerId = c.req.query("runnerId");
+    const all = store.sessions.listForUser(userId)
+      .filter((s) => !runnerId || s.runnerId === runnerId)
+      .map((s) => hub.sessionInfo(s));
+    const isLive = (s: { status: string }) => s.status === "starting" || s.status === "running";
+    return c.json({
+      sessions: all.filter(isLive),
+      persistedSessions: includePersisted ? all.filter((s) => !isLive(s)) : [],
+    });
+  });
+
+  app.get("/pinned", (c) => {
+    const pinned = store.sessions.listPinned(principal(c).userId);
+    return c.json({
+      pinnedSessions: pinned.map((s) => ({ ...hub.sessionInfo(s), isPinned: true })),
+    });
+  });
+
+  app.get("/:id", (c) => {
+    const s = store.sessions.getOwned(principal(c).userId, c.req.param("id"));
+    if (!s) throw notFound("Session");
+    return c.json({ session: hub.sessionInfo(s) });
+  });
+
+  for (const [method, pinned] of [["put", true], ["delete", false]] as const) {
+    app[method]("/:id/pin", (c) => {
+      const id = c.req.param("id");
+      if (!store.sessions.setPinned(principal(c).userId, id, pinned)) throw notFound("Session");
+      hub.sessionChanged(id);
+      return c.json({ ok: true, isPinned: pinned });
+    });
+  }
+
+  app.post("/:id/input", async (c) => {
+    const body = await readJson(c, Input);
+    await hub.input(
+      principal(c).userId,
+      c.req.param("id"),
+      body.kind as (typeof INPUT_KINDS)[number],
+      body.text,
+    );
+    return c.json({ ok: true });
+  });
+
+  // The stored log, for clients that do not keep a socket open.
+  app.get("/:id/events", (c) => {
+    const id = c.req.param("id");
+    if (!store.sessions.getOwned(principal(c).userId, id)) throw notFound("Session");
+    const since = Number(c.req.query("since") ?? "0");
+    const limit = Number(c.req.query("limit") ?? "1000");
+    if (!Number.isSafeInteger(since) || since < 0) {
+      throw badRequest("since must be a non-negative integer");
+    }
+    if (!Number.isSafeInteger(limit) || limit < 1 || limit > 5000) {
+      throw badRequest("limit must be an integer from 1 to 5000");
+    }
+    const frame = eventsFrame(id, store.events.after(id, since, limit));
+    return c.body(frame, 200, { "content-type": "application/json" });
+  });
+
+  return app;
+}

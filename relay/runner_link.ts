@@ -1,0 +1,242 @@
+import {
+  type ControlResponse,
+  type EventsMessage,
+  MAX_WS_MESSAGE_BYTES,
+  PROTOCOL_VERSION,
+  type RunnerHello,
+  type WireError,
+} from "../shared/protocol.ts";
+import type { Principal } from "./auth.ts";
+import { HttpError } from "./errors.ts";
+import { type Hub, invalidEvents } from "./hub.ts";
+
+/** How long a new runner socket may stay silent before its hello. */
+export const HELLO_TIMEOUT_MS = 10_000;
+
+const RUNNER_ID = /^[A-Za-z0-9_-]{1,64}$/;
+
+interface Pending {
+  resolve: (data: unknown) => void;
+  reject: (err: Error) => void;
+  timer: ReturnType<typeof setTimeout>;
+}
+
+/** The relay's end of one runner's control connection, after its hello was accepted. */
+export class RunnerLink {
+  /** Sessions whose spawn request is in flight (not yet confirmed by the runner). */
+  readonly pendingSpawns = new Set<string>();
+  readonly #pending = new Map<number, Pending>();
+  #nextId = 1;
+  #closed = false;
+
+  constructor(
+    readonly socket: WebSocket,
+    readonly runnerId: string,
+    readonly userId: string,
+    readonly keyId: string | null,
+  ) {}
+
+  send(msg: unknown): void {
+    if (this.#closed || this.socket.readyState !== WebSocket.OPEN) return;
+    this.socket.send(JSON.stringify(msg));
+  }
+
+  /** Sends a request and resolves with the runner's answer; rejects with an HttpError. */
+  request(op: string, data: unknown, timeoutMs: number): Promise<unknown> {
+    if (this.#closed) {
+      return Promise.reject(new HttpError(503, "runner_offline", "Runner is not connected"));
+    }
+    const id = this.#nextId++;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#pending.delete(id);
+        reject(new HttpError(504, "runner_timeout", `Runner did not answer '${op}' in time`));
+      }, timeoutMs);
+      this.#pending.set(id, { resolve, reject, timer });
+      this.send({ t: "req", id, op, data });
+    });
+  }
+
+  /** Settles the request a response answers. */
+  resolve(msg: ControlResponse): void {
+    const p = this.#pending.get(msg.id);
+    if (!p) return;
+    this.#pending.delete(msg.id);
+    clearTimeout(p.timer);
+    if (msg.ok) p.resolve(msg.data);
+    else p.reject(runnerError(msg.error));
+  }
+
+  /** Fails every pending request (the socket is gone). */
+  failPending(): void {
+    this.#closed = true;
+    for (const p of this.#pending.values()) {
+      clearTimeout(p.timer);
+      p.reject(new HttpError(502, "runner_unreachable", "Runner disconnected"));
+    }
+    this.#pending.clear();
+  }
+
+  close(code: number, reason: string): void {
+    try {
+      this.socket.close(code, reason);
+    } catch {
+      // Already closing.
+    }
+    this.failPending();
+  }
+}
+
+/** Maps an error the runner reported to an HTTP status the caller understands. */
+function runnerError(e: WireError | undefined): HttpError {
+  const code = typeof e?.code === "string" ? e.code : "runner_error";
+  const message = typeof e?.message === "string" ? e.message : "Runner failed the request";
+  const status = code === "cwd_outside_roots" || code === "bad_request" ||
+      code === "cwd_not_found" || code === "unknown_model"
+    ? 400
+    : code === "not_found"
+    ? 404
+    : code === "busy"
+    ? 409
+    : 502;
+  return new HttpError(status, code, message);
+}
+
+/** Options of {@linkcode acceptRunnerSocket}. */
+export interface AcceptRunnerOptions {
+  hub: Hub;
+  /** Resolves an API key or runner token to its owner. */
+  principalFromKey: (key: string) => Promise<Principal | null>;
+}
+
+/**
+ * Drives one runner control socket: waits for the hello, authenticates it,
+ * then routes events, responses and pings until the socket closes.
+ */
+export function acceptRunnerSocket(socket: WebSocket, options: AcceptRunnerOptions): void {
+  const { hub } = options;
+  let link: RunnerLink | null = null;
+  let greeting = false;
+  const helloTimer = setTimeout(() => {
+    if (!link) reject(4400, "hello_timeout", "No hello within 10 s");
+  }, HELLO_TIMEOUT_MS);
+
+  function reject(code: number, errCode: string, message: string): void {
+    clearTimeout(helloTimer);
+    try {
+      socket.send(JSON.stringify({ t: "error", code: errCode, message }));
+      socket.close(code, message.slice(0, 120));
+    } catch {
+      // The socket is already gone.
+    }
+  }
+
+  async function onHello(hello: Partial<RunnerHello>): Promise<void> {
+    if (hello.t !== "hello") return reject(4400, "bad_hello", "First message must be a hello");
+    if (hello.v !== PROTOCOL_VERSION) {
+      return reject(
+        4400,
+        "protocol_version",
+        `Unsupported protocol version: ${hello.v} (relay speaks ${PROTOCOL_VERSION})`,
+      );
+    }
+    if (typeof hello.runnerId !== "string" || !RUNNER_ID.test(hello.runnerId)) {
+      return reject(4400, "bad_hello", "Invalid runnerId");
+    }
+    const principal = typeof hello.apiKey === "string"
+      ? await options.principalFromKey(hello.apiKey)
+      : null;
+    if (!principal) return reject(4001, "unauthorized", "Invalid or revoked API key");
+    const existing = hub.store.runners.get(hello.runnerId);
+    if (existing && existing.userId !== principal.userId) {
+      return reject(4003, "forbidden", "This runner id belongs to another account");
+    }
+    if (socket.readyState !== WebSocket.OPEN) return;
+    clearTimeout(helloTimer);
+    const now = new Date().toISOString();
+    hub.store.runners.upsert({
+      id: hello.runnerId,
+      userId: principal.userId,
+      name: str(hello.name, 100) || hello.runnerId,
+      platform: str(hello.platform, 40),
+      version: str(hello.version, 40),
+      roots: Array.isArray(hello.roots)
+        ? hello.roots.filter((r) => typeof r === "string").slice(0, 100).map((r) => r.slice(0, 4096))
+        : [],
+      createdAt: existing?.createdAt ?? now,
+      lastSeenAt: now,
+    });
+    link = new RunnerLink(socket, hello.runnerId, principal.userId, principal.keyId);
+    const reported = Array.isArray(hello.sessions)
+      ? hello.sessions.map((s) => s?.sessionId).filter((id): id is string => typeof id === "string")
+      : [];
+    const { acked, ended } = hub.attachRunner(link, reported);
+    link.send({ t: "welcome", v: PROTOCOL_VERSION, runnerId: link.runnerId, acked, ended });
+  }
+
+  socket.onmessage = (ev) => {
+    if (typeof ev.data !== "string") {
+      return link ? link.close(1003, "Binary frames are not used on this channel") : undefined;
+    }
+    if (ev.data.length > MAX_WS_MESSAGE_BYTES) {
+      if (link) link.close(1009, "Message too big");
+      else reject(1009, "too_big", "Message too big");
+      return;
+    }
+    let msg: { t?: unknown; [k: string]: unknown };
+    try {
+      msg = JSON.parse(ev.data);
+      if (typeof msg !== "object" || msg === null || Array.isArray(msg)) throw new Error();
+    } catch {
+      if (!link) return reject(4400, "bad_hello", "Hello is not a JSON object");
+      link.send({ t: "error", code: "bad_json", message: "Message is not a JSON object" });
+      return;
+    }
+    if (!link) {
+      if (greeting) return;
+      greeting = true;
+      onHello(msg as Partial<RunnerHello>).catch((err) => {
+        hub.log(`runner hello failed: ${err}`);
+        reject(1011, "internal", "Relay failed to accept the runner");
+      }).finally(() => {
+        greeting = false;
+      });
+      return;
+    }
+    switch (msg.t) {
+      case "events": {
+        const bad = invalidEvents(msg as Partial<EventsMessage>);
+        if (bad) {
+          link.send({ t: "error", code: "bad_events", message: `Invalid events: ${bad}` });
+          return;
+        }
+        hub.ingest(link, msg as unknown as EventsMessage);
+        return;
+      }
+      case "res":
+        if (typeof msg.id === "number") link.resolve(msg as unknown as ControlResponse);
+        return;
+      case "ping":
+        link.send({ t: "pong" });
+        return;
+      default:
+        link.send({
+          t: "error",
+          code: "unknown_type",
+          message: `Unknown message type: '${String(msg.t).slice(0, 40)}'`,
+        });
+    }
+  };
+  socket.onclose = () => {
+    clearTimeout(helloTimer);
+    if (link) {
+      link.failPending();
+      hub.detachRunner(link);
+    }
+  };
+  socket.onerror = () => {};
+}
+
+function str(v: unknown, max: number): string {
+  return typeof v === "string" ? v.slice(0, max) : "";
+}

@@ -1,0 +1,61 @@
+import { createRelay, type Relay, type RelayOptions } from "./app.ts";
+
+/** Options of {@linkcode serveRelay}. */
+export interface ServeRelayOptions extends Omit<RelayOptions, "baseUrl"> {
+  hostname: string;
+  port: number;
+  /** Public address; default `http://<host>:<port>` after the port is known. */
+  baseUrl?: string;
+}
+
+/** A relay listening on a socket. */
+export interface ServedRelay {
+  relay: Relay;
+  /** Where it listens, e.g. `http://127.0.0.1:7420`. */
+  url: string;
+  baseUrl: string;
+  port: number;
+  /** Closes sockets, stops accepting requests and closes the database, within ~5 s. */
+  shutdown(): Promise<void>;
+}
+
+/**
+ * Listens first (so port 0 resolves to a real port), then builds the relay
+ * with a base URL that names that port.
+ */
+export async function serveRelay(options: ServeRelayOptions): Promise<ServedRelay> {
+  let relay: Relay | null = null;
+  const server = Deno.serve({
+    hostname: options.hostname,
+    port: options.port,
+    onListen: () => {},
+  }, (req, info) => relay ? relay.fetch(req, info) : new Response("Starting", { status: 503 }));
+  const port = server.addr.port;
+  const shownHost = options.hostname.includes(":") ? `[${options.hostname}]` : options.hostname;
+  const url = `http://${shownHost}:${port}`;
+  const wildcard = options.hostname === "0.0.0.0" || options.hostname === "::";
+  const baseUrl = options.baseUrl ?? (wildcard ? `http://localhost:${port}` : url);
+  try {
+    relay = await createRelay({ ...options, baseUrl });
+  } catch (err) {
+    await server.shutdown();
+    throw err;
+  }
+  const built = relay;
+  let done: Promise<void> | null = null;
+  return {
+    relay: built,
+    url,
+    baseUrl,
+    port,
+    shutdown() {
+      done ??= (async () => {
+        built.hub.close();
+        const deadline = new Promise<void>((r) => setTimeout(r, 5000));
+        await Promise.race([server.shutdown(), deadline]);
+        built.close();
+      })();
+      return done;
+    },
+  };
+}

@@ -1,0 +1,79 @@
+import type { Database } from "../db.ts";
+
+/** A stored API key or runner token; the secret itself is never stored. */
+export interface KeyRecord {
+  id: string;
+  userId: string;
+  name: string;
+  kind: "api" | "runner";
+  prefix: string;
+  hash: string;
+  createdAt: string;
+  expiresAt: string | null;
+  lastUsedAt: string | null;
+}
+
+interface KeyRow {
+  id: string;
+  user_id: string;
+  name: string;
+  kind: string;
+  prefix: string;
+  hash: string;
+  created_at: string;
+  expires_at: string | null;
+  last_used_at: string | null;
+}
+
+function fromRow(r: KeyRow): KeyRecord {
+  return {
+    id: r.id,
+    userId: r.user_id,
+    name: r.name,
+    kind: r.kind === "runner" ? "runner" : "api",
+    prefix: r.prefix,
+    hash: r.hash,
+    createdAt: r.created_at,
+    expiresAt: r.expires_at,
+    lastUsedAt: r.last_used_at,
+  };
+}
+
+/** SQL for API keys and runner tokens. */
+export class KeysRepo {
+  constructor(private readonly db: Database) {}
+
+  insert(k: KeyRecord): void {
+    this.db.prepare(
+      `INSERT INTO api_keys (id, user_id, name, kind, prefix, hash, created_at, expires_at, last_used_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ).run(k.id, k.userId, k.name, k.kind, k.prefix, k.hash, k.createdAt, k.expiresAt, k.lastUsedAt);
+  }
+
+  byHash(hash: string): KeyRecord | undefined {
+    const r = this.db.prepare("SELECT * FROM api_keys WHERE hash = ?").get(hash) as
+      | KeyRow
+      | undefined;
+    return r && fromRow(r);
+  }
+
+  listForUser(userId: string): KeyRecord[] {
+    const rows = this.db.prepare(
+      "SELECT * FROM api_keys WHERE user_id = ? ORDER BY created_at DESC, id",
+    ).all(userId) as unknown as KeyRow[];
+    return rows.map(fromRow);
+  }
+
+  /** Deletes the key when it belongs to `userId`; false when there was none. */
+  delete(userId: string, id: string): boolean {
+    const res = this.db.prepare("DELETE FROM api_keys WHERE id = ? AND user_id = ?").run(
+      id,
+      userId,
+    );
+    return Number(res.changes) > 0;
+  }
+
+  touch(id: string, at: string): void {
+    this.db.prepare("UPDATE api_keys SET last_used_at = ? WHERE id = ?").run(at, id);
+  }
+}

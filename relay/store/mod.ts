@@ -1,0 +1,45 @@
+/**
+ * The relay's repositories: every SQL statement of the relay lives under this
+ * folder, behind one small class per table.
+ *
+ * @module
+ */
+import { type Database, transaction } from "../db.ts";
+import { EventsRepo } from "./events.ts";
+import { KeysRepo } from "./keys.ts";
+import { RunnersRepo } from "./runners.ts";
+import { SessionsRepo } from "./sessions.ts";
+import { SettingsRepo } from "./settings.ts";
+
+export type { KeyRecord } from "./keys.ts";
+export type { RunnerRecord } from "./runners.ts";
+export type { SessionPatch, SessionRecord } from "./sessions.ts";
+export type { StoredEvent } from "./events.ts";
+
+/** All repositories over one database. */
+export class Store {
+  readonly keys: KeysRepo;
+  readonly runners: RunnersRepo;
+  readonly sessions: SessionsRepo;
+  readonly events: EventsRepo;
+  readonly settings: SettingsRepo;
+
+  constructor(readonly db: Database) {
+    this.keys = new KeysRepo(db);
+    this.runners = new RunnersRepo(db);
+    this.sessions = new SessionsRepo(db);
+    this.events = new EventsRepo(db);
+    this.settings = new SettingsRepo(db);
+  }
+
+  /** Runs `fn` in one transaction. */
+  tx<T>(fn: () => T): T {
+    return transaction(this.db, fn);
+  }
+
+  /** Number of accounts (better-auth's `user` table). */
+  userCount(): number {
+    const r = this.db.prepare('SELECT COUNT(*) AS n FROM "user"').get() as { n: number };
+    return r.n;
+  }
+}

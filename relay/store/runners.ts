@@ -1,0 +1,85 @@
+import type { Database } from "../db.ts";
+
+/** A runner as stored: who owns it and what it said in its last hello. */
+export interface RunnerRecord {
+  id: string;
+  userId: string;
+  name: string;
+  platform: string;
+  version: string;
+  roots: string[];
+  createdAt: string;
+  lastSeenAt: string | null;
+}
+
+interface RunnerRow {
+  id: string;
+  user_id: string;
+  name: string;
+  platform: string;
+  version: string;
+  roots: string;
+  created_at: string;
+  last_seen_at: string | null;
+}
+
+function fromRow(r: RunnerRow): RunnerRecord {
+  return {
+    id: r.id,
+    userId: r.user_id,
+    name: r.name,
+    platform: r.platform,
+    version: r.version,
+    roots: JSON.parse(r.roots) as string[],
+    createdAt: r.created_at,
+    lastSeenAt: r.last_seen_at,
+  };
+}
+
+/** SQL for runners. */
+export class RunnersRepo {
+  constructor(private readonly db: Database) {}
+
+  get(id: string): RunnerRecord | undefined {
+    const r = this.db.prepare("SELECT * FROM runners WHERE id = ?").get(id) as
+      | RunnerRow
+      | undefined;
+    return r && fromRow(r);
+  }
+
+  /** The runner when `userId` owns it; foreign and missing ids look alike. */
+  getOwned(userId: string, id: string): RunnerRecord | undefined {
+    const r = this.get(id);
+    return r && r.userId === userId ? r : undefined;
+  }
+
+  listForUser(userId: string): RunnerRecord[] {
+    const rows = this.db.prepare(
+      "SELECT * FROM runners WHERE user_id = ? ORDER BY name, id",
+    ).all(userId) as unknown as RunnerRow[];
+    return rows.map(fromRow);
+  }
+
+  /** Inserts or refreshes a runner after a hello. */
+  upsert(r: RunnerRecord): void {
+    this.db.prepare(
+      `INSERT INTO runners (id, user_id, name, platform, version, roots, created_at, last_seen_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (id) DO UPDATE SET name = excluded.name, platform = excluded.platform,
+         version = excluded.version, roots = excluded.roots, last_seen_at = excluded.last_seen_at`,
+    ).run(
+      r.id,
+      r.userId,
+      r.name,
+      r.platform,
+      r.version,
+      JSON.stringify(r.roots),
+      r.createdAt,
+      r.lastSeenAt,
+    );
+  }
+
+  touch(id: string, at: string): void {
+    this.db.prepare("UPDATE runners SET last_seen_at = ? WHERE id = ?").run(at, id);
+  }
+}

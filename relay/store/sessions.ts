@@ -1,0 +1,172 @@
+import type { Database } from "../db.ts";
+import type {
+  ModelRef,
+  SessionActivity,
+  SessionInfo,
+  SessionStatus,
+} from "../../shared/protocol.ts";
+
+/** A session as stored, with its owner. */
+export interface SessionRecord extends SessionInfo {
+  userId: string;
+  prompt: string;
+}
+
+interface SessionRow {
+  id: string;
+  user_id: string;
+  runner_id: string;
+  status: string;
+  activity: string;
+  cwd: string;
+  model: string | null;
+  prompt: string;
+  title: string;
+  created_at: string;
+  updated_at: string;
+  ended_at: string | null;
+  end_reason: string | null;
+  last_seq: number;
+  pinned: number;
+}
+
+function fromRow(r: SessionRow): SessionRecord {
+  return {
+    sessionId: r.id,
+    userId: r.user_id,
+    runnerId: r.runner_id,
+    status: r.status as SessionStatus,
+    activity: r.activity as SessionActivity,
+    cwd: r.cwd,
+    model: r.model ? JSON.parse(r.model) as ModelRef : null,
+    prompt: r.prompt,
+    title: r.title,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+    endedAt: r.ended_at,
+    endReason: r.end_reason,
+    lastSeq: r.last_seq,
+    isPinned: r.pinned === 1,
+  };
+}
+
+/** The fields of a session that change while it runs. */
+export type SessionPatch = Partial<
+  Pick<SessionRecord, "status" | "activity" | "cwd" | "model" | "title" | "endedAt" | "endReason">
+>;
+
+const COLUMNS: Record<keyof SessionPatch, string> = {
+  status: "status",
+  activity: "activity",
+  cwd: "cwd",
+  model: "model",
+  title: "title",
+  endedAt: "ended_at",
+  endReason: "end_reason",
+};
+
+/** SQL for sessions (the event log itself is in {@linkcode EventsRepo}). */
+export class SessionsRepo {
+  constructor(private readonly db: Database) {}
+
+  insert(s: SessionRecord): void {
+    this.db.prepare(
+      `INSERT INTO sessions (id, user_id, runner_id, status, activity, cwd, model, prompt, title,
+         created_at, updated_at, ended_at, end_reason, last_seq, pinned)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ).run(
+      s.sessionId,
+      s.userId,
+      s.runnerId,
+      s.status,
+      s.activity,
+      s.cwd,
+      s.model ? JSON.stringify(s.model) : null,
+      s.prompt,
+      s.title,
+      s.createdAt,
+      s.updatedAt,
+      s.endedAt,
+      s.endReason,
+      s.lastSeq,
+      s.isPinned ? 1 : 0,
+    );
+  }
+
+  get(id: string): SessionRecord | undefined {
+    const r = this.db.prepare("SELECT * FROM sessions WHERE id = ?").get(id) as
+      | SessionRow
+      | undefined;
+    return r && fromRow(r);
+  }
+
+  /** The session when `userId` owns it; foreign and missing ids look alike. */
+  getOwned(userId: string, id: string): SessionRecord | undefined {
+    const s = this.get(id);
+    return s && s.userId === userId ? s : undefined;
+  }
+
+  listForUser(userId: string, options: { live?: boolean } = {}): SessionRecord[] {
+    const where = options.live === undefined
+      ? ""
+      : options.live
+      ? " AND status IN ('starting', 'running')"
+      : " AND status NOT IN ('starting', 'running')";
+    const rows = this.db.prepare(
+      `SELECT * FROM sessions WHERE user_id = ?${where} ORDER BY created_at DESC, id`,
+    ).all(userId) as unknown as SessionRow[];
+    return rows.map(fromRow);
+  }
+
+  listLiveForRunner(runnerId: string): SessionRecord[] {
+    const rows = this.db.prepare(
+      "SELECT * FROM sessions WHERE runner_id = ? AND status IN ('starting', 'running')",
+    ).all(runnerId) as unknown as SessionRow[];
+    return rows.map(fromRow);
+  }
+
+  listPinned(userId: string): SessionRecord[] {
+    const rows = this.db.prepare(
+      "SELECT * FROM sessions WHERE user_id = ? AND pinned = 1 ORDER BY created_at DESC, id",
+    ).all(userId) as unknown as SessionRow[];
+    return rows.map(fromRow);
+  }
+
+  update(id: string, patch: SessionPatch, at: string): void {
+    const sets: string[] = [];
+    const values: (string | null)[] = [];
+    for (const [key, column] of Object.entries(COLUMNS) as [keyof SessionPatch, string][]) {
+      if (!(key in patch)) continue;
+      const v = patch[key];
+      sets.push(`${column} = ?`);
+      values.push(key === "model" ? (v ? JSON.stringify(v) : null) : (v as string | null));
+    }
+    if (sets.length === 0) return;
+    this.db.prepare(`UPDATE sessions SET ${sets.join(", ")}, updated_at = ? WHERE id = ?`).run(
+      ...values,
+      at,
+      id,
+    );
+  }
+
+  setLastSeq(id: string, seq: number): void {
+    this.db.prepare("UPDATE sessions SET last_seq = ? WHERE id = ? AND last_seq < ?").run(
+      seq,
+      id,
+      seq,
+    );
+  }
+
+  setPinned(userId: string, id: string, pinned: boolean): boolean {
+    const res = this.db.prepare("UPDATE sessions SET pinned = ? WHERE id = ? AND user_id = ?").run(
+      pinned ? 1 : 0,
+      id,
+      userId,
+    );
+    return Number(res.changes) > 0;
+  }
+
+  delete(id: string): void {
+    this.db.prepare("DELETE FROM sessions WHERE id = ?").run(id);
+  }
+}

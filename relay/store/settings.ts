@@ -1,0 +1,19 @@
+import type { Database } from "../db.ts";
+
+/** SQL for per-user settings stored as JSON values under a key. */
+export class SettingsRepo {
+  constructor(private readonly db: Database) {}
+
+  get<T>(userId: string, key: string, fallback: T): T {
+    const r = this.db.prepare("SELECT value FROM user_settings WHERE user_id = ? AND key = ?")
+      .get(userId, key) as { value: string } | undefined;
+    return r ? JSON.parse(r.value) as T : fallback;
+  }
+
+  set(userId: string, key: string, value: unknown): void {
+    this.db.prepare(
+      `INSERT INTO user_settings (user_id, key, value) VALUES (?, ?, ?)
+       ON CONFLICT (user_id, key) DO UPDATE SET value = excluded.value`,
+    ).run(userId, key, JSON.stringify(value));
+  }
+}

@@ -1,0 +1,207 @@
+import {
+  INPUT_KINDS,
+  type InputKind,
+  MAX_WS_MESSAGE_BYTES,
+  PROTOCOL_VERSION,
+  type RelayToViewer,
+} from "../shared/protocol.ts";
+import type { Principal } from "./auth.ts";
+import { HttpError } from "./errors.ts";
+import type { Hub, Subscription } from "./hub.ts";
+
+/** Largest message a viewer may send (inputs carry prompts). */
+const MAX_VIEWER_MESSAGE = 1024 * 1024;
+const AUTH_TIMEOUT_MS = 10_000;
+
+/** One browser tab or CLI client connected to the viewer socket. */
+export class Viewer {
+  readonly subs = new Map<string, Subscription>();
+  watching = false;
+  closed = false;
+
+  constructor(readonly socket: WebSocket, readonly principal: Principal) {}
+
+  get bufferedAmount(): number {
+    return this.socket.bufferedAmount;
+  }
+
+  send(msg: RelayToViewer): void {
+    this.sendRaw(JSON.stringify(msg));
+  }
+
+  sendRaw(frame: string): void {
+    if (this.closed || this.socket.readyState !== WebSocket.OPEN) return;
+    this.socket.send(frame);
+  }
+
+  close(code: number, reason: string): void {
+    try {
+      this.socket.close(code, reason);
+    } catch {
+      // Already closing.
+    }
+  }
+}
+
+/** Options of {@linkcode acceptViewerSocket}. */
+export interface AcceptViewerOptions {
+  hub: Hub;
+  /** The principal from the upgrade request's cookie or key headers, if any. */
+  principal: Principal | null;
+  /** Resolves a key sent in an `auth` message (clients that cannot set headers). */
+  principalFromKey: (key: string) => Promise<Principal | null>;
+}
+
+/** Drives one viewer socket: authentication, subscriptions, input and the feed. */
+export function acceptViewerSocket(socket: WebSocket, options: AcceptViewerOptions): void {
+  const { hub } = options;
+  let viewer: Viewer | null = null;
+  let authTimer: ReturnType<typeof setTimeout> | undefined;
+
+  function start(principal: Principal): void {
+    clearTimeout(authTimer);
+    viewer = new Viewer(socket, principal);
+    hub.addViewer(viewer);
+    viewer.send({
+      t: "hello",
+      v: PROTOCOL_VERSION,
+      user: { id: principal.userId, email: principal.email, name: principal.name },
+    });
+  }
+
+  socket.onopen = () => {
+    if (options.principal) start(options.principal);
+    else {
+      authTimer = setTimeout(() => {
+        if (!viewer) socket.close(4001, "Not authenticated");
+      }, AUTH_TIMEOUT_MS);
+    }
+  };
+
+  let authenticating = false;
+  socket.onmessage = (ev) => {
+    if (typeof ev.data !== "string" || ev.data.length > Math.min(MAX_VIEWER_MESSAGE, MAX_WS_MESSAGE_BYTES)) {
+      socket.close(1009, "Message too big or binary");
+      return;
+    }
+    let msg: Record<string, unknown>;
+    try {
+      msg = JSON.parse(ev.data);
+      if (typeof msg !== "object" || msg === null || Array.isArray(msg)) throw new Error();
+    } catch {
+      sendError(socket, "bad_json", "Message is not a JSON object");
+      return;
+    }
+    if (!viewer) {
+      if (authenticating) return;
+      if (msg.t !== "auth" || typeof msg.apiKey !== "string") {
+        sendError(socket, "unauthorized", "Authenticate first: {t:'auth', apiKey}");
+        socket.close(4001, "Not authenticated");
+        return;
+      }
+      authenticating = true;
+      options.principalFromKey(msg.apiKey).then((p) => {
+        authenticating = false;
+        if (socket.readyState !== WebSocket.OPEN) return;
+        if (!p) {
+          sendError(socket, "unauthorized", "Invalid or revoked API key");
+          socket.close(4001, "Invalid API key");
+          return;
+        }
+        start(p);
+      }, () => socket.close(1011, "Authentication failed"));
+      return;
+    }
+    handle(hub, viewer, msg);
+  };
+
+  socket.onclose = () => {
+    clearTimeout(authTimer);
+    if (viewer) {
+      viewer.closed = true;
+      hub.removeViewer(viewer);
+    }
+  };
+  socket.onerror = () => {};
+}
+
+function sendError(socket: WebSocket, code: string, message: string): void {
+  if (socket.readyState === WebSocket.OPEN) {
+    socket.send(JSON.stringify({ t: "error", code, message }));
+  }
+}
+
+function handle(hub: Hub, v: Viewer, msg: Record<string, unknown>): void {
+  const sessionId = typeof msg.sessionId === "string" ? msg.sessionId : undefined;
+  const fail = (err: unknown, id?: string) => {
+    const e = err instanceof HttpError
+      ? err
+      : new HttpError(500, "internal", "Internal error");
+    if (!(err instanceof HttpError)) hub.log(`viewer message failed: ${err}`);
+    v.send({
+      t: "error",
+      code: e.code,
+      message: e.message,
+      ...(id !== undefined ? { id } : {}),
+      ...(sessionId !== undefined ? { sessionId } : {}),
+    });
+  };
+  try {
+    switch (msg.t) {
+      case "subscribe": {
+        if (!sessionId) throw new HttpError(400, "bad_request", "sessionId is required");
+        const since = msg.since ?? 0;
+        if (typeof since !== "number" || !Number.isSafeInteger(since) || since < 0) {
+          throw new HttpError(400, "bad_request", "since must be a non-negative integer");
+        }
+        hub.subscribe(v, sessionId, since);
+        return;
+      }
+      case "unsubscribe": {
+        const sub = sessionId ? v.subs.get(sessionId) : undefined;
+        if (sub) hub.unsubscribe(sub);
+        return;
+      }
+      case "input": {
+        const id = typeof msg.id === "string" ? msg.id.slice(0, 100) : undefined;
+        if (!sessionId) return fail(new HttpError(400, "bad_request", "sessionId is required"), id);
+        const kind = msg.kind as InputKind;
+        if (!INPUT_KINDS.includes(kind)) {
+          return fail(
+            new HttpError(400, "bad_request", `kind must be one of: ${INPUT_KINDS.join(", ")}`),
+            id,
+          );
+        }
+        const text = typeof msg.text === "string" ? msg.text : "";
+        hub.input(v.principal.userId, sessionId, kind, text).then(
+          () => v.send({ t: "input_ok", sessionId, ...(id !== undefined ? { id } : {}) }),
+          (err) => fail(err, id),
+        );
+        return;
+      }
+      case "watch":
+        v.watching = true;
+        v.send({ t: "runners", runners: hub.listRunners(v.principal.userId) });
+        v.send({
+          t: "sessions",
+          sessions: hub.store.sessions.listForUser(v.principal.userId).map((s) =>
+            hub.sessionInfo(s)
+          ),
+        });
+        return;
+      case "ping":
+        v.send({ t: "pong" });
+        return;
+      case "auth":
+        return;
+      default:
+        throw new HttpError(
+          400,
+          "unknown_type",
+          `Unknown message type: '${String(msg.t).slice(0, 40)}'`,
+        );
+    }
+  } catch (err) {
+    fail(err);
+  }
+}

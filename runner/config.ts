@@ -1,0 +1,171 @@
+import { hostname } from "node:os";
+import { join } from "node:path";
+import { RUNNER_WS_PATH } from "../shared/protocol.ts";
+
+/** A configuration problem the user must fix (printed as one line, exit code 2). */
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ConfigError";
+  }
+}
+
+/** Which optional parts a session skips (`--safe-mode`, `BATON_NO_*`). */
+export interface SkipOptions {
+  mcp: boolean;
+  plugins: boolean;
+  hooks: boolean;
+  relay: boolean;
+}
+
+/** What the runner needs to know, from the environment and `<home>/.baton/config.json`. */
+export interface RunnerConfig {
+  home: string;
+  /** `<home>/.baton`: pi's agent dir and baton's runner files. */
+  batonDir: string;
+  /** The relay's http(s) base URL, or null when the relay is turned off. */
+  relayUrl: string | null;
+  apiKey: string | null;
+  /** Workspace roots as configured (unresolved), or null to accept any cwd. */
+  roots: string[] | null;
+  /** The variable the roots came from. */
+  rootsSource: string | null;
+  name: string;
+  skip: SkipOptions;
+}
+
+/** Reads an environment variable (replaceable in tests). */
+export type EnvGetter = (name: string) => string | undefined;
+
+/** The user config file `<home>/.baton/config.json`, or {} when it does not exist. */
+export async function readUserConfig(batonDir: string): Promise<Record<string, unknown>> {
+  const path = join(batonDir, "config.json");
+  let text: string;
+  try {
+    text = await Deno.readTextFile(path);
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return {};
+    throw err;
+  }
+  try {
+    const v = JSON.parse(text);
+    if (typeof v !== "object" || v === null || Array.isArray(v)) throw new Error("not an object");
+    return v;
+  } catch (err) {
+    throw new ConfigError(`Invalid config file: '${path}' (${(err as Error).message})`);
+  }
+}
+
+/** Writes keys into `<home>/.baton/config.json`, keeping the others (mode 0600: it holds a key). */
+export async function updateUserConfig(
+  batonDir: string,
+  patch: Record<string, unknown>,
+): Promise<string> {
+  await Deno.mkdir(batonDir, { recursive: true });
+  const current = await readUserConfig(batonDir);
+  const path = join(batonDir, "config.json");
+  const tmp = `${path}.${crypto.randomUUID()}.tmp`;
+  await Deno.writeTextFile(tmp, JSON.stringify({ ...current, ...patch }, null, 2) + "\n", {
+    mode: 0o600,
+  });
+  await Deno.rename(tmp, path);
+  return path;
+}
+
+/**
+ * Workspace roots from the environment, in the spec's priority:
+ * `BATON_WORKSPACE_ROOTS` (comma list) > `BATON_WORKSPACE_ROOT` > `BATON_RUNNER_ROOTS`.
+ */
+export function rootsFromEnv(env: EnvGetter): { roots: string[] | null; source: string | null } {
+  for (const name of ["BATON_WORKSPACE_ROOTS", "BATON_WORKSPACE_ROOT", "BATON_RUNNER_ROOTS"]) {
+    const raw = env(name);
+    if (raw === undefined || raw.trim() === "") continue;
+    const roots = name === "BATON_WORKSPACE_ROOT"
+      ? [raw.trim()]
+      : raw.split(",").map((r) => r.trim()).filter((r) => r !== "");
+    return { roots, source: name };
+  }
+  return { roots: null, source: null };
+}
+
+/** The relay's http(s) base from an http(s) or ws(s) URL, with or without the control path. */
+export function normalizeRelayUrl(raw: string): string {
+  let url: URL;
+  try {
+    url = new URL(raw.trim());
+  } catch {
+    throw new ConfigError(`Invalid relay URL: '${raw}'`);
+  }
+  const proto = { "ws:": "http:", "wss:": "https:", "http:": "http:", "https:": "https:" }[
+    url.protocol
+  ];
+  if (!proto) throw new ConfigError(`Invalid relay URL: '${raw}' (expected http(s) or ws(s))`);
+  let path = url.pathname.replace(/\/+$/, "");
+  if (path.endsWith(RUNNER_WS_PATH)) path = path.slice(0, -RUNNER_WS_PATH.length);
+  return `${proto}//${url.host}${path}`;
+}
+
+/** The control WebSocket URL for a relay base URL. */
+export function controlUrl(relayUrl: string): string {
+  return relayUrl.replace(/^http/, "ws") + RUNNER_WS_PATH;
+}
+
+/** Flags of `baton runner` that change the configuration. */
+export interface RunnerFlags {
+  name?: string;
+  safeMode?: boolean;
+  noMcp?: boolean;
+  noPlugins?: boolean;
+  noHooks?: boolean;
+  noRelay?: boolean;
+}
+
+/** Resolves the runner configuration: flags > environment > config file. */
+export async function loadRunnerConfig(
+  env: EnvGetter,
+  flags: RunnerFlags = {},
+): Promise<RunnerConfig> {
+  const home = env("HOME") ?? env("USERPROFILE");
+  if (!home) throw new ConfigError("HOME is not set");
+  const batonDir = join(home, ".baton");
+  const file = await readUserConfig(batonDir);
+  const on = (name: string) => env(name) === "1";
+  const safe = flags.safeMode ?? false;
+  const skip: SkipOptions = {
+    mcp: safe || (flags.noMcp ?? false) || on("BATON_NO_MCP"),
+    plugins: safe || (flags.noPlugins ?? false) || on("BATON_NO_PLUGINS"),
+    hooks: safe || (flags.noHooks ?? false) || on("BATON_NO_HOOKS"),
+    relay: safe || (flags.noRelay ?? false) || on("BATON_NO_RELAY"),
+  };
+  const rawUrl = env("BATON_RELAY_URL") ??
+    (typeof file.relayUrl === "string" ? file.relayUrl : undefined);
+  if (rawUrl !== undefined && rawUrl.trim().toLowerCase() === "off") skip.relay = true;
+  const relayUrl = skip.relay || rawUrl === undefined || rawUrl.trim() === ""
+    ? null
+    : normalizeRelayUrl(rawUrl);
+  const apiKey = env("BATON_API_KEY") || env("BATON_RUNNER_API_KEY") ||
+    (typeof file.apiKey === "string" ? file.apiKey : null) || null;
+  const { roots, source } = rootsFromEnv(env);
+  const name = flags.name || env("BATON_RUNNER_NAME") ||
+    (typeof file.runnerName === "string" ? file.runnerName : "") || hostname();
+  return { home, batonDir, relayUrl, apiKey, roots, rootsSource: source, name, skip };
+}
+
+/** `<home>/.baton/runner.json`'s runner id, created on first use and kept after. */
+export async function ensureRunnerId(batonDir: string): Promise<string> {
+  const path = join(batonDir, "runner.json");
+  try {
+    const data = JSON.parse(await Deno.readTextFile(path));
+    if (typeof data?.runnerId === "string" && /^[A-Za-z0-9_-]{1,64}$/.test(data.runnerId)) {
+      return data.runnerId;
+    }
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound) && !(err instanceof SyntaxError)) throw err;
+  }
+  await Deno.mkdir(batonDir, { recursive: true });
+  const runnerId = crypto.randomUUID();
+  const tmp = `${path}.${runnerId}.tmp`;
+  await Deno.writeTextFile(tmp, JSON.stringify({ runnerId }, null, 2) + "\n");
+  await Deno.rename(tmp, path);
+  return runnerId;
+}

@@ -1,0 +1,201 @@
+import { Backoff, delay } from "../shared/backoff.ts";
+import {
+  type AckMessage,
+  CloseCode,
+  type ControlRequest,
+  type ErrorMessage,
+  PROTOCOL_VERSION,
+  type RelayWelcome,
+  type RunnerHello,
+  type WireError,
+} from "../shared/protocol.ts";
+
+/** The relay refused the runner for good (bad key, foreign runner id): retrying cannot help. */
+export class RelayRejectedError extends Error {
+  constructor(readonly code: string, message: string) {
+    super(message);
+    this.name = "RelayRejectedError";
+  }
+}
+
+/** Callbacks and settings of {@linkcode ControlLink}. */
+export interface ControlLinkOptions {
+  /** `ws(s)://host/_runner`. */
+  url: string;
+  /** Builds the hello for each (re)connection, with the sessions held right now. */
+  hello: () => Omit<RunnerHello, "t" | "v">;
+  onWelcome: (welcome: RelayWelcome) => void;
+  onRequest: (op: string, data: unknown) => Promise<unknown>;
+  onAck: (ack: AckMessage) => void;
+  onRelayError: (err: ErrorMessage) => void;
+  /** Called when a connection is lost (the daemon keeps buffering). */
+  onDisconnect?: () => void;
+  log: (line: string) => void;
+  /** How long to wait for a sign of life before assuming the relay is gone. */
+  silenceMs?: number;
+}
+
+/** A request failure the daemon reports back with a code. */
+export class RequestError extends Error {
+  constructor(readonly code: string, message: string) {
+    super(message);
+    this.name = "RequestError";
+  }
+}
+
+/**
+ * The runner's end of the control channel: dials out, says hello, answers
+ * requests and reconnects with jittered backoff whenever the link drops.
+ */
+export class ControlLink {
+  readonly #opts: ControlLinkOptions;
+  #socket: WebSocket | null = null;
+  #welcomed = false;
+  readonly #backoff = new Backoff({ initialMs: 500, maxMs: 15_000 });
+
+  constructor(options: ControlLinkOptions) {
+    this.#opts = options;
+  }
+
+  /** True between the relay's welcome and the loss of the connection. */
+  get connected(): boolean {
+    return this.#welcomed && this.#socket?.readyState === WebSocket.OPEN;
+  }
+
+  /** Sends a message when connected; false when it could not be sent. */
+  send(msg: unknown): boolean {
+    if (!this.connected) return false;
+    this.#socket!.send(JSON.stringify(msg));
+    return true;
+  }
+
+  /** Bytes queued on the socket and not yet written. */
+  get bufferedAmount(): number {
+    return this.#socket?.bufferedAmount ?? 0;
+  }
+
+  /** Closes the current connection so that the loop dials again. */
+  drop(): void {
+    this.#socket?.close(CloseCode.goingAway, "Reconnecting");
+  }
+
+  /**
+   * Keeps a connection up until `signal` aborts. Rejects with
+   * {@linkcode RelayRejectedError} when the relay refuses the key or id.
+   */
+  async run(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      const started = Date.now();
+      const outcome = await this.#connectOnce(signal);
+      if (outcome.rejected) throw outcome.rejected;
+      if (signal.aborted) return;
+      if (Date.now() - started > 30_000) this.#backoff.reset();
+      const wait = this.#backoff.next();
+      this.#opts.log(`relay link lost (${outcome.reason}); reconnecting in ${wait} ms`);
+      try {
+        await delay(wait, signal);
+      } catch {
+        return;
+      }
+    }
+  }
+
+  #connectOnce(signal: AbortSignal): Promise<{ reason: string; rejected?: RelayRejectedError }> {
+    return new Promise((resolve) => {
+      let socket: WebSocket;
+      try {
+        socket = new WebSocket(this.#opts.url);
+      } catch (err) {
+        resolve({ reason: String(err) });
+        return;
+      }
+      this.#socket = socket;
+      this.#welcomed = false;
+      let rejected: RelayRejectedError | undefined;
+      let lastHeard = Date.now();
+      const silence = this.#opts.silenceMs ?? 45_000;
+      const heartbeat = setInterval(() => {
+        if (Date.now() - lastHeard > silence) {
+          socket.close(CloseCode.goingAway, "Relay went silent");
+          return;
+        }
+        if (socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ t: "ping" }));
+      }, Math.min(15_000, silence / 3));
+      const onAbort = () => socket.close(CloseCode.normal, "Runner stopping");
+      signal.addEventListener("abort", onAbort, { once: true });
+
+      socket.onopen = () => {
+        socket.send(JSON.stringify({ t: "hello", v: PROTOCOL_VERSION, ...this.#opts.hello() }));
+      };
+      socket.onmessage = (ev) => {
+        lastHeard = Date.now();
+        if (typeof ev.data !== "string") return;
+        let msg: { t?: string; [k: string]: unknown };
+        try {
+          msg = JSON.parse(ev.data);
+        } catch {
+          return;
+        }
+        this.#handle(socket, msg, (err) => rejected = err);
+      };
+      socket.onerror = () => {};
+      socket.onclose = (ev) => {
+        clearInterval(heartbeat);
+        signal.removeEventListener("abort", onAbort);
+        const wasUp = this.#welcomed;
+        this.#welcomed = false;
+        if (this.#socket === socket) this.#socket = null;
+        if (wasUp) this.#opts.onDisconnect?.();
+        if (!rejected && (ev.code === CloseCode.unauthorized || ev.code === CloseCode.revoked)) {
+          rejected = new RelayRejectedError("unauthorized", ev.reason || "API key rejected");
+        }
+        if (!rejected && ev.code === CloseCode.forbidden) {
+          rejected = new RelayRejectedError("forbidden", ev.reason || "Runner refused");
+        }
+        resolve({ reason: `code ${ev.code}${ev.reason ? `: ${ev.reason}` : ""}`, rejected });
+      };
+    });
+  }
+
+  #handle(
+    socket: WebSocket,
+    msg: { t?: string; [k: string]: unknown },
+    reject: (err: RelayRejectedError) => void,
+  ): void {
+    switch (msg.t) {
+      case "welcome":
+        this.#welcomed = true;
+        this.#opts.onWelcome(msg as unknown as RelayWelcome);
+        return;
+      case "ack":
+        this.#opts.onAck(msg as unknown as AckMessage);
+        return;
+      case "req": {
+        const req = msg as unknown as ControlRequest;
+        this.#opts.onRequest(req.op, req.data).then(
+          (data) => reply({ t: "res", id: req.id, ok: true, data: data ?? {} }),
+          (err) => {
+            const error: WireError = err instanceof RequestError
+              ? { code: err.code, message: err.message }
+              : { code: "runner_error", message: err instanceof Error ? err.message : String(err) };
+            reply({ t: "res", id: req.id, ok: false, error });
+          },
+        );
+        return;
+      }
+      case "error": {
+        const err = msg as unknown as ErrorMessage;
+        if (!this.#welcomed && (err.code === "unauthorized" || err.code === "forbidden")) {
+          reject(new RelayRejectedError(err.code, err.message));
+        }
+        this.#opts.onRelayError(err);
+        return;
+      }
+      case "pong":
+        return;
+    }
+    function reply(res: unknown) {
+      if (socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify(res));
+    }
+  }
+}

@@ -1,0 +1,568 @@
+/**
+ * The runner daemon: keeps the control link to the relay, starts one worker
+ * per session and numbers, buffers and re-sends their events until the relay
+ * acknowledges them.
+ *
+ * @module
+ */
+import { join } from "node:path";
+import { canCoalesce, coalesce } from "../shared/events.ts";
+import {
+  type AckMessage,
+  type ErrorMessage,
+  INPUT_KINDS,
+  type InputKind,
+  type InputRequest,
+  type ModelInfo,
+  type ModelRef,
+  type RelayWelcome,
+  type SessionEvent,
+  type SessionEventBody,
+  type SpawnRequest,
+  type SpawnResult,
+  type WorkerToDaemon,
+} from "../shared/protocol.ts";
+import denoJson from "../deno.json" with { type: "json" };
+import { parseFlags } from "../cli/_args.ts";
+import {
+  ConfigError,
+  controlUrl,
+  ensureRunnerId,
+  loadRunnerConfig,
+  type RunnerConfig,
+} from "./config.ts";
+import { ControlLink, RelayRejectedError, RequestError } from "./control_link.ts";
+import { SessionRegistry, type SessionEntry } from "./registry.ts";
+import { checkCwd, defaultCwd, PathRejectedError, resolveRoots } from "./roots.ts";
+import { WorkerProcess } from "./worker_host.ts";
+
+/** Exit codes the supervisor understands. */
+export const DaemonExit = {
+  /** Stopped on request or by a signal: the supervisor stops too. */
+  stopped: 0,
+  /** The relay asked for a restart: start again at once. */
+  restart: 75,
+  /** The configuration cannot work (bad key, no relay): retrying is pointless. */
+  config: 78,
+} as const;
+
+const SESSION_ID = /^[A-Za-z0-9_-]{1,64}$/;
+/** Most events in one frame to the relay. */
+const FRAME_EVENTS = 500;
+/** Socket buffer above which the daemon waits before sending more events. */
+const LINK_HIGH_WATER = 4 * 1024 * 1024;
+
+/** A session the daemon holds: its worker and its not yet acknowledged events. */
+interface DaemonSession {
+  entry: SessionEntry;
+  worker: WorkerProcess | null;
+  /** Seq of the next event; null until the relay says where a resumed session stands. */
+  nextSeq: number | null;
+  /** Events not numbered yet (coalesced while the relay is away). */
+  queue: SessionEventBody[];
+  /** Numbered events the relay has not acknowledged, oldest first. */
+  unacked: SessionEvent[];
+  /** Highest seq sent on the current connection. */
+  sentSeq: number;
+  /** The worker reported (or the daemon recorded) the end of the session. */
+  ended: boolean;
+  inputs: Map<number, { resolve: () => void; reject: (e: Error) => void }>;
+}
+
+/** Options of {@linkcode Daemon}. */
+export interface DaemonOptions {
+  config: RunnerConfig;
+  runnerId: string;
+  /** Resolved workspace roots, or null to accept any folder. */
+  roots: string[] | null;
+  /** Keep one worker started ahead of time so spawns skip the start-up cost. */
+  warmWorkers: number;
+  log: (line: string) => void;
+}
+
+/** The daemon's state and behaviour, separate from process concerns. */
+export class Daemon {
+  readonly #opts: DaemonOptions;
+  readonly #sessions = new Map<string, DaemonSession>();
+  readonly #registry: SessionRegistry;
+  readonly #link: ControlLink;
+  readonly #stop = new AbortController();
+  #exitCode: number = DaemonExit.stopped;
+  #stopping = false;
+  #spare: WorkerProcess | null = null;
+  #nextInputId = 1;
+  #flushTimer: ReturnType<typeof setTimeout> | null = null;
+
+  constructor(options: DaemonOptions) {
+    this.#opts = options;
+    this.#registry = new SessionRegistry(options.config.batonDir);
+    this.#link = new ControlLink({
+      url: controlUrl(options.config.relayUrl!),
+      hello: () => ({
+        apiKey: options.config.apiKey!,
+        runnerId: options.runnerId,
+        name: options.config.name,
+        roots: options.roots ?? [],
+        version: denoJson.version,
+        platform: Deno.build.os === "windows" ? "win32" : Deno.build.os,
+        sessions: [...this.#sessions.values()].map((s) => ({
+          sessionId: s.entry.sessionId,
+          cwd: s.entry.cwd,
+        })),
+      }),
+      onWelcome: (w) => this.#onWelcome(w),
+      onRequest: (op, data) => this.#onRequest(op, data),
+      onAck: (a) => this.#onAck(a),
+      onRelayError: (e) => this.#onRelayError(e),
+      log: options.log,
+    });
+  }
+
+  /** Runs until stopped; resolves with the process exit code. */
+  async run(): Promise<number> {
+    await this.#resumeAll();
+    this.#refillSpare();
+    try {
+      await this.#link.run(this.#stop.signal);
+    } catch (err) {
+      if (!(err instanceof RelayRejectedError)) throw err;
+      this.#opts.log(`relay refused this runner: ${err.message}`);
+      this.#exitCode = DaemonExit.config;
+    }
+    await this.#shutdownWorkers();
+    return this.#exitCode;
+  }
+
+  /** Stops the daemon (signal, stop or restart request). */
+  stop(exitCode: number = DaemonExit.stopped): void {
+    if (this.#stopping) return;
+    this.#stopping = true;
+    this.#exitCode = exitCode;
+    // Give acknowledged-but-unsent events a moment to reach the relay.
+    this.#flushAll();
+    setTimeout(() => this.#stop.abort(), 300);
+  }
+
+  // -------------------------------------------------------------------------
+  // Sessions and workers
+
+  async #resumeAll(): Promise<void> {
+    for (const entry of await this.#registry.list()) {
+      const s = this.#newSession(entry, null);
+      this.#startWorker(s, { prompt: "", resumeFile: entry.piSessionFile, resumed: true });
+      this.#opts.log(`resuming session ${entry.sessionId}`);
+    }
+  }
+
+  #newSession(entry: SessionEntry, nextSeq: number | null): DaemonSession {
+    const s: DaemonSession = {
+      entry,
+      worker: null,
+      nextSeq,
+      queue: [],
+      unacked: [],
+      sentSeq: 0,
+      ended: false,
+      inputs: new Map(),
+    };
+    this.#sessions.set(entry.sessionId, s);
+    return s;
+  }
+
+  #workerEnv(): Record<string, string> {
+    const env = Deno.env.toObject();
+    // The agent and its tools never see the runner's credentials.
+    delete env.BATON_API_KEY;
+    delete env.BATON_RUNNER_API_KEY;
+    env.PI_CODING_AGENT_DIR = this.#opts.config.batonDir;
+    const skip = this.#opts.config.skip;
+    if (skip.mcp) env.BATON_NO_MCP = "1";
+    if (skip.plugins) env.BATON_NO_PLUGINS = "1";
+    if (skip.hooks) env.BATON_NO_HOOKS = "1";
+    return env;
+  }
+
+  #spawnWorker(label: string): WorkerProcess {
+    return WorkerProcess.spawn({
+      env: this.#workerEnv(),
+      cwd: this.#opts.config.home,
+      label,
+      log: this.#opts.log,
+    });
+  }
+
+  #refillSpare(): void {
+    if (this.#stopping || this.#spare || this.#opts.warmWorkers < 1) return;
+    const spare = this.#spawnWorker("worker spare");
+    this.#spare = spare;
+    spare.exited.then(() => {
+      if (this.#spare === spare) this.#spare = null;
+    });
+  }
+
+  #startWorker(
+    s: DaemonSession,
+    start: { prompt: string; resumeFile: string | null; resumed: boolean },
+  ): void {
+    const id = s.entry.sessionId;
+    const label = `worker ${id.slice(0, 8)}`;
+    let worker: WorkerProcess;
+    if (this.#spare) {
+      worker = this.#spare;
+      this.#spare = null;
+      worker.label = label;
+    } else worker = this.#spawnWorker(label);
+    s.worker = worker;
+    worker.onMessage = (msg: WorkerToDaemon) => this.#onWorkerMessage(s, msg);
+    worker.send({
+      t: "start",
+      sessionId: id,
+      cwd: s.entry.cwd,
+      model: s.entry.model,
+      prompt: start.prompt,
+      resumeFile: start.resumeFile,
+      resumed: start.resumed,
+    });
+    s.entry.pid = worker.pid;
+    this.#registry.save(s.entry).catch((e) => this.#opts.log(`registry: ${e}`));
+    worker.exited.then((st: Deno.CommandStatus) => this.#onWorkerExit(s, worker, st));
+    queueMicrotask(() => this.#refillSpare());
+  }
+
+  #onWorkerMessage(s: DaemonSession, msg: WorkerToDaemon): void {
+    switch (msg.t) {
+      case "started":
+        s.entry.piSessionFile = msg.piSessionFile;
+        if (msg.model) s.entry.model = msg.model;
+        this.#registry.save(s.entry).catch((e) => this.#opts.log(`registry: ${e}`));
+        return;
+      case "event":
+        if (msg.e.type === "session_end") s.ended = true;
+        this.#enqueue(s, msg.e);
+        return;
+      case "res": {
+        const p = s.inputs.get(msg.id);
+        if (!p) return;
+        s.inputs.delete(msg.id);
+        if (msg.ok) p.resolve();
+        else p.reject(new RequestError(msg.error.code, msg.error.message));
+        return;
+      }
+      case "fatal":
+        s.ended = true;
+        this.#enqueue(s, { type: "session_end", reason: "error", message: msg.message });
+        return;
+    }
+  }
+
+  #onWorkerExit(s: DaemonSession, worker: WorkerProcess, st: Deno.CommandStatus): void {
+    if (s.worker !== worker) return;
+    s.worker = null;
+    for (const p of s.inputs.values()) {
+      p.reject(new RequestError("session_ended", "The session's worker exited"));
+    }
+    s.inputs.clear();
+    // During shutdown the session stays registered and comes back at next start.
+    if (this.#stopping) return;
+    if (!s.ended) {
+      const how = st.signal ? `signal ${st.signal}` : `exit code ${st.code}`;
+      this.#opts.log(`session ${s.entry.sessionId}: worker exited unexpectedly (${how})`);
+      s.ended = true;
+      this.#enqueue(s, {
+        type: "session_end",
+        reason: "crashed",
+        message: `The agent's worker process exited unexpectedly (${how})`,
+        exitCode: st.code,
+        signal: st.signal,
+      });
+    }
+    this.#registry.remove(s.entry.sessionId).catch((e) => this.#opts.log(`registry: ${e}`));
+    this.#maybeForget(s);
+  }
+
+  #maybeForget(s: DaemonSession): void {
+    if (s.ended && !s.worker && s.queue.length === 0 && s.unacked.length === 0) {
+      this.#sessions.delete(s.entry.sessionId);
+    }
+  }
+
+  // -------------------------------------------------------------------------
+  // Events towards the relay
+
+  #enqueue(s: DaemonSession, e: SessionEventBody): void {
+    const last = s.queue[s.queue.length - 1];
+    if (last && canCoalesce(last, e)) s.queue[s.queue.length - 1] = coalesce(last, e);
+    else s.queue.push(e);
+    // One timer batches a burst of events (from every session) into few frames.
+    this.#flushTimer ??= setTimeout(() => {
+      this.#flushTimer = null;
+      this.#flushAll();
+    }, 0);
+  }
+
+  #flushAll(): void {
+    for (const s of this.#sessions.values()) this.#flush(s);
+  }
+
+  /** Numbers queued events and sends whatever the relay has not been sent yet. */
+  #flush(s: DaemonSession): void {
+    if (!this.#link.connected || s.nextSeq === null) return;
+    const ts = Date.now();
+    for (const e of s.queue) s.unacked.push({ seq: s.nextSeq++, ts, e });
+    s.queue = [];
+    while (s.unacked.length > 0 && s.unacked[s.unacked.length - 1]!.seq > s.sentSeq) {
+      if (this.#link.bufferedAmount > LINK_HIGH_WATER) {
+        this.#flushTimer ??= setTimeout(() => {
+          this.#flushTimer = null;
+          this.#flushAll();
+        }, 20);
+        return;
+      }
+      const start = s.unacked.findIndex((ev) => ev.seq > s.sentSeq);
+      const batch = s.unacked.slice(start, start + FRAME_EVENTS);
+      if (!this.#link.send({ t: "events", sessionId: s.entry.sessionId, events: batch })) return;
+      s.sentSeq = batch[batch.length - 1]!.seq;
+    }
+  }
+
+  #onWelcome(w: RelayWelcome): void {
+    this.#opts.log(`connected to relay as runner ${this.#opts.runnerId}`);
+    const ended = new Set(w.ended);
+    for (const s of [...this.#sessions.values()]) {
+      const id = s.entry.sessionId;
+      if (ended.has(id)) {
+        // The relay has closed this session: stop its worker and forget it.
+        this.#opts.log(`session ${id} is closed on the relay; stopping it`);
+        s.ended = true;
+        s.queue = [];
+        s.unacked = [];
+        s.worker?.kill("SIGTERM");
+        this.#registry.remove(id).catch(() => {});
+        this.#maybeForget(s);
+        continue;
+      }
+      const acked = w.acked[id] ?? 0;
+      if (s.nextSeq === null || s.nextSeq <= acked) s.nextSeq = acked + 1;
+      s.unacked = s.unacked.filter((ev) => ev.seq > acked);
+      s.sentSeq = acked;
+    }
+    this.#flushAll();
+  }
+
+  #onAck(a: AckMessage): void {
+    const s = this.#sessions.get(a.sessionId);
+    if (!s) return;
+    let n = 0;
+    while (n < s.unacked.length && s.unacked[n]!.seq <= a.seq) n++;
+    if (n > 0) s.unacked.splice(0, n);
+    this.#maybeForget(s);
+  }
+
+  #onRelayError(e: ErrorMessage): void {
+    if (e.code === "unknown_session" && e.sessionId) {
+      const s = this.#sessions.get(e.sessionId);
+      if (!s) return;
+      this.#opts.log(`relay does not know session ${e.sessionId}; stopping it`);
+      s.ended = true;
+      s.queue = [];
+      s.unacked = [];
+      s.worker?.kill("SIGTERM");
+      this.#registry.remove(e.sessionId).catch(() => {});
+      this.#maybeForget(s);
+      return;
+    }
+    this.#opts.log(`relay error: ${e.code}: ${e.message}`);
+  }
+
+  // -------------------------------------------------------------------------
+  // Requests from the relay
+
+  #onRequest(op: string, data: unknown): Promise<unknown> {
+    switch (op) {
+      case "spawn":
+        return this.#spawn(data as SpawnRequest);
+      case "input":
+        return this.#input(data as InputRequest);
+      case "models":
+        return listModels(this.#opts.config.batonDir).then((r) => r);
+      case "stop":
+        setTimeout(() => this.stop(DaemonExit.stopped), 50);
+        return Promise.resolve({});
+      case "restart":
+        setTimeout(() => this.stop(DaemonExit.restart), 50);
+        return Promise.resolve({});
+      default:
+        return Promise.reject(new RequestError("unknown_op", `Unknown request: '${op}'`));
+    }
+  }
+
+  async #spawn(req: SpawnRequest): Promise<SpawnResult> {
+    if (this.#stopping) throw new RequestError("runner_stopping", "Runner is shutting down");
+    if (typeof req?.sessionId !== "string" || !SESSION_ID.test(req.sessionId)) {
+      throw new RequestError("bad_request", "Invalid sessionId");
+    }
+    if (this.#sessions.has(req.sessionId)) {
+      throw new RequestError("bad_request", "Session already exists");
+    }
+    const { home } = this.#opts.config;
+    const wanted = typeof req.cwd === "string" && req.cwd.trim()
+      ? req.cwd
+      : defaultCwd(this.#opts.roots, home);
+    let cwd: string;
+    try {
+      cwd = await checkCwd(wanted, this.#opts.roots, { home });
+    } catch (err) {
+      if (err instanceof PathRejectedError) throw new RequestError(err.code, err.message);
+      throw err;
+    }
+    const model = req.model ?? null;
+    if (model) await assertModelKnown(this.#opts.config.batonDir, model);
+    const entry: SessionEntry = {
+      sessionId: req.sessionId,
+      cwd,
+      model,
+      piSessionFile: null,
+      pid: null,
+      createdAt: new Date().toISOString(),
+    };
+    const s = this.#newSession(entry, 1);
+    await this.#registry.save(entry);
+    this.#startWorker(s, {
+      prompt: typeof req.prompt === "string" ? req.prompt : "",
+      resumeFile: null,
+      resumed: false,
+    });
+    return { cwd };
+  }
+
+  #input(req: InputRequest): Promise<void> {
+    const s = this.#sessions.get(req?.sessionId);
+    if (!s) {
+      return Promise.reject(new RequestError("not_found", "Session is not on this runner"));
+    }
+    if (!s.worker || s.ended) {
+      return Promise.reject(new RequestError("session_ended", "Session has ended"));
+    }
+    const kind = req.kind as InputKind;
+    if (!INPUT_KINDS.includes(kind)) {
+      return Promise.reject(new RequestError("bad_request", "Unknown input kind"));
+    }
+    const id = this.#nextInputId++;
+    const worker = s.worker;
+    return new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        s.inputs.delete(id);
+        reject(new RequestError("runner_timeout", "The session did not take the input in time"));
+      }, 25_000);
+      s.inputs.set(id, {
+        resolve: () => (clearTimeout(timer), resolve()),
+        reject: (e) => (clearTimeout(timer), reject(e)),
+      });
+      worker.send({ t: "input", id, kind, text: typeof req.text === "string" ? req.text : "" });
+    });
+  }
+
+  async #shutdownWorkers(): Promise<void> {
+    this.#stopping = true;
+    const workers = [...this.#sessions.values()].map((s) => s.worker).filter((w) => w !== null);
+    if (this.#spare) workers.push(this.#spare);
+    for (const w of workers) w.kill("SIGTERM");
+    const all = Promise.all(workers.map((w) => w.exited));
+    const timeout = new Promise<"timeout">((r) => setTimeout(() => r("timeout"), 5000));
+    if (await Promise.race([all, timeout]) === "timeout") {
+      for (const w of workers) w.kill("SIGKILL");
+      await all;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Models (pi's registry: built-in providers with keys, plus models.json)
+
+async function modelRegistry(batonDir: string) {
+  const { AuthStorage, ModelRegistry } = await import("@mariozechner/pi-coding-agent");
+  const auth = AuthStorage.create(join(batonDir, "auth.json"));
+  return ModelRegistry.create(auth, join(batonDir, "models.json"));
+}
+
+/** The models this runner can use right now (configured keys and custom providers). */
+export async function listModels(batonDir: string): Promise<{ models: ModelInfo[]; error?: string }> {
+  const registry = await modelRegistry(batonDir);
+  const models = registry.getAvailable().map((m) => ({
+    provider: m.provider,
+    id: m.id,
+    name: m.name,
+    reasoning: m.reasoning,
+    contextWindow: m.contextWindow,
+  }));
+  const error = registry.getError();
+  return error ? { models, error } : { models };
+}
+
+async function assertModelKnown(batonDir: string, model: ModelRef): Promise<void> {
+  if (typeof model.provider !== "string" || typeof model.id !== "string") {
+    throw new RequestError("bad_request", "model must be {provider, id}");
+  }
+  const registry = await modelRegistry(batonDir);
+  if (!registry.find(model.provider, model.id)) {
+    throw new RequestError("unknown_model", `Unknown model: '${model.provider}/${model.id}'`);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Process entry
+
+/** `baton _daemon` (started by the supervisor). */
+export async function daemonMain(argv: string[]): Promise<number> {
+  const { values } = parseFlags(argv, {
+    name: { type: "string" },
+    "safe-mode": { type: "boolean" },
+    "no-mcp": { type: "boolean" },
+    "no-plugins": { type: "boolean" },
+    "no-hooks": { type: "boolean" },
+    "no-relay": { type: "boolean" },
+  });
+  const log = (line: string) => console.error(`[daemon] ${line}`);
+  let config: RunnerConfig;
+  try {
+    config = await loadRunnerConfig((k) => Deno.env.get(k), {
+      ...(values.name !== undefined ? { name: values.name } : {}),
+      safeMode: values["safe-mode"] ?? false,
+      noMcp: values["no-mcp"] ?? false,
+      noPlugins: values["no-plugins"] ?? false,
+      noHooks: values["no-hooks"] ?? false,
+      noRelay: values["no-relay"] ?? false,
+    });
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      log(err.message);
+      return DaemonExit.config;
+    }
+    throw err;
+  }
+  if (!config.relayUrl || !config.apiKey) {
+    log(!config.relayUrl ? "no relay configured" : "no API key configured");
+    return DaemonExit.config;
+  }
+  Deno.env.set("PI_CODING_AGENT_DIR", config.batonDir);
+  const runnerId = await ensureRunnerId(config.batonDir);
+  const roots = config.roots ? await resolveRoots(config.roots, config.home) : null;
+  const warm = Deno.env.get("BATON_WARM_WORKERS");
+  const daemon = new Daemon({
+    config,
+    runnerId,
+    roots,
+    warmWorkers: warm === undefined ? 1 : Math.max(0, Math.min(4, Number(warm) || 0)),
+    log,
+  });
+  for (const sig of ["SIGINT", "SIGTERM"] as const) {
+    if (Deno.build.os === "windows" && sig === "SIGTERM") continue;
+    Deno.addSignalListener(sig, () => daemon.stop(DaemonExit.stopped));
+  }
+  log(
+    `runner ${runnerId} (${config.name}) → ${config.relayUrl}; roots: ${
+      roots ? roots.join(", ") : "any folder"
+    }`,
+  );
+  return await daemon.run();
+}

@@ -1,0 +1,58 @@
+import { join } from "node:path";
+import type { ModelRef } from "../shared/protocol.ts";
+
+/** What the daemon keeps on disk about a live session, to bring it back after a restart. */
+export interface SessionEntry {
+  sessionId: string;
+  cwd: string;
+  model: ModelRef | null;
+  /** pi's conversation file, once the worker reported it. */
+  piSessionFile: string | null;
+  /** The worker's process id (to stop an orphan before resuming). */
+  pid: number | null;
+  createdAt: string;
+}
+
+/** `<home>/.baton/runner/sessions/<id>.json`, one file per live session. */
+export class SessionRegistry {
+  readonly dir: string;
+
+  constructor(batonDir: string) {
+    this.dir = join(batonDir, "runner", "sessions");
+  }
+
+  async list(): Promise<SessionEntry[]> {
+    const out: SessionEntry[] = [];
+    try {
+      for await (const f of Deno.readDir(this.dir)) {
+        if (!f.isFile || !f.name.endsWith(".json")) continue;
+        try {
+          const e = JSON.parse(await Deno.readTextFile(join(this.dir, f.name))) as SessionEntry;
+          if (typeof e.sessionId === "string" && typeof e.cwd === "string") out.push(e);
+        } catch {
+          // A half-written or foreign file: skip it rather than fail the start.
+        }
+      }
+    } catch (err) {
+      if (!(err instanceof Deno.errors.NotFound)) throw err;
+    }
+    return out.sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+  }
+
+  /** Writes an entry atomically (temp file + rename). */
+  async save(e: SessionEntry): Promise<void> {
+    await Deno.mkdir(this.dir, { recursive: true });
+    const path = join(this.dir, `${e.sessionId}.json`);
+    const tmp = `${path}.${crypto.randomUUID()}.tmp`;
+    await Deno.writeTextFile(tmp, JSON.stringify(e, null, 2) + "\n");
+    await Deno.rename(tmp, path);
+  }
+
+  async remove(sessionId: string): Promise<void> {
+    try {
+      await Deno.remove(join(this.dir, `${sessionId}.json`));
+    } catch (err) {
+      if (!(err instanceof Deno.errors.NotFound)) throw err;
+    }
+  }
+}

@@ -1,0 +1,97 @@
+import { isAbsolute, join, resolve, sep } from "node:path";
+
+/** A spawn or file request for a path the runner will not use. */
+export class PathRejectedError extends Error {
+  constructor(readonly code: "cwd_outside_roots" | "cwd_not_found" | "bad_request", message: string) {
+    super(message);
+    this.name = "PathRejectedError";
+  }
+}
+
+/** Strips trailing separators, keeping a bare root (`/` or `C:\`). */
+export function stripTrailingSlashes(p: string): string {
+  const stripped = p.replace(/[\\/]+$/, "");
+  if (stripped === "") return sep === "\\" ? p : "/";
+  if (/^[A-Za-z]:$/.test(stripped)) return stripped + "\\";
+  return stripped;
+}
+
+/**
+ * Normalises configured roots: `~` expanded, made absolute, symlinks resolved
+ * (a root that does not exist yet is kept as written), trailing slashes gone.
+ */
+export async function resolveRoots(roots: string[], home: string): Promise<string[]> {
+  const out: string[] = [];
+  for (const r of roots) {
+    const abs = resolve(expandHome(r, home));
+    let real = abs;
+    try {
+      real = await Deno.realPath(abs);
+    } catch (err) {
+      if (!(err instanceof Deno.errors.NotFound)) throw err;
+    }
+    out.push(stripTrailingSlashes(real));
+  }
+  return out;
+}
+
+/** Whether `path` (a real path) equals `root` or lies inside it. */
+export function isWithin(path: string, root: string, os: typeof Deno.build.os): boolean {
+  const fold = (s: string) => os === "windows" ? s.toLowerCase() : s;
+  const p = fold(stripTrailingSlashes(path));
+  const r = fold(stripTrailingSlashes(root));
+  if (r === "/" || /^[a-z]:\\$/i.test(r)) return p.startsWith(r);
+  const s = os === "windows" ? "\\" : "/";
+  return p === r || p.startsWith(r + s);
+}
+
+/**
+ * Resolves a requested working directory to its real path and checks it
+ * against the roots (null: any folder). `..` and symlinks are resolved
+ * before the comparison, so neither can escape a root.
+ */
+export async function checkCwd(
+  cwd: string,
+  roots: string[] | null,
+  options: { home: string; os?: typeof Deno.build.os },
+): Promise<string> {
+  const os = options.os ?? Deno.build.os;
+  const expanded = expandHome(cwd.trim(), options.home);
+  if (!isAbsolute(expanded)) {
+    throw new PathRejectedError("bad_request", `Folder must be an absolute path: '${cwd}'`);
+  }
+  let real: string;
+  try {
+    real = await Deno.realPath(expanded);
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) {
+      throw new PathRejectedError("cwd_not_found", `Folder does not exist: '${cwd}'`);
+    }
+    if (err instanceof Deno.errors.PermissionDenied) {
+      throw new PathRejectedError("cwd_not_found", `Folder is not readable: '${cwd}'`);
+    }
+    throw err;
+  }
+  const info = await Deno.stat(real);
+  if (!info.isDirectory) {
+    throw new PathRejectedError("bad_request", `Not a folder: '${cwd}'`);
+  }
+  if (roots !== null && !roots.some((r) => isWithin(real, r, os))) {
+    throw new PathRejectedError(
+      "cwd_outside_roots",
+      `Folder is outside the runner's workspace roots: '${cwd}' (roots: ${roots.join(", ")})`,
+    );
+  }
+  return real;
+}
+
+/** The folder a session gets when the spawn names none: the first root, else home. */
+export function defaultCwd(roots: string[] | null, home: string): string {
+  return roots?.[0] ?? home;
+}
+
+function expandHome(p: string, home: string): string {
+  if (p === "~") return home;
+  if (p.startsWith("~/") || p.startsWith("~\\")) return join(home, p.slice(2));
+  return p;
+}

@@ -1,0 +1,83 @@
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { checkCwd, isWithin, PathRejectedError, resolveRoots } from "./roots.ts";
+import { rootsFromEnv } from "./config.ts";
+
+async function withTree(fn: (dir: string) => Promise<void>) {
+  const dir = await Deno.realPath(await Deno.makeTempDir({ prefix: "baton-roots-" }));
+  try {
+    for (const d of ["srv/a", "srv/ab", "srv/a/inner", "outside"]) {
+      await Deno.mkdir(join(dir, d), { recursive: true });
+    }
+    await Deno.symlink(join(dir, "outside"), join(dir, "srv/a/escape"));
+    await Deno.symlink(join(dir, "srv/a"), join(dir, "link-to-a"));
+    await fn(dir);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+async function rejected(p: Promise<unknown>, code: string) {
+  await assert.rejects(p, (err) => err instanceof PathRejectedError && err.code === code);
+}
+
+Deno.test("workspace roots accept the root itself and folders inside it", async () => {
+  await withTree(async (dir) => {
+    const roots = await resolveRoots([join(dir, "srv/a") + "/"], dir);
+    assert.equal(await checkCwd(join(dir, "srv/a"), roots, { home: dir }), join(dir, "srv/a"));
+    assert.equal(
+      await checkCwd(join(dir, "srv/a/inner/"), roots, { home: dir }),
+      join(dir, "srv/a/inner"),
+    );
+  });
+});
+
+Deno.test("workspace roots reject outside folders, '..' traversal, symlink escapes and sibling prefixes", async (t) => {
+  await withTree(async (dir) => {
+    const roots = await resolveRoots([join(dir, "srv/a")], dir);
+    await t.step("outside", () => rejected(checkCwd(join(dir, "outside"), roots, { home: dir }), "cwd_outside_roots"));
+    await t.step("dot-dot", () => rejected(checkCwd(`${dir}/srv/a/inner/../../../outside`, roots, { home: dir }), "cwd_outside_roots"));
+    await t.step("symlink escape", () => rejected(checkCwd(join(dir, "srv/a/escape"), roots, { home: dir }), "cwd_outside_roots"));
+    await t.step("sibling prefix /srv/a vs /srv/ab", () => rejected(checkCwd(join(dir, "srv/ab"), roots, { home: dir }), "cwd_outside_roots"));
+    await t.step("missing folder", () => rejected(checkCwd(join(dir, "srv/a/nope"), roots, { home: dir }), "cwd_not_found"));
+    await t.step("relative path", () => rejected(checkCwd("srv/a", roots, { home: dir }), "bad_request"));
+  });
+});
+
+Deno.test("a root given through a symlink is resolved before comparing", async () => {
+  await withTree(async (dir) => {
+    const roots = await resolveRoots([join(dir, "link-to-a")], dir);
+    assert.deepEqual(roots, [join(dir, "srv/a")]);
+    assert.equal(await checkCwd(join(dir, "srv/a/inner"), roots, { home: dir }), join(dir, "srv/a/inner"));
+  });
+});
+
+Deno.test("root '/' allows everything and no roots allow any folder", async () => {
+  await withTree(async (dir) => {
+    assert.equal(await checkCwd(join(dir, "outside"), ["/"], { home: dir }), join(dir, "outside"));
+    assert.equal(await checkCwd(join(dir, "outside"), null, { home: dir }), join(dir, "outside"));
+  });
+});
+
+Deno.test("windows comparison ignores case", () => {
+  assert.equal(isWithin("C:\\Users\\Me\\Src\\x", "c:\\users\\me\\src", "windows"), true);
+  assert.equal(isWithin("C:\\Users\\Me\\Srcx", "c:\\users\\me\\src", "windows"), false);
+  assert.equal(isWithin("/Home/me", "/home/me", "linux"), false);
+});
+
+Deno.test("root variables follow the spec's priority", () => {
+  const env = (vars: Record<string, string>) => (k: string) => vars[k];
+  assert.deepEqual(
+    rootsFromEnv(env({ BATON_WORKSPACE_ROOTS: "/a, /b,", BATON_WORKSPACE_ROOT: "/c", BATON_RUNNER_ROOTS: "/d" })),
+    { roots: ["/a", "/b"], source: "BATON_WORKSPACE_ROOTS" },
+  );
+  assert.deepEqual(
+    rootsFromEnv(env({ BATON_WORKSPACE_ROOT: "/c", BATON_RUNNER_ROOTS: "/d" })),
+    { roots: ["/c"], source: "BATON_WORKSPACE_ROOT" },
+  );
+  assert.deepEqual(rootsFromEnv(env({ BATON_RUNNER_ROOTS: "/d,/e" })), {
+    roots: ["/d", "/e"],
+    source: "BATON_RUNNER_ROOTS",
+  });
+  assert.deepEqual(rootsFromEnv(env({})), { roots: null, source: null });
+});

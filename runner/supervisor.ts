@@ -1,0 +1,79 @@
+import { Backoff } from "../shared/backoff.ts";
+import { DaemonExit } from "./daemon.ts";
+import { selfCommand } from "./_self.ts";
+
+/** Options of {@linkcode supervise}. */
+export interface SuperviseOptions {
+  /** Arguments passed on to `baton _daemon`. */
+  daemonArgs: string[];
+  env?: Record<string, string>;
+  log: (line: string) => void;
+  /** Aborting stops the daemon (SIGTERM, then SIGKILL after 10 s) and returns. */
+  signal: AbortSignal;
+  /** A run at least this long counts as healthy and resets the backoff. */
+  healthyAfterMs?: number;
+}
+
+/**
+ * Runs the daemon and restarts it when it crashes, with exponential backoff.
+ * Returns the supervisor's exit code: 0 when stopped on request, 1 when the
+ * daemon's configuration cannot work.
+ */
+export async function supervise(options: SuperviseOptions): Promise<number> {
+  const backoff = new Backoff({ initialMs: 1000, maxMs: 30_000 });
+  const healthy = options.healthyAfterMs ?? 60_000;
+  while (!options.signal.aborted) {
+    const { cmd, args } = selfCommand("_daemon", options.daemonArgs);
+    const child = new Deno.Command(cmd, {
+      args,
+      stdin: "null",
+      stdout: "inherit",
+      stderr: "inherit",
+      ...(options.env ? { env: options.env } : {}),
+    }).spawn();
+    const started = Date.now();
+    const onAbort = () => {
+      try {
+        child.kill("SIGTERM");
+      } catch {
+        // Already gone.
+      }
+      setTimeout(() => {
+        try {
+          child.kill("SIGKILL");
+        } catch {
+          // Already gone.
+        }
+      }, 10_000).unref?.();
+    };
+    options.signal.addEventListener("abort", onAbort, { once: true });
+    const status = await child.status;
+    options.signal.removeEventListener("abort", onAbort);
+    if (options.signal.aborted) return 0;
+    if (status.code === DaemonExit.stopped && !status.signal) {
+      options.log("runner stopped");
+      return 0;
+    }
+    if (status.code === DaemonExit.config) {
+      options.log("runner cannot start with this configuration (see the message above)");
+      return 1;
+    }
+    if (status.code === DaemonExit.restart) {
+      options.log("restarting the daemon as requested");
+      backoff.reset();
+      continue;
+    }
+    if (Date.now() - started > healthy) backoff.reset();
+    const wait = backoff.next();
+    const how = status.signal ? `signal ${status.signal}` : `exit code ${status.code}`;
+    options.log(`daemon exited (${how}); restarting in ${wait} ms`);
+    await new Promise<void>((resolve) => {
+      const t = setTimeout(resolve, wait);
+      options.signal.addEventListener("abort", () => {
+        clearTimeout(t);
+        resolve();
+      }, { once: true });
+    });
+  }
+  return 0;
+}

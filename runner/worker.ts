@@ -1,0 +1,224 @@
+/**
+ * The worker: one process per session, running pi's AgentSession. It speaks
+ * newline-delimited JSON with the daemon on stdin/stdout; everything else it
+ * (or pi) prints goes to stderr.
+ *
+ * @module
+ */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import process from "node:process";
+import {
+  type AgentSession,
+  AuthStorage,
+  createAgentSession,
+  DefaultResourceLoader,
+  ModelRegistry,
+  SessionManager,
+  SettingsManager,
+} from "@mariozechner/pi-coding-agent";
+import { capEvent, slimPiEvent } from "../shared/events.ts";
+import type {
+  DaemonToWorker,
+  SessionEventBody,
+  WorkerInput,
+  WorkerStart,
+  WorkerToDaemon,
+} from "../shared/protocol.ts";
+import { readLines } from "./_lines.ts";
+
+/** How often a running tool's partial output is forwarded at most. */
+const TOOL_UPDATE_INTERVAL_MS = 100;
+
+const encoder = new TextEncoder();
+
+/** Writes one protocol message to stdout, synchronously so order and delivery hold. */
+function send(msg: WorkerToDaemon): void {
+  const bytes = encoder.encode(JSON.stringify(msg) + "\n");
+  let off = 0;
+  while (off < bytes.length) off += Deno.stdout.writeSync(bytes.subarray(off));
+}
+
+/** `baton _worker`. */
+export async function workerMain(_argv: string[]): Promise<number> {
+  // stdout carries the protocol: anything else that prints goes to stderr.
+  const toErr = (...args: unknown[]) => console.error(...args);
+  console.log = toErr;
+  console.info = toErr;
+  console.debug = toErr;
+  process.stdout.write = ((chunk: string | Uint8Array) => {
+    process.stderr.write(chunk);
+    return true;
+  }) as typeof process.stdout.write;
+  // Ctrl-C in a terminal reaches the whole process group; the daemon decides
+  // when a worker stops (it sends SIGTERM), so SIGINT is ignored here.
+  if (Deno.build.os !== "windows") Deno.addSignalListener("SIGINT", () => {});
+
+  const worker = new Worker();
+  send({ t: "ready" });
+  for await (const line of readLines(Deno.stdin.readable)) {
+    let msg: DaemonToWorker;
+    try {
+      msg = JSON.parse(line);
+    } catch {
+      console.error(`worker: ignoring a line that is not JSON`);
+      continue;
+    }
+    if (msg.t === "start") {
+      worker.start(msg).catch((err) => {
+        send({ t: "fatal", message: `Session failed to start: ${errorText(err)}` });
+        Deno.exit(3);
+      });
+    } else if (msg.t === "input") worker.input(msg);
+  }
+  // stdin closed: the daemon is gone. Stop; a restarted daemon resumes the session.
+  worker.dispose();
+  return 0;
+}
+
+class Worker {
+  #session: AgentSession | null = null;
+  #starting: Promise<void> | null = null;
+  #pendingUpdates = new Map<string, SessionEventBody>();
+  #updateTimer: ReturnType<typeof setTimeout> | null = null;
+
+  emit(e: SessionEventBody): void {
+    if (e.type === "tool_execution_update" && typeof e.toolCallId === "string") {
+      // A newer partial output supersedes the last one: forward at most every 100 ms.
+      this.#pendingUpdates.set(e.toolCallId, e);
+      this.#updateTimer ??= setTimeout(() => this.#flushUpdates(), TOOL_UPDATE_INTERVAL_MS);
+      return;
+    }
+    this.#flushUpdates();
+    send({ t: "event", e: capEvent(e) });
+  }
+
+  #flushUpdates(): void {
+    if (this.#updateTimer) clearTimeout(this.#updateTimer);
+    this.#updateTimer = null;
+    for (const u of this.#pendingUpdates.values()) send({ t: "event", e: capEvent(u) });
+    this.#pendingUpdates.clear();
+  }
+
+  start(msg: WorkerStart): Promise<void> {
+    this.#starting ??= this.#start(msg);
+    return this.#starting;
+  }
+
+  async #start(msg: WorkerStart): Promise<void> {
+    const agentDir = Deno.env.get("PI_CODING_AGENT_DIR") ??
+      join(Deno.env.get("HOME") ?? ".", ".baton");
+    const skip = {
+      mcp: Deno.env.get("BATON_NO_MCP") === "1",
+      plugins: Deno.env.get("BATON_NO_PLUGINS") === "1",
+      hooks: Deno.env.get("BATON_NO_HOOKS") === "1",
+    };
+    Deno.chdir(msg.cwd);
+    const authStorage = AuthStorage.create(join(agentDir, "auth.json"));
+    const modelRegistry = ModelRegistry.create(authStorage, join(agentDir, "models.json"));
+    const model = msg.model ? modelRegistry.find(msg.model.provider, msg.model.id) : undefined;
+    const haveFile = msg.resumeFile !== null && existsSync(msg.resumeFile);
+    const sessionManager = haveFile
+      ? SessionManager.open(msg.resumeFile!)
+      : SessionManager.create(msg.cwd);
+    const settingsManager = SettingsManager.create(msg.cwd, agentDir);
+    const resourceLoader = new DefaultResourceLoader({
+      cwd: msg.cwd,
+      agentDir,
+      settingsManager,
+      noExtensions: skip.plugins,
+    });
+    await resourceLoader.reload();
+    const { session, modelFallbackMessage } = await createAgentSession({
+      cwd: msg.cwd,
+      agentDir,
+      authStorage,
+      modelRegistry,
+      sessionManager,
+      settingsManager,
+      resourceLoader,
+      ...(model ? { model } : {}),
+    });
+    this.#session = session;
+    const active = session.model ? { provider: session.model.provider, id: session.model.id } : null;
+    send({ t: "started", piSessionFile: session.sessionFile ?? null, model: active });
+    this.emit({
+      type: "session_start",
+      cwd: msg.cwd,
+      model: active,
+      resumed: msg.resumed,
+      tools: session.agent.state.tools.map((t) => t.name),
+      skip,
+      ...(modelFallbackMessage ? { notice: modelFallbackMessage } : {}),
+      ...(msg.resumed && !haveFile
+        ? { notice: "The conversation had not been saved yet; the session starts afresh" }
+        : {}),
+    });
+    if (!active) {
+      this.emit({
+        type: "session_error",
+        message: "No model is available on this runner: add an API key or a provider in " +
+          `${join(agentDir, "models.json")}`,
+      });
+    }
+    session.subscribe((ev) => this.emit(slimPiEvent(ev as { type: string })));
+    if (msg.prompt.trim()) this.#prompt(msg.prompt);
+  }
+
+  #prompt(text: string): void {
+    this.#session!.prompt(text).catch((err) => {
+      this.emit({ type: "session_error", message: errorText(err) });
+    });
+  }
+
+  async input(msg: WorkerInput): Promise<void> {
+    const reply = (error?: { code: string; message: string }) =>
+      send(error ? { t: "res", id: msg.id, ok: false, error } : { t: "res", id: msg.id, ok: true });
+    try {
+      await this.#starting;
+      const s = this.#session;
+      if (!s) return reply({ code: "not_ready", message: "Session is still starting" });
+      switch (msg.kind) {
+        case "prompt":
+          if (s.isStreaming) {
+            return reply({
+              code: "busy",
+              message: "The agent is working: send it as steer or followUp, or abort first",
+            });
+          }
+          this.#prompt(msg.text);
+          return reply();
+        case "steer":
+        case "followUp":
+          if (!s.isStreaming) this.#prompt(msg.text);
+          else if (msg.kind === "steer") await s.steer(msg.text);
+          else await s.followUp(msg.text);
+          return reply();
+        case "abort":
+          await s.abort();
+          return reply();
+        case "end":
+          this.#flushUpdates();
+          this.emit({ type: "session_end", reason: "ended", message: "Ended by user" });
+          reply();
+          this.dispose();
+          Deno.exit(0);
+      }
+    } catch (err) {
+      reply({ code: "input_failed", message: errorText(err) });
+    }
+  }
+
+  dispose(): void {
+    this.#flushUpdates();
+    try {
+      this.#session?.dispose();
+    } catch {
+      // Nothing to save: pi writes its session file as it goes.
+    }
+  }
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

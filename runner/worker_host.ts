@@ -1,0 +1,83 @@
+import type { DaemonToWorker, WorkerToDaemon } from "../shared/protocol.ts";
+import { readLines } from "./_lines.ts";
+import { selfCommand } from "./_self.ts";
+
+/** Options of {@linkcode WorkerProcess.spawn}. */
+export interface WorkerSpawnOptions {
+  env: Record<string, string>;
+  /** Where the worker process starts; it moves into the session's folder itself. */
+  cwd: string;
+  /** Prefix of the worker's stderr lines in the daemon's log. */
+  label: string;
+  log: (line: string) => void;
+}
+
+/** A worker subprocess seen from the daemon: messages in, messages out, an exit status. */
+export class WorkerProcess {
+  /** Resolves when the worker has loaded pi and waits for `start`. */
+  readonly ready: Promise<void>;
+  readonly exited: Promise<Deno.CommandStatus>;
+  onMessage: (msg: WorkerToDaemon) => void = () => {};
+  label = "";
+  #child: Deno.ChildProcess;
+  #writer: WritableStreamDefaultWriter<Uint8Array>;
+  #encoder = new TextEncoder();
+
+  private constructor(child: Deno.ChildProcess, options: WorkerSpawnOptions) {
+    this.#child = child;
+    this.label = options.label;
+    this.#writer = child.stdin.getWriter();
+    let markReady!: () => void;
+    this.ready = new Promise((r) => markReady = r);
+    const stdoutDone = (async () => {
+      for await (const line of readLines(child.stdout)) {
+        let msg: WorkerToDaemon;
+        try {
+          msg = JSON.parse(line);
+        } catch {
+          options.log(`[${this.label}] ${line}`);
+          continue;
+        }
+        if (msg.t === "ready") markReady();
+        else this.onMessage(msg);
+      }
+    })().catch(() => {});
+    (async () => {
+      for await (const line of readLines(child.stderr)) options.log(`[${this.label}] ${line}`);
+    })().catch(() => {});
+    // Every stdout message is handled before the exit is reported.
+    this.exited = child.status.then(async (st) => {
+      await stdoutDone;
+      return st;
+    });
+  }
+
+  static spawn(options: WorkerSpawnOptions): WorkerProcess {
+    const { cmd, args } = selfCommand("_worker");
+    const child = new Deno.Command(cmd, {
+      args,
+      cwd: options.cwd,
+      env: options.env,
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    return new WorkerProcess(child, options);
+  }
+
+  get pid(): number {
+    return this.#child.pid;
+  }
+
+  send(msg: DaemonToWorker): void {
+    this.#writer.write(this.#encoder.encode(JSON.stringify(msg) + "\n")).catch(() => {});
+  }
+
+  kill(signal: Deno.Signal = "SIGTERM"): void {
+    try {
+      this.#child.kill(signal);
+    } catch {
+      // Already gone.
+    }
+  }
+}

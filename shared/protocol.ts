@@ -1,0 +1,253 @@
+/**
+ * Wire types of baton's three channels: runner control (runner ↔ relay), viewer
+ * (browser ↔ relay) and worker (daemon ↔ worker over stdio). docs/protocol.md
+ * describes them in prose; this file is the source of truth.
+ *
+ * @module
+ */
+
+/** Protocol version agreed in the first exchange of every channel. */
+export const PROTOCOL_VERSION = 1;
+
+/** Path of the runner control WebSocket on the relay. */
+export const RUNNER_WS_PATH = "/_runner";
+/** Path of the viewer WebSocket on the relay. */
+export const VIEWER_WS_PATH = "/_viewer";
+
+/** A model as the relay and the UI name it. */
+export interface ModelRef {
+  provider: string;
+  id: string;
+}
+
+/** A model a runner can use, as listed by `GET /api/runners/{id}/models`. */
+export interface ModelInfo extends ModelRef {
+  name?: string;
+  reasoning?: boolean;
+  contextWindow?: number;
+}
+
+/** The body of one session event: a (slimmed) pi event or one of baton's own. */
+export interface SessionEventBody {
+  type: string;
+  [key: string]: unknown;
+}
+
+/** One numbered session event as stored by the relay and delivered to viewers. */
+export interface SessionEvent {
+  seq: number;
+  /** Milliseconds since the epoch, stamped by the runner. */
+  ts: number;
+  e: SessionEventBody;
+}
+
+/** What a viewer may send into a session. */
+export type InputKind = "prompt" | "steer" | "followUp" | "abort" | "end";
+export const INPUT_KINDS: readonly InputKind[] = ["prompt", "steer", "followUp", "abort", "end"];
+
+/** Lifecycle of a session as the relay lists it. */
+export type SessionStatus = "starting" | "running" | "ended" | "error";
+/** Whether the agent of a running session is working on a turn. */
+export type SessionActivity = "working" | "idle";
+
+/** A session as the relay lists it. */
+export interface SessionInfo {
+  sessionId: string;
+  runnerId: string;
+  status: SessionStatus;
+  activity: SessionActivity;
+  cwd: string;
+  model: ModelRef | null;
+  title: string;
+  createdAt: string;
+  updatedAt: string;
+  endedAt: string | null;
+  endReason: string | null;
+  lastSeq: number;
+  isPinned: boolean;
+}
+
+/** A runner as the relay lists it. */
+export interface RunnerInfo {
+  id: string;
+  name: string;
+  connected: boolean;
+  sessions: string[];
+  platform: string;
+  version: string;
+  roots: string[];
+  lastSeenAt: string | null;
+}
+
+/** A structured error carried in replies. */
+export interface WireError {
+  code: string;
+  message: string;
+}
+
+// ---------------------------------------------------------------------------
+// Runner control channel
+
+/** A session the daemon holds, reported in its hello. */
+export interface RunnerSessionReport {
+  sessionId: string;
+  cwd: string;
+}
+
+/** runner → relay, first message after open. */
+export interface RunnerHello {
+  t: "hello";
+  v: number;
+  apiKey: string;
+  runnerId: string;
+  name: string;
+  roots: string[];
+  version: string;
+  platform: string;
+  sessions: RunnerSessionReport[];
+}
+
+/** relay → runner, answer to a good hello. `acked` is the last stored seq per session. */
+export interface RelayWelcome {
+  t: "welcome";
+  v: number;
+  runnerId: string;
+  acked: Record<string, number>;
+  /** Sessions the relay knows as ended: the daemon forgets them. */
+  ended: string[];
+}
+
+export interface ControlRequest {
+  t: "req";
+  id: number;
+  op: string;
+  data: unknown;
+}
+
+export type ControlResponse =
+  | { t: "res"; id: number; ok: true; data: unknown }
+  | { t: "res"; id: number; ok: false; error: WireError };
+
+/** runner → relay: numbered events of one session, oldest first. */
+export interface EventsMessage {
+  t: "events";
+  sessionId: string;
+  events: SessionEvent[];
+}
+
+/** relay → runner: every event of the session up to `seq` is stored. */
+export interface AckMessage {
+  t: "ack";
+  sessionId: string;
+  seq: number;
+}
+
+export interface PingMessage {
+  t: "ping";
+}
+export interface PongMessage {
+  t: "pong";
+}
+
+export interface ErrorMessage {
+  t: "error";
+  code: string;
+  message: string;
+  /** The request or input id the error answers, when there is one. */
+  id?: number | string;
+  sessionId?: string;
+}
+
+/** Requests the relay sends to a runner, with their payloads. */
+export interface SpawnRequest {
+  sessionId: string;
+  cwd: string | null;
+  prompt: string;
+  model: ModelRef | null;
+}
+export interface SpawnResult {
+  cwd: string;
+}
+export interface InputRequest {
+  sessionId: string;
+  kind: InputKind;
+  text: string;
+}
+
+/** WebSocket close codes used by baton. */
+export const CloseCode = {
+  normal: 1000,
+  goingAway: 1001,
+  policy: 1008,
+  tooBig: 1009,
+  unauthorized: 4001,
+  forbidden: 4003,
+  replaced: 4009,
+  badHello: 4400,
+  revoked: 4401,
+} as const;
+
+// ---------------------------------------------------------------------------
+// Worker channel (newline-delimited JSON over the worker's stdin/stdout)
+
+export interface WorkerStart {
+  t: "start";
+  sessionId: string;
+  cwd: string;
+  model: ModelRef | null;
+  prompt: string;
+  /** pi session file to resume instead of starting a new conversation. */
+  resumeFile: string | null;
+  /** True when the daemon brings back a session after a restart. */
+  resumed: boolean;
+}
+
+export interface WorkerInput {
+  t: "input";
+  id: number;
+  kind: InputKind;
+  text: string;
+}
+
+export type DaemonToWorker = WorkerStart | WorkerInput;
+
+export type WorkerToDaemon =
+  | { t: "ready" }
+  | { t: "started"; piSessionFile: string | null; model: ModelRef | null }
+  | { t: "event"; e: SessionEventBody }
+  | { t: "res"; id: number; ok: true }
+  | { t: "res"; id: number; ok: false; error: WireError }
+  | { t: "fatal"; message: string };
+
+/** Maximum size of one WebSocket message the relay accepts, in bytes. */
+export const MAX_WS_MESSAGE_BYTES = 8 * 1024 * 1024;
+
+// ---------------------------------------------------------------------------
+// Viewer channel (browser or CLI ↔ relay)
+
+export type ViewerToRelay =
+  /** Authenticates a client that has no cookie (must be the first message). */
+  | { t: "auth"; apiKey: string }
+  /** Streams a session: every event after `since` (0 = from the start), then live. */
+  | { t: "subscribe"; sessionId: string; since?: number }
+  | { t: "unsubscribe"; sessionId: string }
+  | { t: "input"; id?: string; sessionId: string; kind: InputKind; text?: string }
+  /** Starts the feed of the caller's runners and sessions. */
+  | { t: "watch" }
+  | { t: "ping" };
+
+export type RelayToViewer =
+  | { t: "hello"; v: number; user: { id: string; email: string; name: string } }
+  | { t: "subscribed"; sessionId: string; session: SessionInfo }
+  | { t: "events"; sessionId: string; events: SessionEvent[] }
+  /** Every stored event up to `seq` has been sent; what follows is live. */
+  | { t: "caught_up"; sessionId: string; seq: number }
+  /** Drop what you hold of this session: it is replayed again from seq 0. */
+  | { t: "reset"; sessionId: string; reason: string }
+  | { t: "input_ok"; id?: string; sessionId: string }
+  | { t: "runners"; runners: RunnerInfo[] }
+  | { t: "sessions"; sessions: SessionInfo[] }
+  | { t: "runner"; runner: RunnerInfo }
+  | { t: "session"; session: SessionInfo }
+  | { t: "pong" }
+  | ErrorMessage;
