@@ -24,7 +24,10 @@ export function parseFlags<S extends Record<string, FlagSpec>>(
   argv: string[],
   spec: S,
   options: { positionals?: number } = {},
-): { values: { [K in keyof S]?: S[K]["type"] extends "boolean" ? boolean : string }; positionals: string[] } {
+): {
+  values: { [K in keyof S]?: S[K]["type"] extends "boolean" ? boolean : string };
+  positionals: string[];
+} {
   const parseSpec: Record<string, { type: "string" | "boolean"; short?: string }> = {};
   for (const [name, f] of Object.entries(spec)) {
     parseSpec[name] = f.short ? { type: f.type, short: f.short } : { type: f.type };

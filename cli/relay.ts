@@ -67,9 +67,7 @@ export async function relayMain(argv: string[]): Promise<number> {
 /** Resolves on the first SIGINT or SIGTERM. */
 export function untilSignal(): Promise<string> {
   return new Promise((resolve) => {
-    const signals: Deno.Signal[] = Deno.build.os === "windows"
-      ? ["SIGINT"]
-      : ["SIGINT", "SIGTERM"];
+    const signals: Deno.Signal[] = Deno.build.os === "windows" ? ["SIGINT"] : ["SIGINT", "SIGTERM"];
     const handlers = signals.map((sig) => {
       const h = () => {
         signals.forEach((s, i) => Deno.removeSignalListener(s, handlers[i]!));

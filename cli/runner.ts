@@ -56,7 +56,7 @@ export async function runnerMain(argv: string[]): Promise<number> {
   }
   if (config.skip.relay) {
     throw new UsageError(
-      "The relay is turned off (--no-relay, --safe-mode, BATON_NO_RELAY=1 or relayUrl \"off\"); a runner needs one",
+      'The relay is turned off (--no-relay, --safe-mode, BATON_NO_RELAY=1 or relayUrl "off"); a runner needs one',
     );
   }
   if (!config.relayUrl) {

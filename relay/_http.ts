@@ -31,7 +31,11 @@ export async function readJson<T extends z.ZodType>(c: Context, schema: T): Prom
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const where = issue?.path.length ? `${issue.path.join(".")}: ` : "";
-    throw new HttpError(400, "invalid_body", `Invalid body: ${where}${issue?.message ?? "invalid"}`);
+    throw new HttpError(
+      400,
+      "invalid_body",
+      `Invalid body: ${where}${issue?.message ?? "invalid"}`,
+    );
   }
   return parsed.data;
 }

@@ -9,7 +9,7 @@ import { clientIp, readJson, type RelayEnv } from "./_http.ts";
 import { Hub } from "./hub.ts";
 import { RateLimiter } from "./rate_limit.ts";
 import { acceptRunnerSocket } from "./runner_link.ts";
-import { keyRoutes, createKey } from "./routes/keys.ts";
+import { createKey, keyRoutes } from "./routes/keys.ts";
 import { runnerRoutes } from "./routes/runners.ts";
 import { sessionRoutes } from "./routes/sessions.ts";
 import { settingsRoutes } from "./routes/settings.ts";
@@ -56,7 +56,8 @@ const Register = z.object({
 
 /** Builds the relay: opens the store, sets up accounts and wires every route. */
 export async function createRelay(options: RelayOptions): Promise<Relay> {
-  await Deno.mkdir(options.dataDir, { recursive: true });
+  // The folder holds the database and the signing secret: owner-only.
+  await Deno.mkdir(options.dataDir, { recursive: true, mode: 0o700 });
   const db: Database = openDatabase(join(options.dataDir, "relay.db"));
   const store = new Store(db);
   const baseUrl = options.baseUrl.replace(/\/+$/, "");
@@ -99,7 +100,9 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     options.log?.(`internal error on ${c.req.method} ${c.req.path}: ${err?.stack ?? err}`);
     return errorResponse(c, 500, "internal", "Internal error");
   });
-  app.notFound((c) => errorResponse(c, 404, "not_found", `No route: ${c.req.method} ${c.req.path}`));
+  app.notFound((c) =>
+    errorResponse(c, 404, "not_found", `No route: ${c.req.method} ${c.req.path}`)
+  );
 
   app.use("*", async (c, next) => {
     await next();

@@ -33,7 +33,10 @@ export class RateLimiter {
     if (recent.length >= this.#limit) {
       this.#hits.set(key, recent);
       const oldest = recent[0] ?? now;
-      return { ok: false, retryAfterSeconds: Math.max(1, Math.ceil((oldest + this.#windowMs - now) / 1000)) };
+      return {
+        ok: false,
+        retryAfterSeconds: Math.max(1, Math.ceil((oldest + this.#windowMs - now) / 1000)),
+      };
     }
     recent.push(now);
     this.#hits.set(key, recent);

@@ -161,7 +161,9 @@ export function acceptRunnerSocket(socket: WebSocket, options: AcceptRunnerOptio
       platform: str(hello.platform, 40),
       version: str(hello.version, 40),
       roots: Array.isArray(hello.roots)
-        ? hello.roots.filter((r) => typeof r === "string").slice(0, 100).map((r) => r.slice(0, 4096))
+        ? hello.roots.filter((r) => typeof r === "string").slice(0, 100).map((r) =>
+          r.slice(0, 4096)
+        )
         : [],
       createdAt: existing?.createdAt ?? now,
       lastSeenAt: now,

@@ -80,7 +80,10 @@ export function acceptViewerSocket(socket: WebSocket, options: AcceptViewerOptio
 
   let authenticating = false;
   socket.onmessage = (ev) => {
-    if (typeof ev.data !== "string" || ev.data.length > Math.min(MAX_VIEWER_MESSAGE, MAX_WS_MESSAGE_BYTES)) {
+    if (
+      typeof ev.data !== "string" ||
+      ev.data.length > Math.min(MAX_VIEWER_MESSAGE, MAX_WS_MESSAGE_BYTES)
+    ) {
       socket.close(1009, "Message too big or binary");
       return;
     }
@@ -134,9 +137,7 @@ function sendError(socket: WebSocket, code: string, message: string): void {
 function handle(hub: Hub, v: Viewer, msg: Record<string, unknown>): void {
   const sessionId = typeof msg.sessionId === "string" ? msg.sessionId : undefined;
   const fail = (err: unknown, id?: string) => {
-    const e = err instanceof HttpError
-      ? err
-      : new HttpError(500, "internal", "Internal error");
+    const e = err instanceof HttpError ? err : new HttpError(500, "internal", "Internal error");
     if (!(err instanceof HttpError)) hub.log(`viewer message failed: ${err}`);
     v.send({
       t: "error",

@@ -32,7 +32,7 @@ import {
   type RunnerConfig,
 } from "./config.ts";
 import { ControlLink, RelayRejectedError, RequestError } from "./control_link.ts";
-import { SessionRegistry, type SessionEntry } from "./registry.ts";
+import { type SessionEntry, SessionRegistry } from "./registry.ts";
 import { checkCwd, defaultCwd, PathRejectedError, resolveRoots } from "./roots.ts";
 import { WorkerProcess } from "./worker_host.ts";
 
@@ -486,7 +486,9 @@ async function modelRegistry(batonDir: string) {
 }
 
 /** The models this runner can use right now (configured keys and custom providers). */
-export async function listModels(batonDir: string): Promise<{ models: ModelInfo[]; error?: string }> {
+export async function listModels(
+  batonDir: string,
+): Promise<{ models: ModelInfo[]; error?: string }> {
   const registry = await modelRegistry(batonDir);
   const models = registry.getAvailable().map((m) => ({
     provider: m.provider,

@@ -2,7 +2,10 @@ import { isAbsolute, join, resolve, sep } from "node:path";
 
 /** A spawn or file request for a path the runner will not use. */
 export class PathRejectedError extends Error {
-  constructor(readonly code: "cwd_outside_roots" | "cwd_not_found" | "bad_request", message: string) {
+  constructor(
+    readonly code: "cwd_outside_roots" | "cwd_not_found" | "bad_request",
+    message: string,
+  ) {
     super(message);
     this.name = "PathRejectedError";
   }

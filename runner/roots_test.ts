@@ -35,12 +35,35 @@ Deno.test("workspace roots accept the root itself and folders inside it", async 
 Deno.test("workspace roots reject outside folders, '..' traversal, symlink escapes and sibling prefixes", async (t) => {
   await withTree(async (dir) => {
     const roots = await resolveRoots([join(dir, "srv/a")], dir);
-    await t.step("outside", () => rejected(checkCwd(join(dir, "outside"), roots, { home: dir }), "cwd_outside_roots"));
-    await t.step("dot-dot", () => rejected(checkCwd(`${dir}/srv/a/inner/../../../outside`, roots, { home: dir }), "cwd_outside_roots"));
-    await t.step("symlink escape", () => rejected(checkCwd(join(dir, "srv/a/escape"), roots, { home: dir }), "cwd_outside_roots"));
-    await t.step("sibling prefix /srv/a vs /srv/ab", () => rejected(checkCwd(join(dir, "srv/ab"), roots, { home: dir }), "cwd_outside_roots"));
-    await t.step("missing folder", () => rejected(checkCwd(join(dir, "srv/a/nope"), roots, { home: dir }), "cwd_not_found"));
-    await t.step("relative path", () => rejected(checkCwd("srv/a", roots, { home: dir }), "bad_request"));
+    await t.step(
+      "outside",
+      () => rejected(checkCwd(join(dir, "outside"), roots, { home: dir }), "cwd_outside_roots"),
+    );
+    await t.step(
+      "dot-dot",
+      () =>
+        rejected(
+          checkCwd(`${dir}/srv/a/inner/../../../outside`, roots, { home: dir }),
+          "cwd_outside_roots",
+        ),
+    );
+    await t.step(
+      "symlink escape",
+      () =>
+        rejected(checkCwd(join(dir, "srv/a/escape"), roots, { home: dir }), "cwd_outside_roots"),
+    );
+    await t.step(
+      "sibling prefix /srv/a vs /srv/ab",
+      () => rejected(checkCwd(join(dir, "srv/ab"), roots, { home: dir }), "cwd_outside_roots"),
+    );
+    await t.step(
+      "missing folder",
+      () => rejected(checkCwd(join(dir, "srv/a/nope"), roots, { home: dir }), "cwd_not_found"),
+    );
+    await t.step(
+      "relative path",
+      () => rejected(checkCwd("srv/a", roots, { home: dir }), "bad_request"),
+    );
   });
 });
 
@@ -48,7 +71,10 @@ Deno.test("a root given through a symlink is resolved before comparing", async (
   await withTree(async (dir) => {
     const roots = await resolveRoots([join(dir, "link-to-a")], dir);
     assert.deepEqual(roots, [join(dir, "srv/a")]);
-    assert.equal(await checkCwd(join(dir, "srv/a/inner"), roots, { home: dir }), join(dir, "srv/a/inner"));
+    assert.equal(
+      await checkCwd(join(dir, "srv/a/inner"), roots, { home: dir }),
+      join(dir, "srv/a/inner"),
+    );
   });
 });
 
@@ -68,7 +94,13 @@ Deno.test("windows comparison ignores case", () => {
 Deno.test("root variables follow the spec's priority", () => {
   const env = (vars: Record<string, string>) => (k: string) => vars[k];
   assert.deepEqual(
-    rootsFromEnv(env({ BATON_WORKSPACE_ROOTS: "/a, /b,", BATON_WORKSPACE_ROOT: "/c", BATON_RUNNER_ROOTS: "/d" })),
+    rootsFromEnv(
+      env({
+        BATON_WORKSPACE_ROOTS: "/a, /b,",
+        BATON_WORKSPACE_ROOT: "/c",
+        BATON_RUNNER_ROOTS: "/d",
+      }),
+    ),
     { roots: ["/a", "/b"], source: "BATON_WORKSPACE_ROOTS" },
   );
   assert.deepEqual(

@@ -140,7 +140,9 @@ class Worker {
       ...(model ? { model } : {}),
     });
     this.#session = session;
-    const active = session.model ? { provider: session.model.provider, id: session.model.id } : null;
+    const active = session.model
+      ? { provider: session.model.provider, id: session.model.id }
+      : null;
     send({ t: "started", piSessionFile: session.sessionFile ?? null, model: active });
     this.emit({
       type: "session_start",

@@ -27,14 +27,22 @@ Deno.test("text deltas of one block concatenate; other blocks do not", () => {
 });
 
 Deno.test("a newer partial tool output supersedes the older one of the same call only", () => {
-  const u = (id: string, text: string) => ({ type: "tool_execution_update", toolCallId: id, partialResult: text });
+  const u = (id: string, text: string) => ({
+    type: "tool_execution_update",
+    toolCallId: id,
+    partialResult: text,
+  });
   assert.equal(canCoalesce(u("1", "a"), u("1", "ab")), true);
   assert.equal(canCoalesce(u("1", "a"), u("2", "b")), false);
   assert.deepEqual(coalesce(u("1", "a"), u("1", "ab")), u("1", "ab"));
 });
 
 Deno.test("oversized events are replaced by a marker that keeps their type", () => {
-  const big = { type: "tool_execution_end", toolCallId: "c1", result: "y".repeat(MAX_EVENT_JSON + 1) };
+  const big = {
+    type: "tool_execution_end",
+    toolCallId: "c1",
+    result: "y".repeat(MAX_EVENT_JSON + 1),
+  };
   assert.deepEqual(capEvent(big), {
     type: "tool_execution_end",
     truncated: true,

@@ -14,9 +14,20 @@ Deno.test("smoke: spawn runs a bash tool call through the mock model and the vie
     runner = await startRunner({ relayUrl: relay.url, apiKey: user.apiKey, home });
     const runners = await (await user.api("/api/runners")).json();
     assert.equal(runners.length, 1);
-    llm.enqueue({ text: "Running it.", toolCalls: [{ name: "bash", args: { command: "echo hi-from-tool" } }] }, { text: ["All ", "done."] });
+    llm.enqueue({
+      text: "Running it.",
+      toolCalls: [{ name: "bash", args: { command: "echo hi-from-tool" } }],
+    }, { text: ["All ", "done."] });
     const viewer = await Viewer.connect(relay.url, { apiKey: user.apiKey });
-    const res = await user.api("/api/runners/spawn", json("POST", { runnerId: runners[0].id, prompt: "say hi", cwd: home, model: { provider: "mock", id: "mock-1" } }));
+    const res = await user.api(
+      "/api/runners/spawn",
+      json("POST", {
+        runnerId: runners[0].id,
+        prompt: "say hi",
+        cwd: home,
+        model: { provider: "mock", id: "mock-1" },
+      }),
+    );
     const body = await res.json();
     assert.equal(res.status, 200, JSON.stringify(body));
     viewer.subscribe(body.sessionId);

@@ -37,6 +37,13 @@ export class Store {
     return transaction(this.db, fn);
   }
 
+  /** The oldest account (the owner of a `baton up` relay), if any. */
+  firstUser(): { id: string; email: string } | undefined {
+    return this.db.prepare('SELECT id, email FROM "user" ORDER BY "createdAt", id LIMIT 1').get() as
+      | { id: string; email: string }
+      | undefined;
+  }
+
   /** Number of accounts (better-auth's `user` table). */
   userCount(): number {
     const r = this.db.prepare('SELECT COUNT(*) AS n FROM "user"').get() as { n: number };

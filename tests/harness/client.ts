@@ -19,7 +19,11 @@ export interface User {
 }
 
 /** Sends a JSON request body. */
-export function json(method: string, body: unknown, headers: Record<string, string> = {}): RequestInit {
+export function json(
+  method: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): RequestInit {
   return {
     method,
     headers: { "content-type": "application/json", ...headers },
@@ -34,7 +38,10 @@ export async function signUp(
 ): Promise<User> {
   const email = who.email ?? `user-${crypto.randomUUID().slice(0, 8)}@example.com`;
   const password = who.password ?? "correct horse battery";
-  const reg = await fetch(`${baseUrl}/api/register`, json("POST", { email, password, name: who.name ?? "Test User" }));
+  const reg = await fetch(
+    `${baseUrl}/api/register`,
+    json("POST", { email, password, name: who.name ?? "Test User" }),
+  );
   if (!reg.ok) throw new Error(`register failed: ${reg.status} ${await reg.text()}`);
   const { key } = await reg.json();
   const cookie = await signIn(baseUrl, email, password);

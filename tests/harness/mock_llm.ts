@@ -170,14 +170,20 @@ function streamTurn(model: string, turn: Turn): ReadableStream<Uint8Array> {
         controller.enqueue(encoder.encode(`data: ${JSON.stringify(obj)}\n\n`));
       };
       const pause = () =>
-        turn.chunkDelayMs ? new Promise((r) => setTimeout(r, turn.chunkDelayMs)) : Promise.resolve();
+        turn.chunkDelayMs
+          ? new Promise((r) => setTimeout(r, turn.chunkDelayMs))
+          : Promise.resolve();
       try {
         send(chunk({ role: "assistant", content: "" }));
         if (turn.thinking) {
           await pause();
           send(chunk({ reasoning_content: turn.thinking }));
         }
-        const pieces = turn.text === undefined ? [] : Array.isArray(turn.text) ? turn.text : [turn.text];
+        const pieces = turn.text === undefined
+          ? []
+          : Array.isArray(turn.text)
+          ? turn.text
+          : [turn.text];
         for (const piece of pieces) {
           await pause();
           if (cancelled) return;

@@ -83,7 +83,11 @@ export class BatonProcess {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.#watchers.splice(this.#watchers.indexOf(w), 1);
-        reject(new Error(`${this.name}: no line matching ${re} within ${timeoutMs} ms\n${this.output()}`));
+        reject(
+          new Error(
+            `${this.name}: no line matching ${re} within ${timeoutMs} ms\n${this.output()}`,
+          ),
+        );
       }, timeoutMs);
       const w = {
         re,
@@ -144,11 +148,21 @@ export class RelayProcess {
   url = "";
   port = 0;
 
-  private constructor(readonly dataDir: string, readonly home: string, readonly env: Record<string, string>) {}
+  private constructor(
+    readonly dataDir: string,
+    readonly home: string,
+    readonly env: Record<string, string>,
+  ) {}
 
   /** Starts `baton relay` on a free port (or `port`) and waits until it listens. */
   static async start(
-    options: { dataDir?: string; home?: string; port?: number; env?: Record<string, string>; args?: string[] } = {},
+    options: {
+      dataDir?: string;
+      home?: string;
+      port?: number;
+      env?: Record<string, string>;
+      args?: string[];
+    } = {},
   ): Promise<RelayProcess> {
     const home = options.home ?? await tempDir("baton-relay-home-");
     const dataDir = options.dataDir ?? join(home, "relay-data");

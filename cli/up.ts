@@ -1,0 +1,148 @@
+import { join } from "node:path";
+import { serveRelay } from "../relay/serve.ts";
+import { createKey } from "../relay/routes/keys.ts";
+import { hashKey } from "../relay/keys.ts";
+import { supervise } from "../runner/supervisor.ts";
+import { homeDir, parseFlags, parseHttpUrl, parsePort, UsageError } from "./_args.ts";
+import { ask, askSecret, interactive } from "./_prompt.ts";
+import { untilSignal } from "./relay.ts";
+import { encodeBase64Url } from "../relay/_encoding.ts";
+
+export const UP_HELP = `Usage: baton up [options]
+
+Start a relay and a runner on this machine, with everything on the embedded
+defaults (SQLite in ~/.baton/relay). On the first start it creates the owner
+account (asking on a terminal, otherwise generating a password it prints once
+and saves in <data-dir>/initial-password) and a runner token for the local
+runner. Then open the printed URL.
+
+Options:
+  --port <n>          Port (env BATON_PORT, default 7420)
+  --host <addr>       Address to bind (env BATON_HOST, default 127.0.0.1)
+  --data-dir <dir>    Relay data (env BATON_DATA_DIR, default ~/.baton/relay)
+  --base-url <url>    Public URL (env BATON_BASE_URL)
+  --email <email>     Owner email on first start (env BATON_OWNER_EMAIL)
+  --no-runner         Start only the relay
+  -h, --help          Show this help
+
+Environment:
+  BATON_OWNER_PASSWORD   Owner password on first start (else asked or generated)
+  Runner variables (BATON_WORKSPACE_ROOTS, BATON_NO_*, ...) apply to the local runner.
+`;
+
+/** `baton up`. */
+export async function upMain(argv: string[]): Promise<number> {
+  const { values } = parseFlags(argv, {
+    port: { type: "string", env: "BATON_PORT" },
+    host: { type: "string", env: "BATON_HOST" },
+    "data-dir": { type: "string", env: "BATON_DATA_DIR" },
+    "base-url": { type: "string", env: "BATON_BASE_URL" },
+    email: { type: "string", env: "BATON_OWNER_EMAIL" },
+    "no-runner": { type: "boolean" },
+  });
+  const dataDir = values["data-dir"] ?? join(homeDir(), ".baton", "relay");
+  const served = await serveRelay({
+    hostname: values.host ?? "127.0.0.1",
+    port: values.port !== undefined ? parsePort(values.port) : 7420,
+    dataDir,
+    ...(values["base-url"] ? { baseUrl: parseHttpUrl(values["base-url"], "--base-url") } : {}),
+    log: (line) => console.error(`[relay] ${line}`),
+  });
+  const { relay, url } = served;
+  console.log(`baton relay listening on ${url}`);
+
+  try {
+    if (relay.store.userCount() === 0) await createOwner(url, dataDir, values.email);
+  } catch (err) {
+    await served.shutdown();
+    throw err;
+  }
+  const owner = relay.store.firstUser()!;
+
+  const stop = new AbortController();
+  let runnerDone: Promise<number> = Promise.resolve(0);
+  if (!values["no-runner"]) {
+    const token = await localRunnerToken(relay.store, owner.id, dataDir);
+    runnerDone = supervise({
+      daemonArgs: [],
+      env: { ...Deno.env.toObject(), BATON_RELAY_URL: served.baseUrl, BATON_API_KEY: token },
+      log: (line) => console.error(`[runner] ${line}`),
+      signal: stop.signal,
+    });
+  }
+  console.log(`\nbaton is up: open ${served.baseUrl} and sign in as ${owner.email}\n`);
+  // Either Ctrl-C, or the runner stopping on request, ends `up`.
+  await Promise.race([untilSignal(), runnerDone]);
+  stop.abort();
+  const code = await runnerDone;
+  await served.shutdown();
+  return code;
+}
+
+/** Creates the first account through the relay's own API. */
+async function createOwner(url: string, dataDir: string, emailFlag?: string): Promise<void> {
+  let email = emailFlag ?? "";
+  let password = Deno.env.get("BATON_OWNER_PASSWORD") ?? "";
+  let name = "Owner";
+  let generated = false;
+  if (interactive() && (!email || !password)) {
+    console.log("First start: create the owner account of this relay.");
+    email ||= ask("Email:");
+    name = ask("Name:", "Owner");
+    while (!password) {
+      const first = await askSecret("Password (8+ characters):");
+      if (first.length < 8) {
+        console.log("Too short.");
+        continue;
+      }
+      if (await askSecret("Repeat password:") !== first) console.log("They differ.");
+      else password = first;
+    }
+  }
+  if (!email) email = "owner@baton.local";
+  if (!password) {
+    password = encodeBase64Url(crypto.getRandomValues(new Uint8Array(12)));
+    generated = true;
+  }
+  const res = await fetch(`${url}/api/register`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ name, email, password }),
+  });
+  if (!res.ok) {
+    const body = await res.json().catch(() => ({}));
+    throw new UsageError(`Cannot create the owner account: ${body?.error?.message ?? res.status}`);
+  }
+  await res.body?.cancel();
+  if (generated) {
+    const path = join(dataDir, "initial-password");
+    await Deno.writeTextFile(path, `${email}\n${password}\n`, { mode: 0o600 });
+    console.log(`Created the owner account ${email} with password: ${password}`);
+    console.log(`(also saved in ${path}; change it after signing in)`);
+  } else {
+    console.log(`Created the owner account ${email}.`);
+  }
+}
+
+/** The runner token of the local runner: reused while it is valid, else created. */
+async function localRunnerToken(
+  store: Parameters<typeof createKey>[0],
+  ownerId: string,
+  dataDir: string,
+): Promise<string> {
+  const path = join(dataDir, "local-runner.json");
+  try {
+    const saved = JSON.parse(await Deno.readTextFile(path));
+    if (typeof saved.apiKey === "string") {
+      const rec = store.keys.byHash(await hashKey(saved.apiKey));
+      if (rec && rec.userId === ownerId) return saved.apiKey;
+    }
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound) && !(err instanceof SyntaxError)) throw err;
+  }
+  const created = await createKey(store, ownerId, "runner-local", null);
+  await Deno.writeTextFile(path, JSON.stringify({ apiKey: created.key }, null, 2) + "\n", {
+    mode: 0o600,
+  });
+  return created.key;
+}
