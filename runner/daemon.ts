@@ -564,7 +564,7 @@ export async function daemonMain(argv: string[]): Promise<number> {
   log(
     `runner ${runnerId} (${config.name}) → ${config.relayUrl}; roots: ${
       roots ? roots.join(", ") : "any folder"
-    }`,
+    }; pid ${Deno.pid}`,
   );
   return await daemon.run();
 }
