@@ -116,7 +116,6 @@ export class Hub {
     // has (its state was wiped) end here, so they do not show as running forever.
     for (const s of this.store.sessions.listLiveForRunner(link.runnerId)) {
       if (reported.has(s.sessionId) || link.pendingSpawns.has(s.sessionId)) continue;
-      if (s.status === "starting") continue;
       this.#endSession(s, "error", "The runner restarted without this session");
     }
     this.#notifyRunner(link.userId, link.runnerId);
