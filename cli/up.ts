@@ -72,7 +72,7 @@ export async function upMain(argv: string[]): Promise<number> {
   }
   console.log(`\nbaton is up: open ${served.baseUrl} and sign in as ${owner.email}\n`);
   // Either Ctrl-C, or the runner stopping on request, ends `up`.
-  await Promise.race([untilSignal(), runnerDone]);
+  await (values["no-runner"] ? untilSignal() : Promise.race([untilSignal(), runnerDone]));
   stop.abort();
   const code = await runnerDone;
   await served.shutdown();

@@ -47,13 +47,17 @@ export async function readUserConfig(batonDir: string): Promise<Record<string, u
     if (err instanceof Deno.errors.NotFound) return {};
     throw err;
   }
+  let v: unknown;
   try {
-    const v = JSON.parse(text);
-    if (typeof v !== "object" || v === null || Array.isArray(v)) throw new Error("not an object");
-    return v;
-  } catch (err) {
-    throw new ConfigError(`Invalid config file: '${path}' (${(err as Error).message})`);
+    v = JSON.parse(text);
+  } catch {
+    // V8's message quotes the file, which holds the API key: say less.
+    throw new ConfigError(`Invalid config file: '${path}' (not valid JSON)`);
   }
+  if (typeof v !== "object" || v === null || Array.isArray(v)) {
+    throw new ConfigError(`Invalid config file: '${path}' (not a JSON object)`);
+  }
+  return v as Record<string, unknown>;
 }
 
 /** Writes keys into `<home>/.baton/config.json`, keeping the others (mode 0600: it holds a key). */
