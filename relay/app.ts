@@ -1,4 +1,6 @@
 import { Hono } from "hono";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { APIError } from "better-auth/api";
 import { z } from "zod";
 import { join } from "node:path";
 import { RUNNER_WS_PATH, VIEWER_WS_PATH } from "../shared/protocol.ts";
@@ -96,6 +98,17 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   app.onError((err, c) => {
     if (err instanceof HttpError) {
       return errorResponse(c, err.status, err.code, err.message, err.headers);
+    }
+    // better-auth refusals raised inside our routes (a sign-up racing the
+    // first account, a duplicate email) keep their status and code.
+    if (err instanceof APIError && err.statusCode >= 400 && err.statusCode < 500) {
+      const body = err.body as { code?: string; message?: string } | undefined;
+      return errorResponse(
+        c,
+        err.statusCode as ContentfulStatusCode,
+        (body?.code ?? "auth_error").toLowerCase(),
+        body?.message ?? err.message,
+      );
     }
     options.log?.(`internal error on ${c.req.method} ${c.req.path}: ${err?.stack ?? err}`);
     return errorResponse(c, 500, "internal", "Internal error");
