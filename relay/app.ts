@@ -37,6 +37,8 @@ export interface RelayOptions {
   authSecret?: string;
   /** Receives one line per notable incident. */
   log?: (line: string) => void;
+  /** Builds the repositories over the opened database (the bench swaps in one without a durable log); default {@linkcode Store}. */
+  store?: (db: Database) => Store;
 }
 
 /** A relay built as a value: the Hono app, its live hub and a way to close it. */
@@ -61,7 +63,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   // The folder holds the database and the signing secret: owner-only.
   await Deno.mkdir(options.dataDir, { recursive: true, mode: 0o700 });
   const db: Database = openDatabase(join(options.dataDir, "relay.db"));
-  const store = new Store(db);
+  const store = options.store?.(db) ?? new Store(db);
   const baseUrl = options.baseUrl.replace(/\/+$/, "");
   const baseOrigin = new URL(baseUrl).origin;
   const trustedOrigins = [baseOrigin, ...(options.trustedOrigins ?? [])];
@@ -143,6 +145,11 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     return res;
   });
 
+  // What the sign-in screen needs before anyone is signed in.
+  app.get("/api/setup-status", (c) => {
+    return c.json({ needsOwner: store.userCount() === 0, allowSignup });
+  });
+
   app.post("/api/register", async (c) => {
     const limited = registerLimit.hit(clientIp(c, trustProxy));
     if (!limited.ok) {
@@ -216,7 +223,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     return response;
   });
 
-  app.route("/", webRoutes());
+  app.route("/", await webRoutes());
 
   let closed = false;
   return {

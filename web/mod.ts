@@ -1,20 +1,81 @@
 /**
- * The browser client, served by the relay from memory.
+ * The browser client, served by the relay from memory: the app shell for
+ * every client-side route, the bundled script and stylesheet (built into
+ * web/dist by `deno task build:web`), the PWA manifest and icons.
  *
  * @module
  */
 import { Hono } from "hono";
 
-const PAGE = `<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>baton</title></head>
-<body><main><h1>baton</h1><p>The relay is running. The web client is served here.</p></main></body></html>`;
+const read = (path: string) => Deno.readFileSync(new URL(path, import.meta.url));
 
-/** Routes of the web client: the app shell for `/` and `/session/:id`. */
-export function webRoutes(): Hono {
+async function shortHash(bytes: Uint8Array): Promise<string> {
+  const d = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes as BufferSource));
+  return Array.from(d.slice(0, 6), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** Script, styles and the page can only come from the relay itself. */
+export const CONTENT_SECURITY_POLICY = [
+  "default-src 'self'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data: blob:",
+  "connect-src 'self'",
+  "object-src 'none'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+].join("; ");
+
+interface Asset {
+  body: Uint8Array;
+  type: string;
+  /** Content hash: a request naming it (`?v=`) may be cached for a year. */
+  version?: string;
+}
+
+/** Routes of the web client. */
+export async function webRoutes(): Promise<Hono> {
+  const js = read("./dist/app.js");
+  const css = read("./dist/app.css");
+  const [jsHash, cssHash] = [await shortHash(js), await shortHash(css)];
+  const page = new TextDecoder().decode(read("./static/index.html"))
+    .replace("%JS_HASH%", jsHash)
+    .replace("%CSS_HASH%", cssHash);
+  const assets: Record<string, Asset> = {
+    "/assets/app.js": { body: js, type: "text/javascript; charset=utf-8", version: jsHash },
+    "/assets/app.css": { body: css, type: "text/css; charset=utf-8", version: cssHash },
+    "/manifest.webmanifest": {
+      body: read("./static/manifest.webmanifest"),
+      type: "application/manifest+json",
+    },
+    "/icons/icon.svg": { body: read("./static/icon.svg"), type: "image/svg+xml" },
+    "/icons/icon-192.png": { body: read("./dist/icon-192.png"), type: "image/png" },
+    "/icons/icon-512.png": { body: read("./dist/icon-512.png"), type: "image/png" },
+  };
+
   const app = new Hono();
-  app.get("/", (c) => c.html(PAGE));
-  app.get("/session/:id", (c) => c.html(PAGE));
+  const shell = () =>
+    new Response(page, {
+      headers: {
+        "content-type": "text/html; charset=utf-8",
+        "cache-control": "no-cache",
+        "content-security-policy": CONTENT_SECURITY_POLICY,
+        "x-frame-options": "DENY",
+      },
+    });
+  for (const path of ["/", "/new", "/settings", "/session/:id"]) app.get(path, shell);
+  for (const [path, a] of Object.entries(assets)) {
+    app.get(path, (c) => {
+      const versioned = a.version !== undefined && c.req.query("v") === a.version;
+      return new Response(a.body as BodyInit, {
+        headers: {
+          "content-type": a.type,
+          "cache-control": versioned ? "public, max-age=31536000, immutable" : "no-cache",
+        },
+      });
+    });
+  }
+  app.get("/favicon.ico", (c) => c.redirect("/icons/icon.svg", 301));
   return app;
 }

@@ -1,5 +1,6 @@
 import { Hono } from "hono";
 import { z } from "zod";
+import { notFound } from "../errors.ts";
 import { principal, readJson, type RelayEnv } from "../_http.ts";
 import type { Hub } from "../hub.ts";
 
@@ -16,6 +17,29 @@ const Spawn = z.object({
 });
 
 const RunnerRef = z.object({ runnerId: z.string().min(1).max(100) });
+
+const FolderRef = z.object({ path: z.string().min(1).max(4096) });
+
+const MAX_RECENT_FOLDERS = 20;
+
+function recentFolders(hub: Hub, userId: string, runnerId: string): string[] {
+  const dismissed = hub.store.settings.get<Record<string, string>>(
+    userId,
+    `recentFolders.dismissed.${runnerId}`,
+    {},
+  );
+  const seen = new Set<string>();
+  const out: string[] = [];
+  for (const s of hub.store.sessions.listForUser(userId)) {
+    if (s.runnerId !== runnerId || !s.cwd || seen.has(s.cwd)) continue;
+    seen.add(s.cwd);
+    const gone = dismissed[s.cwd];
+    if (gone && gone >= s.createdAt) continue;
+    out.push(s.cwd);
+    if (out.length === MAX_RECENT_FOLDERS) break;
+  }
+  return out;
+}
 
 /** `/api/runners`: listing, spawning, restarting and stopping runners, their models. */
 export function runnerRoutes(hub: Hub): Hono<RelayEnv> {
@@ -44,6 +68,30 @@ export function runnerRoutes(hub: Hub): Hono<RelayEnv> {
     const { runnerId } = await readJson(c, RunnerRef);
     await hub.connectedRunner(principal(c).userId, runnerId).request("stop", {}, 10_000);
     return c.json({ ok: true });
+  });
+
+  // Folders of the caller's recent sessions on this runner, newest first,
+  // minus the ones dismissed (until a newer session uses them again).
+  app.get("/:runnerId/recent-folders", (c) => {
+    const userId = principal(c).userId;
+    const runnerId = c.req.param("runnerId");
+    if (!hub.store.runners.getOwned(userId, runnerId)) throw notFound("Runner");
+    return c.json({ folders: recentFolders(hub, userId, runnerId) });
+  });
+
+  app.delete("/:runnerId/recent-folders", async (c) => {
+    const userId = principal(c).userId;
+    const runnerId = c.req.param("runnerId");
+    if (!hub.store.runners.getOwned(userId, runnerId)) throw notFound("Runner");
+    const { path } = await readJson(c, FolderRef);
+    const deleted = recentFolders(hub, userId, runnerId).includes(path);
+    if (deleted) {
+      const key = `recentFolders.dismissed.${runnerId}`;
+      const dismissed = hub.store.settings.get<Record<string, string>>(userId, key, {});
+      dismissed[path] = new Date().toISOString();
+      hub.store.settings.set(userId, key, dismissed);
+    }
+    return c.json({ ok: true, deleted });
   });
 
   app.get("/:runnerId/models", async (c) => {

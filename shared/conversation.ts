@@ -1,0 +1,423 @@
+/**
+ * Folds a session's event log into the conversation a person reads: user
+ * prompts, assistant answers (text, thinking, tool calls), tool executions
+ * with their live output, notices, usage and the agent's state. Pure and
+ * runtime-neutral: the web client renders it; the relay can use it too.
+ *
+ * @module
+ */
+import type { ModelRef, SessionEvent, SessionEventBody } from "./protocol.ts";
+
+/** A piece of an assistant message. */
+export type Block =
+  | { type: "text"; text: string }
+  | { type: "thinking"; text: string }
+  | { type: "toolCall"; id: string; name: string; args: unknown; argsText: string };
+
+/** A tool execution as the agent ran it. */
+export interface ToolRun {
+  id: string;
+  name: string;
+  args: unknown;
+  status: "pending" | "running" | "done" | "error";
+  /** Latest output while it runs, then the result text. */
+  output: string;
+}
+
+/** One entry of the conversation, in order. */
+export type Item =
+  | { kind: "user"; key: string; text: string; images: number }
+  | {
+    kind: "assistant";
+    key: string;
+    blocks: Block[];
+    streaming: boolean;
+    stopReason: string | null;
+    error: string | null;
+    model: string | null;
+  }
+  | { kind: "notice"; key: string; level: "info" | "error"; text: string };
+
+/** Tokens and cost of the session so far. */
+export interface Usage {
+  input: number;
+  output: number;
+  cacheRead: number;
+  cacheWrite: number;
+  cost: number;
+}
+
+/** Everything a viewer shows about a session, derived from its events. */
+export interface Conversation {
+  items: Item[];
+  tools: Record<string, ToolRun>;
+  usage: Usage;
+  working: boolean;
+  model: ModelRef | null;
+  cwd: string | null;
+  ended: { reason: string; message: string } | null;
+  queue: { steering: string[]; followUp: string[] };
+  lastSeq: number;
+}
+
+/** The conversation before any event. */
+export function emptyConversation(): Conversation {
+  return {
+    items: [],
+    tools: {},
+    usage: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, cost: 0 },
+    working: false,
+    model: null,
+    cwd: null,
+    ended: null,
+    queue: { steering: [], followUp: [] },
+    lastSeq: 0,
+  };
+}
+
+/**
+ * Applies events in order and returns the new conversation. Objects that did
+ * not change keep their identity, so a renderer can skip them. Events at or
+ * below `lastSeq` are ignored, which makes replays idempotent.
+ */
+export function applyEvents(conv: Conversation, events: readonly SessionEvent[]): Conversation {
+  const next: Conversation = { ...conv, items: conv.items, tools: conv.tools };
+  let itemsCopied = false;
+  let toolsCopied = false;
+  const items = () => {
+    if (!itemsCopied) {
+      next.items = [...next.items];
+      itemsCopied = true;
+    }
+    return next.items;
+  };
+  const tools = () => {
+    if (!toolsCopied) {
+      next.tools = { ...next.tools };
+      toolsCopied = true;
+    }
+    return next.tools;
+  };
+  for (const ev of events) {
+    if (ev.seq <= next.lastSeq) continue;
+    next.lastSeq = ev.seq;
+    apply(next, ev, items, tools);
+  }
+  return next;
+}
+
+type Mut<T> = () => T;
+
+function apply(
+  c: Conversation,
+  ev: SessionEvent,
+  items: Mut<Item[]>,
+  tools: Mut<Record<string, ToolRun>>,
+): void {
+  const e = ev.e;
+  const notice = (level: "info" | "error", text: string) =>
+    items().push({ kind: "notice", key: `n${ev.seq}`, level, text });
+  if (e.truncated) {
+    notice("error", `An event (${e.type}) was too large and was cut`);
+    return;
+  }
+  switch (e.type) {
+    case "session_start": {
+      if (isModel(e.model)) c.model = { provider: e.model.provider, id: e.model.id };
+      if (typeof e.cwd === "string") c.cwd = e.cwd;
+      c.working = false;
+      if (e.resumed) notice("info", "Session resumed after the runner restarted");
+      if (typeof e.notice === "string") notice("info", e.notice);
+      return;
+    }
+    case "agent_start":
+      c.working = true;
+      return;
+    case "agent_end":
+      c.working = false;
+      finishStreaming(c, items);
+      return;
+    case "message_start":
+      return messageStart(c, ev, e, items);
+    case "message_update":
+      return messageUpdate(c, e, items);
+    case "message_end":
+      return messageEnd(c, ev, e, items);
+    case "tool_execution_start": {
+      const id = String(e.toolCallId);
+      tools()[id] = {
+        id,
+        name: String(e.toolName ?? "tool"),
+        args: e.args,
+        status: "running",
+        output: "",
+      };
+      return;
+    }
+    case "tool_execution_update": {
+      const id = String(e.toolCallId);
+      const prev = c.tools[id];
+      tools()[id] = {
+        ...(prev ?? { id, name: String(e.toolName ?? "tool"), args: e.args, status: "running" }),
+        output: resultText(e.partialResult),
+      };
+      return;
+    }
+    case "tool_execution_end": {
+      const id = String(e.toolCallId);
+      const prev = c.tools[id];
+      tools()[id] = {
+        ...(prev ?? { id, name: String(e.toolName ?? "tool"), args: e.args }),
+        status: e.isError ? "error" : "done",
+        output: resultText(e.result),
+      };
+      return;
+    }
+    case "queue_update":
+      c.queue = {
+        steering: strings(e.steering),
+        followUp: strings(e.followUp),
+      };
+      return;
+    case "session_error":
+      notice("error", String(e.message ?? "Error"));
+      return;
+    case "session_end": {
+      c.working = false;
+      finishStreaming(c, items);
+      const reason = String(e.reason ?? "ended");
+      const message = String(e.message ?? "Session ended");
+      c.ended = { reason, message };
+      notice(reason === "ended" ? "info" : "error", message);
+      return;
+    }
+    case "auto_retry_start":
+      notice("info", `Retrying (attempt ${e.attempt} of ${e.maxAttempts}): ${e.errorMessage}`);
+      return;
+    case "auto_retry_end":
+      if (!e.success) notice("error", `Gave up retrying: ${e.finalError ?? "unknown error"}`);
+      return;
+    case "compaction_start":
+      notice("info", "Compacting the conversation…");
+      return;
+    case "compaction_end":
+      if (e.errorMessage) notice("error", `Compaction failed: ${e.errorMessage}`);
+      else if (!e.aborted) notice("info", "Conversation compacted");
+      return;
+    case "event_too_large":
+      notice("error", `An event of type ${e.originalType} was too large to keep`);
+      return;
+  }
+}
+
+function messageStart(
+  c: Conversation,
+  ev: SessionEvent,
+  e: SessionEventBody,
+  items: Mut<Item[]>,
+): void {
+  const m = e.message as { role?: string; content?: unknown; model?: string } | undefined;
+  if (m?.role === "user") {
+    const { text, images } = userContent(m.content);
+    items().push({ kind: "user", key: `u${ev.seq}`, text, images });
+  } else if (m?.role === "assistant") {
+    finishStreaming(c, items);
+    items().push({
+      kind: "assistant",
+      key: `a${ev.seq}`,
+      blocks: [],
+      streaming: true,
+      stopReason: null,
+      error: null,
+      model: typeof m.model === "string" ? m.model : null,
+    });
+  }
+}
+
+function messageUpdate(c: Conversation, e: SessionEventBody, items: Mut<Item[]>): void {
+  const ame = e.assistantMessageEvent as
+    | {
+      type: string;
+      contentIndex?: number;
+      delta?: string;
+      content?: string;
+      toolCall?: ToolCallLike;
+    }
+    | undefined;
+  if (!ame) return;
+  const at = lastStreaming(c);
+  if (at < 0) return;
+  const cur = c.items[at] as Extract<Item, { kind: "assistant" }>;
+  const blocks = [...cur.blocks];
+  const i = ame.contentIndex ?? blocks.length;
+  const block = blocks[i];
+  switch (ame.type) {
+    case "text_start":
+      blocks[i] = { type: "text", text: "" };
+      break;
+    case "text_delta":
+      blocks[i] = {
+        type: "text",
+        text: (block?.type === "text" ? block.text : "") + (ame.delta ?? ""),
+      };
+      break;
+    case "text_end":
+      blocks[i] = { type: "text", text: ame.content ?? (block?.type === "text" ? block.text : "") };
+      break;
+    case "thinking_start":
+      blocks[i] = { type: "thinking", text: "" };
+      break;
+    case "thinking_delta":
+      blocks[i] = {
+        type: "thinking",
+        text: (block?.type === "thinking" ? block.text : "") + (ame.delta ?? ""),
+      };
+      break;
+    case "thinking_end":
+      blocks[i] = {
+        type: "thinking",
+        text: ame.content ?? (block?.type === "thinking" ? block.text : ""),
+      };
+      break;
+    case "toolcall_start":
+      blocks[i] = { type: "toolCall", id: "", name: "", args: {}, argsText: "" };
+      break;
+    case "toolcall_delta": {
+      const prev = block?.type === "toolCall"
+        ? block
+        : { type: "toolCall" as const, id: "", name: "", args: {}, argsText: "" };
+      blocks[i] = { ...prev, argsText: prev.argsText + (ame.delta ?? "") };
+      break;
+    }
+    case "toolcall_end":
+      if (ame.toolCall) blocks[i] = toolBlock(ame.toolCall);
+      break;
+    default:
+      return;
+  }
+  const list = items();
+  list[at] = { ...cur, blocks: fill(blocks) };
+}
+
+function messageEnd(
+  c: Conversation,
+  ev: SessionEvent,
+  e: SessionEventBody,
+  items: Mut<Item[]>,
+): void {
+  const m = e.message as {
+    role?: string;
+    content?: unknown;
+    usage?: {
+      input?: number;
+      output?: number;
+      cacheRead?: number;
+      cacheWrite?: number;
+      cost?: { total?: number };
+    };
+    stopReason?: string;
+    errorMessage?: string;
+    model?: string;
+  } | undefined;
+  if (m?.role !== "assistant") return;
+  if (m.usage) {
+    c.usage = {
+      input: c.usage.input + (m.usage.input ?? 0),
+      output: c.usage.output + (m.usage.output ?? 0),
+      cacheRead: c.usage.cacheRead + (m.usage.cacheRead ?? 0),
+      cacheWrite: c.usage.cacheWrite + (m.usage.cacheWrite ?? 0),
+      cost: c.usage.cost + (m.usage.cost?.total ?? 0),
+    };
+  }
+  const blocks = Array.isArray(m.content)
+    ? m.content.map(contentBlock).filter((b) => b !== null)
+    : [];
+  const final = {
+    blocks,
+    streaming: false,
+    stopReason: m.stopReason ?? null,
+    error: m.errorMessage ?? (m.stopReason === "error" ? "The model answered with an error" : null),
+  };
+  const at = lastStreaming(c);
+  const list = items();
+  if (at >= 0) list[at] = { ...(list[at] as Extract<Item, { kind: "assistant" }>), ...final };
+  else {
+    list.push({
+      kind: "assistant",
+      key: `a${ev.seq}`,
+      model: typeof m.model === "string" ? m.model : null,
+      ...final,
+    });
+  }
+}
+
+type ToolCallLike = { id?: string; name?: string; arguments?: unknown };
+
+function toolBlock(t: ToolCallLike): Block {
+  return {
+    type: "toolCall",
+    id: String(t.id ?? ""),
+    name: String(t.name ?? "tool"),
+    args: t.arguments ?? {},
+    argsText: JSON.stringify(t.arguments ?? {}),
+  };
+}
+
+function contentBlock(b: unknown): Block | null {
+  const x = b as { type?: string; text?: string; thinking?: string } & ToolCallLike;
+  if (x?.type === "text") return { type: "text", text: String(x.text ?? "") };
+  if (x?.type === "thinking") return { type: "thinking", text: String(x.thinking ?? x.text ?? "") };
+  if (x?.type === "toolCall") return toolBlock(x);
+  return null;
+}
+
+function fill(blocks: (Block | undefined)[]): Block[] {
+  return Array.from(blocks, (b) => b ?? { type: "text", text: "" });
+}
+
+function lastStreaming(c: Conversation): number {
+  for (let i = c.items.length - 1; i >= 0; i--) {
+    const it = c.items[i]!;
+    if (it.kind === "assistant") return it.streaming ? i : -1;
+  }
+  return -1;
+}
+
+/** Marks a message left streaming (an aborted or crashed run) as finished. */
+function finishStreaming(c: Conversation, items: Mut<Item[]>): void {
+  const at = lastStreaming(c);
+  if (at < 0) return;
+  const list = items();
+  list[at] = { ...(list[at] as Extract<Item, { kind: "assistant" }>), streaming: false };
+}
+
+function userContent(content: unknown): { text: string; images: number } {
+  if (typeof content === "string") return { text: content, images: 0 };
+  if (!Array.isArray(content)) return { text: "", images: 0 };
+  let text = "";
+  let images = 0;
+  for (const c of content) {
+    if (c?.type === "text") text += (text ? "\n" : "") + String(c.text ?? "");
+    else if (c?.type === "image") images++;
+  }
+  return { text, images };
+}
+
+/** The text of a tool result (`{content: [{type: "text", text}]}`). */
+export function resultText(result: unknown): string {
+  const content = (result as { content?: unknown })?.content;
+  if (typeof result === "string") return result;
+  if (!Array.isArray(content)) return "";
+  return content
+    .map((c) => (c?.type === "text" ? String(c.text ?? "") : c?.type === "image" ? "[image]" : ""))
+    .join("");
+}
+
+function strings(v: unknown): string[] {
+  return Array.isArray(v) ? v.map(String) : [];
+}
+
+function isModel(v: unknown): v is ModelRef {
+  return typeof v === "object" && v !== null &&
+    typeof (v as ModelRef).provider === "string" && typeof (v as ModelRef).id === "string";
+}

@@ -1,0 +1,156 @@
+import assert from "node:assert/strict";
+import { applyEvents, emptyConversation } from "./conversation.ts";
+import type { SessionEvent, SessionEventBody } from "./protocol.ts";
+
+function log(...bodies: SessionEventBody[]): SessionEvent[] {
+  return bodies.map((e, i) => ({ seq: i + 1, ts: 1000 + i, e }));
+}
+
+const usage = {
+  input: 100,
+  output: 20,
+  cacheRead: 0,
+  cacheWrite: 0,
+  totalTokens: 120,
+  cost: { total: 0.5 },
+};
+const delta = (type: string, contentIndex: number, extra: Record<string, unknown> = {}) => ({
+  type: "message_update",
+  role: "assistant",
+  assistantMessageEvent: { type, contentIndex, ...extra },
+});
+
+const run = log(
+  { type: "session_start", cwd: "/w", model: { provider: "mock", id: "m1" }, resumed: false },
+  { type: "agent_start" },
+  {
+    type: "message_start",
+    message: { role: "user", content: [{ type: "text", text: "list files" }] },
+  },
+  { type: "message_start", message: { role: "assistant", content: [], model: "m1" } },
+  delta("thinking_start", 0),
+  delta("thinking_delta", 0, { delta: "Let me " }),
+  delta("thinking_delta", 0, { delta: "think." }),
+  delta("text_start", 1),
+  delta("text_delta", 1, { delta: "Running " }),
+  delta("text_delta", 1, { delta: "**ls**." }),
+  delta("toolcall_start", 2),
+  delta("toolcall_delta", 2, { delta: '{"command":' }),
+  delta("toolcall_end", 2, {
+    toolCall: { type: "toolCall", id: "c1", name: "bash", arguments: { command: "ls" } },
+  }),
+  {
+    type: "message_end",
+    message: {
+      role: "assistant",
+      content: [
+        { type: "thinking", thinking: "Let me think." },
+        { type: "text", text: "Running **ls**." },
+        { type: "toolCall", id: "c1", name: "bash", arguments: { command: "ls" } },
+      ],
+      usage,
+      stopReason: "toolUse",
+    },
+  },
+  { type: "tool_execution_start", toolCallId: "c1", toolName: "bash", args: { command: "ls" } },
+  {
+    type: "tool_execution_update",
+    toolCallId: "c1",
+    toolName: "bash",
+    partialResult: { content: [{ type: "text", text: "a.txt\n" }] },
+  },
+  {
+    type: "tool_execution_end",
+    toolCallId: "c1",
+    toolName: "bash",
+    result: { content: [{ type: "text", text: "a.txt\nb.txt\n" }] },
+    isError: false,
+  },
+  { type: "message_start", message: { role: "toolResult", toolCallId: "c1", content: [] } },
+  { type: "message_start", message: { role: "assistant", content: [] } },
+  delta("text_start", 0),
+  delta("text_delta", 0, { delta: "Two files." }),
+  {
+    type: "message_end",
+    message: {
+      role: "assistant",
+      content: [{ type: "text", text: "Two files." }],
+      usage,
+      stopReason: "stop",
+    },
+  },
+  { type: "agent_end" },
+);
+
+Deno.test("a run of events folds into user prompt, answer blocks, tool run and usage", () => {
+  const c = applyEvents(emptyConversation(), run);
+  assert.equal(c.working, false);
+  assert.deepEqual(c.model, { provider: "mock", id: "m1" });
+  assert.deepEqual(c.items.map((i) => i.kind), ["user", "assistant", "assistant"]);
+  const [user, first, second] = c.items;
+  assert.equal(user?.kind === "user" && user.text, "list files");
+  assert.ok(first?.kind === "assistant");
+  assert.deepEqual(first.blocks.map((b) => b.type), ["thinking", "text", "toolCall"]);
+  assert.equal(first.blocks[1]?.type === "text" && first.blocks[1].text, "Running **ls**.");
+  assert.equal(first.streaming, false);
+  assert.ok(second?.kind === "assistant" && second.blocks[0]?.type === "text");
+  assert.deepEqual(c.tools.c1, {
+    id: "c1",
+    name: "bash",
+    args: { command: "ls" },
+    status: "done",
+    output: "a.txt\nb.txt\n",
+  });
+  assert.deepEqual(c.usage, { input: 200, output: 40, cacheRead: 0, cacheWrite: 0, cost: 1 });
+  assert.equal(c.lastSeq, run.length);
+});
+
+Deno.test("streaming state is visible mid-run and replaying events changes nothing", () => {
+  const mid = applyEvents(emptyConversation(), run.slice(0, 10));
+  assert.equal(mid.working, true);
+  const a = mid.items[1];
+  assert.ok(a?.kind === "assistant" && a.streaming);
+  assert.equal(a.blocks[0]?.type === "thinking" && a.blocks[0].text, "Let me think.");
+  assert.equal(a.blocks[1]?.type === "text" && a.blocks[1].text, "Running **ls**.");
+  const full = applyEvents(mid, run);
+  assert.deepEqual(applyEvents(full, run), full, "events at or below lastSeq are ignored");
+  assert.deepEqual(full, applyEvents(emptyConversation(), run), "incremental equals one pass");
+});
+
+Deno.test("unchanged items keep their identity when a new event arrives", () => {
+  const a = applyEvents(emptyConversation(), run.slice(0, 9));
+  const b = applyEvents(a, run.slice(9, 10));
+  assert.equal(b.items[0], a.items[0], "the user item is reused");
+  assert.notEqual(b.items[1], a.items[1], "the streaming answer is a new object");
+});
+
+Deno.test("errors, aborts and the end of a session become notices", () => {
+  const c = applyEvents(
+    emptyConversation(),
+    log(
+      { type: "agent_start" },
+      { type: "message_start", message: { role: "assistant", content: [] } },
+      delta("text_delta", 0, { delta: "partial" }),
+      {
+        type: "message_end",
+        message: {
+          role: "assistant",
+          content: [{ type: "text", text: "partial" }],
+          stopReason: "error",
+          errorMessage: "401 bad key",
+        },
+      },
+      { type: "agent_end" },
+      { type: "session_error", message: "No model is available" },
+      { type: "session_end", reason: "crashed", message: "worker exited (signal SIGKILL)" },
+    ),
+  );
+  const answer = c.items[0];
+  assert.ok(answer?.kind === "assistant");
+  assert.equal(answer.error, "401 bad key");
+  assert.deepEqual(c.items.slice(1).map((i) => i.kind === "notice" && [i.level, i.text]), [
+    ["error", "No model is available"],
+    ["error", "worker exited (signal SIGKILL)"],
+  ]);
+  assert.deepEqual(c.ended, { reason: "crashed", message: "worker exited (signal SIGKILL)" });
+});

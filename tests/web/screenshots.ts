@@ -1,0 +1,151 @@
+/**
+ * Regenerates docs/screenshots/ (`deno task screenshots`): a real relay, a
+ * real runner, the scripted model and Chromium, walking through the main
+ * screens on a desktop and a phone, in light and dark.
+ *
+ * @module
+ */
+import { join } from "node:path";
+import { json, signUp } from "../harness/client.ts";
+import { DESKTOP, launchBrowser, newPage, PHONE } from "../harness/browser.ts";
+import { startTestRelay } from "../harness/in_process.ts";
+import { MockLlm, type Turn } from "../harness/mock_llm.ts";
+import { ROOT, startRunner, tempDir } from "../harness/procs.ts";
+
+const OUT = join(ROOT, "docs", "screenshots");
+
+const ANSWER = `I found the failing test. The parser drops the last line when the input has no
+trailing newline:
+
+\`\`\`ts
+export function lines(text: string): string[] {
+  return text.split("\\n").filter((l, i, all) => i < all.length - 1 || l !== "");
+}
+\`\`\`
+
+I changed it, ran the suite again and **all 42 tests pass** now.
+
+| file | before | after |
+| --- | --- | --- |
+| \`parse.ts\` | 1 failing | passing |
+`;
+
+export async function takeScreenshots(): Promise<string[]> {
+  await Deno.mkdir(OUT, { recursive: true });
+  const llm = MockLlm.start();
+  const relay = await startTestRelay();
+  const home = await tempDir("baton-shots-");
+  const project = join(home, "src", "parser");
+  await Deno.mkdir(project, { recursive: true });
+  await Deno.writeTextFile(join(project, "parse.ts"), "export const x = 1;\n");
+  const user = await signUp(relay.url, { email: "ada@example.com", name: "Ada" });
+  await llm.writeModelsJson(home, ["mock-1", "mock-large"]);
+  const runner = await startRunner({
+    relayUrl: relay.url,
+    apiKey: user.apiKey,
+    home,
+    env: { BATON_RUNNER_NAME: "workstation" },
+  });
+  const browser = await launchBrowser();
+  const saved: string[] = [];
+  try {
+    const [r] = await (await user.api("/api/runners")).json();
+    const spawn = async (prompt: string) =>
+      (await (await user.api(
+        "/api/runners/spawn",
+        json("POST", {
+          runnerId: r.id,
+          cwd: project,
+          model: { provider: "mock", id: "mock-1" },
+          prompt,
+        }),
+      )).json()).sessionId as string;
+
+    // Answers depend on the session's first prompt, so sessions can run at once.
+    const script: Record<string, Turn[]> = {
+      parser: [
+        {
+          thinking: "The test output mentions a missing last line; let me look at the parser.",
+          text: "Let me run the tests first.",
+          toolCalls: [{ name: "bash", args: { command: "ls -la && echo '41 passed, 1 failed'" } }],
+        },
+        { text: ANSWER },
+      ],
+      readme: [{ text: "Done: the README now documents the CLI flags." }],
+      tokenizer: [{ text: Array.from({ length: 600 }, (_, i) => `step ${i} `), chunkDelayMs: 30 }],
+    };
+    llm.responder = (req) => {
+      const first = JSON.stringify(req.messages.find((m) => m.role === "user")?.content ?? "");
+      const key = Object.keys(script).find((k) => first.toLowerCase().includes(k));
+      const turns = req.messages.filter((m) => m.role === "assistant").length;
+      return key ? script[key]![turns] ?? { text: "OK." } : undefined;
+    };
+    const main = await spawn("The parser test fails on files without a trailing newline. Fix it.");
+    await spawn("Document the CLI flags in the README");
+    const working = await spawn("Refactor the tokenizer into its own module");
+    await user.api(`/api/sessions/${main}/pin`, { method: "PUT" });
+
+    for (const dark of [false, true]) {
+      const suffix = dark ? "-dark" : "";
+      const { page } = await newPage(browser, { viewport: DESKTOP, dark });
+      await page.goto(relay.url);
+      await page.getByLabel("Email").fill(user.email);
+      await page.getByLabel("Password").fill(user.password);
+      await page.getByRole("button", { name: "Sign in" }).click();
+      await page.waitForSelector(".session-item");
+
+      await page.goto(`${relay.url}/session/${main}`);
+      await page.waitForSelector("text=all 42 tests pass");
+      await page.locator("details.tool summary").first().click();
+      await shot(page, `session-desktop${suffix}`);
+
+      await page.goto(`${relay.url}/session/${working}`);
+      await page.waitForSelector(".seg");
+      await page.locator("#composer-input").fill("Keep the public API unchanged");
+      await shot(page, `session-working-desktop${suffix}`);
+
+      await page.goto(`${relay.url}/new`);
+      await page.waitForSelector("option:has-text('mock/mock-large')", { state: "attached" });
+      await shot(page, `new-session-desktop${suffix}`);
+
+      await page.goto(`${relay.url}/settings`);
+      await page.waitForSelector("table.keys");
+      await shot(page, `settings-desktop${suffix}`);
+      await page.context().close();
+    }
+
+    const { page: phone } = await newPage(browser, { viewport: PHONE });
+    await phone.goto(relay.url);
+    await shot(phone, "sign-in-phone");
+    await phone.getByLabel("Email").fill(user.email);
+    await phone.getByLabel("Password").fill(user.password);
+    await phone.getByRole("button", { name: "Sign in" }).click();
+    await phone.waitForSelector(".session-item");
+    await shot(phone, "sessions-phone");
+    await phone.goto(`${relay.url}/session/${main}`);
+    await phone.waitForSelector("text=all 42 tests pass");
+    await shot(phone, "session-phone");
+    await phone.context().close();
+    await user.api(`/api/sessions/${working}/input`, json("POST", { kind: "abort" }));
+  } finally {
+    await browser.close();
+    await runner.stop();
+    await relay[Symbol.asyncDispose]();
+    await llm.close();
+    await Deno.remove(home, { recursive: true }).catch(() => {});
+  }
+  return saved;
+
+  async function shot(page: import("playwright-core").Page, name: string) {
+    // Wait for fonts and the last frame so the picture is stable.
+    await page.evaluate("document.fonts.ready.then(() => true)");
+    await page.waitForTimeout(150);
+    const path = join(OUT, `${name}.png`);
+    await page.screenshot({ path });
+    saved.push(path);
+  }
+}
+
+if (import.meta.main) {
+  for (const p of await takeScreenshots()) console.log(p);
+}

@@ -1,0 +1,416 @@
+/**
+ * The web client in a real Chromium against a real relay, a real runner and
+ * the scripted model.
+ */
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import axe from "axe-core";
+import type { Browser, Page } from "playwright-core";
+import { json, signUp, type User } from "./harness/client.ts";
+import { DESKTOP, launchBrowser, newPage, PHONE } from "./harness/browser.ts";
+import { startTestRelay, type TestRelay } from "./harness/in_process.ts";
+import { type ChatRequest, MockLlm, type Turn } from "./harness/mock_llm.ts";
+import { ROOT, type RunnerProcess, startRunner, tempDir } from "./harness/procs.ts";
+import { buildWeb } from "../web/build.ts";
+
+const XSS = [
+  "Here is what the page said:",
+  '<img src="x" onerror="window.__xss = 1">',
+  "<script>window.__xss = 2</script>",
+  "[click me](javascript:window.__xss=3)",
+  '<svg onload="window.__xss = 4"><circle r="1"/></svg>',
+  '<iframe src="javascript:window.__xss=5"></iframe>',
+  '<a href="#" onclick="window.__xss = 6">plain link</a>',
+  '<details open ontoggle="window.__xss = 7"><summary>x</summary></details>',
+  '<form action="javascript:window.__xss=8"><button>go</button></form>',
+  "SAFE-END",
+].join("\n\n");
+
+/** Scripted answers chosen by a keyword of the session's first prompt. */
+function responder(req: ChatRequest): Turn | undefined {
+  const first = JSON.stringify(req.messages.find((m) => m.role === "user")?.content ?? "");
+  const answered = req.messages.filter((m) => m.role === "assistant").length;
+  if (first.includes("TOOL-RUN")) {
+    return [
+      {
+        text: "Listing files.",
+        toolCalls: [{ name: "bash", args: { command: "sleep 0.3; echo tool-output-line" } }],
+      },
+      { text: "The folder has **one** file." },
+    ][answered] ?? { text: "OK." };
+  }
+  if (first.includes("LONG-RUN")) {
+    if (answered === 0) {
+      return { text: Array.from({ length: 150 }, (_, i) => `w${i} `), chunkDelayMs: 40 };
+    }
+    return { text: `answer-${answered}` };
+  }
+  if (first.includes("XSS")) return { text: XSS };
+  return undefined;
+}
+
+interface World {
+  relay: TestRelay;
+  llm: MockLlm;
+  user: User;
+  runner: RunnerProcess;
+  runnerId: string;
+  home: string;
+  browser: Browser;
+}
+
+async function withWorld(fn: (w: World) => Promise<void>) {
+  const llm = MockLlm.start();
+  llm.responder = responder;
+  const relay = await startTestRelay();
+  const home = await tempDir("baton-web-");
+  let runner: RunnerProcess | undefined;
+  let browser: Browser | undefined;
+  try {
+    const user = await signUp(relay.url, { name: "Ada" });
+    await llm.writeModelsJson(home, ["mock-1"]);
+    runner = await startRunner({ relayUrl: relay.url, apiKey: user.apiKey, home });
+    const [r] = await (await user.api("/api/runners")).json();
+    browser = await launchBrowser();
+    await fn({ relay, llm, user, runner, runnerId: r.id, home, browser });
+  } finally {
+    await browser?.close();
+    await runner?.stop();
+    await relay[Symbol.asyncDispose]();
+    await llm.close();
+    await Deno.remove(home, { recursive: true }).catch(() => {});
+  }
+}
+
+async function signInUi(page: Page, w: World) {
+  await page.getByLabel("Email").fill(w.user.email);
+  await page.getByLabel("Password").fill(w.user.password);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.waitForSelector(".sidebar");
+}
+
+async function spawnApi(w: World, prompt: string): Promise<string> {
+  const res = await w.user.api(
+    "/api/runners/spawn",
+    json("POST", {
+      runnerId: w.runnerId,
+      cwd: w.home,
+      model: { provider: "mock", id: "mock-1" },
+      prompt,
+    }),
+  );
+  return (await res.json()).sessionId;
+}
+
+/** The visible text of the conversation. */
+function conversationText(page: Page): Promise<string> {
+  return page.locator(".conversation").innerText();
+}
+
+function count(haystack: string, needle: string): number {
+  return haystack.split(needle).length - 1;
+}
+
+Deno.test("a new relay shows the owner screen; the owner signs in and out", async () => {
+  const relay = await startTestRelay();
+  const browser = await launchBrowser();
+  try {
+    const { page, errors } = await newPage(browser);
+    await page.goto(relay.url);
+    await page.getByRole("heading", { name: "Create the owner account" }).waitFor();
+    await page.getByLabel("Name").fill("Grace");
+    await page.getByLabel("Email").fill("grace@example.com");
+    await page.getByLabel("Password").fill("short");
+    await page.getByRole("button", { name: "Create account" }).click();
+    // The browser refuses a short password before anything is sent.
+    assert.equal(relay.relay.store.userCount(), 0);
+    await page.getByLabel("Password").fill("long enough password");
+    await page.getByRole("button", { name: "Create account" }).click();
+    await page.getByRole("link", { name: "New session" }).waitFor();
+    assert.equal(relay.relay.store.userCount(), 1);
+    await page.getByText("Connect a runner first").waitFor();
+
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.getByRole("heading", { name: "Sign in" }).waitFor();
+    await page.getByLabel("Email").fill("grace@example.com");
+    await page.getByLabel("Password").fill("wrong password!");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("alert").waitFor();
+    assert.match(await page.getByRole("alert").innerText(), /invalid/i);
+    assert.deepEqual(errors, []);
+  } finally {
+    await browser.close();
+    await relay[Symbol.asyncDispose]();
+  }
+});
+
+Deno.test("the web client spawns a session, streams a tool call, steers, aborts and survives a reload", async (t) => {
+  await withWorld(async (w) => {
+    const { page, errors, dialogs } = await newPage(w.browser);
+    await page.goto(w.relay.url);
+    await signInUi(page, w);
+
+    await t.step("runner is listed live", async () => {
+      await page.locator(".runner-item", { hasText: "0 live" }).waitFor();
+      assert.match(await page.locator(".runner-item").innerText(), /linux|darwin|win32/);
+    });
+
+    await t.step("a spawn error is shown in words and starts nothing", async () => {
+      await page.getByRole("link", { name: "New session" }).click();
+      await page.getByLabel("Folder").fill(join(w.home, "does-not-exist"));
+      await page.getByLabel("Prompt").fill("TOOL-RUN");
+      await page.getByRole("button", { name: "Start session" }).click();
+      await page.getByRole("alert").waitFor();
+      assert.match(await page.getByRole("alert").innerText(), /does not exist/);
+      const list = await (await w.user.api("/api/sessions")).json();
+      assert.equal(list.sessions.length, 0);
+    });
+
+    await t.step("spawn from the form and watch the tool call stream", async () => {
+      await page.getByLabel("Folder").fill(w.home);
+      await page.getByLabel("Model").selectOption("mock/mock-1");
+      await page.getByRole("button", { name: "Start session" }).click();
+      await page.waitForURL(/\/session\/[0-9a-f-]{36}$/);
+      const card = page.locator("details.tool");
+      await card.waitFor();
+      assert.match(await card.locator("summary").innerText(), /bash/);
+      await card.locator(".badge.done").waitFor();
+      assert.match(await card.innerText(), /tool-output-line/);
+      await page.getByText("The folder has one file.").waitFor();
+      assert.equal(await page.locator(".msg.assistant strong", { hasText: "one" }).count(), 1);
+      await page.locator(".pill", { hasText: "idle" }).waitFor();
+      assert.match(await page.locator(".usage").innerText(), /200 in · 40 out · \$0\.0003/);
+    });
+
+    await t.step("Enter sends, Shift+Enter makes a new line", async () => {
+      const box = page.locator("#composer-input");
+      await box.fill("line one");
+      await box.press("Shift+Enter");
+      await box.pressSequentially("line two");
+      assert.equal(await box.inputValue(), "line one\nline two");
+      const before = w.llm.requests.length;
+      await box.press("Enter");
+      await page.locator(".msg.user .bubble", { hasText: "line two" }).waitFor();
+      assert.equal(await box.inputValue(), "");
+      await w.llm.waitForRequests(before + 1);
+      assert.match(JSON.stringify(w.llm.requests[before]?.messages), /line one\\nline two/);
+    });
+
+    const long = await spawnApi(w, "LONG-RUN please");
+    await t.step("steer while the agent works", async () => {
+      await page.goto(`${w.relay.url}/session/${long}`);
+      await page.locator(".pill", { hasText: "working" }).waitFor();
+      await page.getByRole("radio", { name: "Steer" }).click();
+      await page.locator("#composer-input").fill("STEER-FROM-UI");
+      const before = w.llm.requests.length;
+      await page.getByRole("button", { name: "Send steer" }).click();
+      await w.llm.waitForRequests(before + 1);
+      assert.match(JSON.stringify(w.llm.requests[before]?.messages), /STEER-FROM-UI/);
+      await page.getByText("answer-1").waitFor();
+    });
+
+    const another = await spawnApi(w, "LONG-RUN again");
+    await t.step("reload mid-stream shows every piece once", async () => {
+      await page.goto(`${w.relay.url}/session/${another}`);
+      await page.getByText("w10 ").waitFor();
+      await page.reload();
+      await page.getByText("w149").waitFor({ timeout: 20_000 });
+      const text = await conversationText(page);
+      for (const piece of ["w0 ", "w10 ", "w75 ", "w149"]) {
+        assert.equal(count(text, piece), 1, piece);
+      }
+      assert.equal(count(text, "LONG-RUN again"), 1);
+    });
+
+    const third = await spawnApi(w, "LONG-RUN to abort");
+    await t.step("the stop button aborts the run", async () => {
+      await page.goto(`${w.relay.url}/session/${third}`);
+      await page.getByText("w5 ").waitFor();
+      await page.getByRole("button", { name: "Stop the agent" }).click();
+      await page.getByText("Stopped").waitFor();
+      await page.locator(".pill", { hasText: "idle" }).waitFor();
+      assert.equal(await page.getByText("w149").count(), 0);
+    });
+
+    await t.step("the share URL opens the session after sign-in", async () => {
+      const { page: fresh } = await newPage(w.browser);
+      await fresh.goto(`${w.relay.url}/session/${third}`);
+      await signInUi(fresh, w);
+      await fresh.getByRole("heading", { name: "LONG-RUN to abort" }).waitFor();
+      assert.ok(fresh.url().endsWith(`/session/${third}`));
+      await fresh.context().close();
+    });
+
+    await t.step("keyboard: Alt+ArrowDown switches sessions, / focuses the composer", async () => {
+      await page.locator("body").click();
+      const before = page.url();
+      await page.keyboard.press("Alt+ArrowDown");
+      await page.waitForURL((u) => u.toString() !== before);
+      await page.locator("body").click();
+      await page.keyboard.press("/");
+      assert.equal(await page.evaluate("document.activeElement?.id"), "composer-input");
+    });
+
+    assert.deepEqual(errors, [], "no uncaught errors in the page");
+    assert.deepEqual(dialogs, []);
+  });
+});
+
+Deno.test("agent output never runs script in the page", async () => {
+  await withWorld(async (w) => {
+    const id = await spawnApi(w, "XSS test");
+    const { page, errors, dialogs } = await newPage(w.browser);
+    await page.goto(`${w.relay.url}/session/${id}`);
+    await signInUi(page, w);
+    await page.getByText("SAFE-END").waitFor();
+    await page.waitForTimeout(300); // let any injected handler fire (img error, svg load)
+    assert.equal(await page.evaluate("window.__xss"), undefined);
+    // No handler attribute, no script-bearing URL and no active element survived.
+    const found = await page.evaluate(`[...document.querySelectorAll(".msg.assistant .md *")]
+      .flatMap((el) => [
+        ...(/^(SCRIPT|IFRAME|OBJECT|EMBED|FORM)$/.test(el.tagName) ? [el.tagName] : []),
+        ...[...el.attributes]
+          .filter((a) => /^on/i.test(a.name) || /^\\s*javascript:/i.test(a.value))
+          .map((a) => el.tagName + " " + a.name + "=" + a.value),
+      ])`);
+    assert.deepEqual(found, []);
+    const text = await page.locator(".msg.assistant .md").innerText();
+    assert.match(text, /plain link/, "harmless content is kept");
+    assert.match(text, /click me/);
+    assert.deepEqual(dialogs, []);
+    assert.deepEqual(errors, []);
+    // The page itself forbids inline script.
+    const res = await fetch(`${w.relay.url}/session/${id}`);
+    assert.match(res.headers.get("content-security-policy") ?? "", /script-src 'self'/);
+    await res.body?.cancel();
+  });
+});
+
+Deno.test("on a phone the app fits the screen and the menu opens the session list", async () => {
+  await withWorld(async (w) => {
+    const id = await spawnApi(w, "TOOL-RUN on a phone");
+    const { page, errors } = await newPage(w.browser, { viewport: PHONE });
+    await page.goto(w.relay.url);
+    await signInUi(page, w);
+    const fits = () =>
+      page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1");
+    assert.equal(await fits(), true, "the session list fits");
+    await page.locator(".session-item a").first().click();
+    await page.getByText("The folder has one file.").waitFor();
+    assert.ok(page.url().endsWith(`/session/${id}`));
+    assert.equal(await fits(), true, "the session view fits");
+    const box = await page.locator("#composer-input").boundingBox();
+    assert.ok(box && box.y + box.height <= PHONE.height, "the composer is on screen");
+    await page.getByRole("button", { name: "Open the menu" }).click();
+    await page.getByRole("link", { name: "New session" }).click();
+    await page.getByRole("heading", { name: "Start a session" }).waitFor();
+    assert.equal(await fits(), true, "the form fits");
+    assert.deepEqual(errors, []);
+  });
+});
+
+Deno.test("settings: a new key is shown once, revoking waits 3 seconds and can be undone", async () => {
+  await withWorld(async (w) => {
+    const { page, errors } = await newPage(w.browser);
+    await page.goto(`${w.relay.url}/settings`);
+    await signInUi(page, w);
+    await page.getByRole("heading", { name: "Settings" }).waitFor();
+    await page.getByLabel("Name", { exact: true }).fill("ci-box");
+    await page.getByRole("button", { name: "Create" }).click();
+    const value = await page.locator("#new-key-value").innerText();
+    assert.match(value, /^brt_[A-Za-z0-9_-]{43}$/);
+    const listed = await (await w.user.api("/api/keys")).json();
+    const created = listed.keys.find((k: { name: string }) => k.name === "runner-ci-box");
+    assert.ok(created, "named as a runner token");
+    await page.getByRole("button", { name: "Done" }).click();
+    assert.equal(await page.locator("#new-key-value").count(), 0, "shown once");
+    assert.doesNotMatch(await page.locator("table.keys").innerText(), new RegExp(value));
+
+    const row = page.locator("tr", { hasText: "runner-ci-box" });
+    await row.getByRole("button", { name: "Revoke" }).click();
+    await row.getByRole("button", { name: "Undo" }).click();
+    await page.waitForTimeout(3500);
+    assert.equal(
+      (await fetch(`${w.relay.url}/api/runners`, { headers: { "x-api-key": value } })).status,
+      200,
+    );
+
+    await row.getByRole("button", { name: "Revoke" }).click();
+    await row.getByText(/Revoking runner-ci-box in \d/).waitFor();
+    await row.waitFor({ state: "detached", timeout: 6000 });
+    assert.equal(
+      (await fetch(`${w.relay.url}/api/runners`, { headers: { "x-api-key": value } })).status,
+      401,
+    );
+
+    // Hidden models leave the spawn form's list.
+    await page.getByRole("checkbox", { name: "mock/mock-1" }).uncheck();
+    await page.getByText("hidden", { exact: true }).waitFor();
+    const hidden = await (await w.user.api("/api/settings/hidden-models")).json();
+    assert.deepEqual(hidden.hiddenModels, ["mock/mock-1"]);
+    await page.goto(`${w.relay.url}/new`);
+    await page.getByText("This runner has no model configured").waitFor();
+    assert.deepEqual(errors, []);
+  });
+});
+
+Deno.test("main screens pass an accessibility audit in light and dark", async () => {
+  await withWorld(async (w) => {
+    const id = await spawnApi(w, "TOOL-RUN for the audit");
+    const source = (axe as unknown as { source: string }).source;
+    for (const dark of [false, true]) {
+      for (const viewport of [DESKTOP, PHONE]) {
+        const context = await w.browser.newContext({
+          viewport,
+          colorScheme: dark ? "dark" : "light",
+          bypassCSP: true, // to inject axe-core; the app itself runs under its CSP elsewhere
+        });
+        const page = await context.newPage();
+        await page.goto(`${w.relay.url}/session/${id}`);
+        await page.getByLabel("Email").fill(w.user.email);
+        await page.getByLabel("Password").fill(w.user.password);
+        await page.getByRole("button", { name: "Sign in" }).click();
+        await page.getByText("The folder has one file.").waitFor();
+        for (const path of [`/session/${id}`, "/new", "/settings"]) {
+          await page.goto(`${w.relay.url}${path}`);
+          await page.locator("main").first().waitFor();
+          await page.waitForLoadState("networkidle");
+          await page.addScriptTag({ content: source });
+          const violations = await page.evaluate(`
+            axe.run(document, { runOnly: { type: "tag", values: ["wcag2a", "wcag2aa"] } })
+              .then((r) => r.violations.map((v) =>
+                v.id + ": " + v.nodes.map((n) => n.target.join(" ")).join(" | ")))
+          `) as string[];
+          assert.deepEqual(
+            violations,
+            [],
+            `${path} ${dark ? "dark" : "light"} ${viewport.width}px`,
+          );
+        }
+        await context.close();
+      }
+    }
+  });
+});
+
+Deno.test("the committed web bundle is current and its core stays under 150 KB gzipped", async () => {
+  const out = await tempDir("baton-web-build-");
+  try {
+    await buildWeb(out);
+    for (const f of ["app.js", "app.css", "icon-192.png", "icon-512.png"]) {
+      const fresh = await Deno.readFile(join(out, f));
+      const committed = await Deno.readFile(join(ROOT, "web", "dist", f));
+      assert.ok(
+        fresh.length === committed.length && fresh.every((b, i) => b === committed[i]),
+        `web/dist/${f} is stale: run 'deno task build:web'`,
+      );
+    }
+    const js = await Deno.readFile(join(out, "app.js"));
+    const gz = await new Response(
+      new Blob([js]).stream().pipeThrough(new CompressionStream("gzip")),
+    ).arrayBuffer();
+    assert.ok(gz.byteLength < 150 * 1024, `app.js is ${gz.byteLength} bytes gzipped`);
+  } finally {
+    await Deno.remove(out, { recursive: true });
+  }
+});

@@ -1,0 +1,156 @@
+import { memo } from "preact/compat";
+import { useMemo } from "preact/hooks";
+import type { Block, Conversation, Item, ToolRun } from "../../../shared/conversation.ts";
+import { highlight, renderMarkdown } from "../markdown.ts";
+import { Icon } from "./icon.tsx";
+
+const Markdown = memo(function Markdown({ text, streaming }: { text: string; streaming: boolean }) {
+  const html = useMemo(() => renderMarkdown(text), [text]);
+  return (
+    <div
+      class={`md ${streaming ? "streaming" : ""}`}
+      // Sanitised by DOMPurify in renderMarkdown.
+      dangerouslySetInnerHTML={{ __html: html }}
+    />
+  );
+});
+
+/** A short line that says what a tool call does (the command, the path, ...). */
+function toolSummary(name: string, args: unknown): string {
+  const a = (args ?? {}) as Record<string, unknown>;
+  const pick = a.command ?? a.path ?? a.file_path ?? a.pattern ?? a.query ?? a.url;
+  if (typeof pick === "string") return pick;
+  const first = Object.values(a).find((v) => typeof v === "string");
+  return typeof first === "string" ? first : name;
+}
+
+const MAX_OUTPUT_CHARS = 20_000;
+
+function ToolCard({ call, run }: { call: Extract<Block, { type: "toolCall" }>; run?: ToolRun }) {
+  const status = run?.status ?? "pending";
+  const name = run?.name ?? call.name ?? "tool";
+  const args = run?.args ?? call.args;
+  const summary = toolSummary(name, args);
+  const output = run?.output ?? "";
+  const shown = output.length > MAX_OUTPUT_CHARS
+    ? "…" + output.slice(output.length - MAX_OUTPUT_CHARS)
+    : output;
+  const argsJson = useMemo(() => JSON.stringify(args ?? {}, null, 2), [args]);
+  const label = status === "running"
+    ? "running"
+    : status === "error"
+    ? "failed"
+    : status === "done"
+    ? "done"
+    : "waiting";
+  return (
+    <details class={`tool ${status}`} open={status === "running" || status === "error"}>
+      <summary>
+        <span class="tool-icon" aria-hidden="true">
+          <Icon name={name === "bash" ? "terminal" : "chevron"} size={14} />
+        </span>
+        <span class="tool-name">{name}</span>
+        <code class="tool-summary">{summary}</code>
+        <span class={`badge ${status}`}>
+          {status === "running" && <span class="spinner" aria-hidden="true" />}
+          {label}
+        </span>
+      </summary>
+      <div class="tool-body">
+        {name === "bash" && typeof (args as { command?: unknown })?.command === "string"
+          ? (
+            <pre class="code"><code class="hljs" dangerouslySetInnerHTML={{
+              __html: highlight(String((args as { command: string }).command), "bash"),
+            }} /></pre>
+          )
+          : (
+            <pre class="code"><code class="hljs" dangerouslySetInnerHTML={{
+              __html: highlight(argsJson, "json"),
+            }} /></pre>
+          )}
+        {(shown || status === "running") && (
+          <pre class={`tool-output ${status === "error" ? "error-text" : ""}`} aria-live="off">
+            {shown || "…"}
+          </pre>
+        )}
+      </div>
+    </details>
+  );
+}
+
+const ItemView = memo(function ItemView(
+  { item, tools }: { item: Item; tools: Record<string, ToolRun> },
+) {
+  if (item.kind === "user") {
+    return (
+      <article class="msg user" aria-label="You">
+        <div class="bubble">{item.text}</div>
+        {item.images > 0 && <span class="hint">{item.images} image(s)</span>}
+      </article>
+    );
+  }
+  if (item.kind === "notice") {
+    return (
+      <p class={`notice ${item.level}`} role={item.level === "error" ? "alert" : undefined}>
+        {item.level === "error" && <Icon name="alert" size={14} />} {item.text}
+      </p>
+    );
+  }
+  const lastText = item.blocks.map((b) => b.type).lastIndexOf("text");
+  return (
+    <article class="msg assistant" aria-label="Agent">
+      {item.blocks.map((b, i) => {
+        if (b.type === "text") {
+          if (!b.text && !item.streaming) return null;
+          return <Markdown key={i} text={b.text} streaming={item.streaming && i === lastText} />;
+        }
+        if (b.type === "thinking") {
+          return (
+            <details key={i} class="thinking" open={item.streaming && i === item.blocks.length - 1}>
+              <summary>Thinking</summary>
+              <div class="thinking-text">{b.text}</div>
+            </details>
+          );
+        }
+        return <ToolCard key={b.id || i} call={b} run={tools[b.id]} />;
+      })}
+      {item.streaming && item.blocks.length === 0 && (
+        <p class="typing" aria-label="The agent is answering">
+          <span />
+          <span />
+          <span />
+        </p>
+      )}
+      {item.error && item.stopReason !== "aborted" && (
+        <p class="error" role="alert">
+          <Icon name="alert" size={14} /> {item.error}
+        </p>
+      )}
+      {item.stopReason === "aborted" && <p class="notice info">Stopped</p>}
+    </article>
+  );
+}, (a, b) => {
+  if (a.item !== b.item) return false;
+  if (a.item.kind !== "assistant") return true;
+  // Re-render when a tool this message called changed.
+  for (const blk of a.item.blocks) {
+    if (blk.type === "toolCall" && a.tools[blk.id] !== b.tools[blk.id]) return false;
+  }
+  return true;
+});
+
+/** The whole conversation of a session. */
+export function ConversationView({ conv }: { conv: Conversation }) {
+  return (
+    <div class="conversation">
+      {conv.items.map((item) => <ItemView key={item.key} item={item} tools={conv.tools} />)}
+      {conv.working && !conv.items.some((i) => i.kind === "assistant" && i.streaming) && (
+        <p class="typing" aria-label="The agent is working">
+          <span />
+          <span />
+          <span />
+        </p>
+      )}
+    </div>
+  );
+}

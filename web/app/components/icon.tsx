@@ -1,0 +1,48 @@
+/** Inline stroke icons (24×24, currentColor): no icon font, no external request. */
+const PATHS = {
+  menu: "M4 6h16M4 12h16M4 18h16",
+  plus: "M12 5v14M5 12h14",
+  pin: "M9 4h6l-1 6 4 3v2H6v-2l4-3-1-6zM12 15v6",
+  settings:
+    "M12 15a3 3 0 1 0 0-6 3 3 0 0 0 0 6zM19.4 15a1.7 1.7 0 0 0 .3 1.8l.1.1a2 2 0 1 1-2.8 2.8l-.1-.1a1.7 1.7 0 0 0-1.8-.3 1.7 1.7 0 0 0-1 1.5V21a2 2 0 1 1-4 0v-.1a1.7 1.7 0 0 0-1.1-1.5 1.7 1.7 0 0 0-1.8.3l-.1.1a2 2 0 1 1-2.8-2.8l.1-.1a1.7 1.7 0 0 0 .3-1.8 1.7 1.7 0 0 0-1.5-1H3a2 2 0 1 1 0-4h.1a1.7 1.7 0 0 0 1.5-1.1 1.7 1.7 0 0 0-.3-1.8l-.1-.1a2 2 0 1 1 2.8-2.8l.1.1a1.7 1.7 0 0 0 1.8.3H9a1.7 1.7 0 0 0 1-1.5V3a2 2 0 1 1 4 0v.1a1.7 1.7 0 0 0 1 1.5 1.7 1.7 0 0 0 1.8-.3l.1-.1a2 2 0 1 1 2.8 2.8l-.1.1a1.7 1.7 0 0 0-.3 1.8V9a1.7 1.7 0 0 0 1.5 1H21a2 2 0 1 1 0 4h-.1a1.7 1.7 0 0 0-1.5 1z",
+  send: "M5 12h14M13 6l6 6-6 6",
+  stop: "M7 7h10v10H7z",
+  x: "M6 6l12 12M18 6L6 18",
+  check: "M5 12l5 5 9-10",
+  copy: "M9 9h10v10H9zM5 15V5h10",
+  folder: "M3 7a2 2 0 0 1 2-2h4l2 2h8a2 2 0 0 1 2 2v8a2 2 0 0 1-2 2H5a2 2 0 0 1-2-2z",
+  server: "M4 5h16v6H4zM4 13h16v6H4zM8 8h.01M8 16h.01",
+  terminal: "M4 17l6-5-6-5M12 19h8",
+  chevron: "M9 6l6 6-6 6",
+  logout: "M15 4h4v16h-4M10 8l-4 4 4 4M6 12h10",
+  key: "M15 7a4 4 0 1 1-3.9 5H4v3h3v3h3v-3l1.1-1.1A4 4 0 0 1 15 7z",
+  eye: "M2 12s4-7 10-7 10 7 10 7-4 7-10 7S2 12 2 12zM12 15a3 3 0 1 0 0-6 3 3 0 0 0 0 6z",
+  sparkle: "M12 3l2 6 6 2-6 2-2 6-2-6-6-2 6-2z",
+  alert:
+    "M12 9v4M12 17h.01M10.3 3.9L1.8 18a2 2 0 0 0 1.7 3h17a2 2 0 0 0 1.7-3L13.7 3.9a2 2 0 0 0-3.4 0z",
+} as const;
+
+export type IconName = keyof typeof PATHS;
+
+export function Icon(
+  { name, size = 18, label }: { name: IconName; size?: number; label?: string },
+) {
+  return (
+    <svg
+      class="icon"
+      width={size}
+      height={size}
+      viewBox="0 0 24 24"
+      fill="none"
+      stroke="currentColor"
+      stroke-width="2"
+      stroke-linecap="round"
+      stroke-linejoin="round"
+      aria-hidden={label ? undefined : "true"}
+      role={label ? "img" : undefined}
+      aria-label={label}
+    >
+      <path d={PATHS[name]} />
+    </svg>
+  );
+}

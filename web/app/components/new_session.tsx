@@ -1,0 +1,169 @@
+import { useEffect, useRef, useState } from "preact/hooks";
+import type { ModelInfo } from "../../../shared/protocol.ts";
+import { api } from "../api.ts";
+import { navigate, runnerFilter, runners } from "../store.ts";
+import { Icon } from "./icon.tsx";
+
+/** Start a session: runner, folder, model and a first prompt. */
+export function NewSession() {
+  const list = runners.value;
+  const preferred = list.find((r) => r.id === runnerFilter.value && r.connected) ??
+    list.find((r) => r.connected) ?? list[0];
+  const [runnerId, setRunnerId] = useState(preferred?.id ?? "");
+  const [cwd, setCwd] = useState("");
+  const [model, setModel] = useState("");
+  const [prompt, setPrompt] = useState("");
+  const [models, setModels] = useState<ModelInfo[] | null>(null);
+  const [modelsError, setModelsError] = useState<string | null>(null);
+  const [folders, setFolders] = useState<string[]>([]);
+  const [error, setError] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+  const promptRef = useRef<HTMLTextAreaElement>(null);
+
+  useEffect(() => {
+    if (!runnerId && preferred) setRunnerId(preferred.id);
+  }, [preferred?.id]);
+
+  const runner = list.find((r) => r.id === runnerId);
+  useEffect(() => {
+    setModels(null);
+    setModelsError(null);
+    setFolders([]);
+    if (!runnerId || !runner?.connected) return;
+    let live = true;
+    api<{ models: ModelInfo[] }>(`/api/runners/${runnerId}/models`).then(
+      (r) => live && setModels(r.models),
+      (e) => live && setModelsError(e.message),
+    );
+    api<{ folders: string[] }>(`/api/runners/${runnerId}/recent-folders`).then(
+      (r) => live && setFolders(r.folders),
+      () => {},
+    );
+    return () => {
+      live = false;
+    };
+  }, [runnerId, runner?.connected]);
+
+  async function start(ev?: Event) {
+    ev?.preventDefault();
+    if (!runnerId) return;
+    setBusy(true);
+    setError(null);
+    const [provider, ...rest] = model ? model.split("/") : [];
+    try {
+      const res = await api<{ sessionId: string }>("/api/runners/spawn", {
+        method: "POST",
+        body: {
+          runnerId,
+          cwd: cwd.trim() || null,
+          prompt,
+          model: provider ? { provider, id: rest.join("/") } : null,
+        },
+      });
+      navigate(`/session/${res.sessionId}`);
+    } catch (err) {
+      setError((err as Error).message);
+    } finally {
+      setBusy(false);
+    }
+  }
+
+  if (list.length === 0) {
+    return (
+      <main class="page narrow" aria-labelledby="new-title">
+        <h1 id="new-title">Start a session</h1>
+        <div class="card empty">
+          <Icon name="server" size={28} />
+          <h2>Connect a runner first</h2>
+          <p>
+            A runner is the machine where agents work. On that machine, run <code>baton setup</code>
+            {" "}
+            then <code>baton runner</code>, or start everything locally with <code>baton up</code>.
+          </p>
+        </div>
+      </main>
+    );
+  }
+
+  return (
+    <main class="page narrow" aria-labelledby="new-title">
+      <h1 id="new-title">Start a session</h1>
+      <form class="card form-grid" onSubmit={start}>
+        <label>
+          Runner
+          <select value={runnerId} onChange={(e) => setRunnerId(e.currentTarget.value)}>
+            {list.map((r) => (
+              <option value={r.id} key={r.id}>
+                {r.name}
+                {r.connected ? "" : " (offline)"}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Folder
+          <input
+            list="recent-folders"
+            value={cwd}
+            placeholder={runner?.roots[0]
+              ? `${runner.roots[0]} (default)`
+              : "~ (default: home folder)"}
+            spellcheck={false}
+            autocomplete="off"
+            onInput={(e) => setCwd(e.currentTarget.value)}
+          />
+          <datalist id="recent-folders">
+            {folders.map((f) => <option value={f} key={f} />)}
+          </datalist>
+          {runner && runner.roots.length > 0 && (
+            <span class="hint">Allowed: {runner.roots.join(", ")}</span>
+          )}
+        </label>
+        <label>
+          Model
+          <select value={model} onChange={(e) => setModel(e.currentTarget.value)}>
+            <option value="">Runner default</option>
+            {(models ?? []).map((m) => {
+              const v = `${m.provider}/${m.id}`;
+              return (
+                <option value={v} key={v}>
+                  {m.name && m.name !== m.id ? `${m.name} (${v})` : v}
+                </option>
+              );
+            })}
+          </select>
+          {models && models.length === 0 && (
+            <span class="hint warn">
+              This runner has no model configured: set a provider key or add{" "}
+              <code>~/.baton/models.json</code> on it.
+            </span>
+          )}
+          {modelsError && <span class="hint warn">{modelsError}</span>}
+        </label>
+        <label class="span2">
+          Prompt
+          <textarea
+            ref={promptRef}
+            rows={5}
+            value={prompt}
+            placeholder="What should the agent do?"
+            onInput={(e) => setPrompt(e.currentTarget.value)}
+            onKeyDown={(e) => {
+              if (e.key === "Enter" && (e.metaKey || e.ctrlKey)) start();
+            }}
+          />
+        </label>
+        {error && <p class="error span2" role="alert">{error}</p>}
+        {runner && !runner.connected && (
+          <p class="hint warn span2">{runner.name} is offline: start its runner to use it.</p>
+        )}
+        <div class="span2 actions">
+          <button class="btn primary" type="submit" disabled={busy || !runner?.connected}>
+            {busy ? "Starting…" : "Start session"}
+          </button>
+          <span class="hint">Ctrl+Enter</span>
+        </div>
+      </form>
+    </main>
+  );
+}

@@ -1,0 +1,273 @@
+import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
+import type { InputKind } from "../../../shared/protocol.ts";
+import { api } from "../api.ts";
+import { baseName, cost, tokens } from "../format.ts";
+import { link, openSession, runnerName, runners } from "../store.ts";
+import { ConversationView } from "./conversation.tsx";
+import { Icon } from "./icon.tsx";
+import { statusOf } from "./sidebar.tsx";
+
+/** The heart of the app: one session's live conversation and its composer. */
+export function SessionView({ id }: { id: string }) {
+  const open = openSession(id);
+  const info = open.info.value;
+  const conv = open.conv.value;
+  const scroller = useRef<HTMLDivElement>(null);
+  const [stuck, setStuck] = useState(true);
+
+  // Follow the stream while the reader is at the bottom; stop when they scroll up.
+  useLayoutEffect(() => {
+    const el = scroller.current;
+    if (el && stuck) el.scrollTop = el.scrollHeight;
+  }, [conv, stuck]);
+  useEffect(() => setStuck(true), [id]);
+
+  if (open.error.value && !info) {
+    return (
+      <main class="page narrow">
+        <div class="card empty">
+          <Icon name="alert" size={28} />
+          <h1>Session not found</h1>
+          <p>It does not exist, or it belongs to another account.</p>
+        </div>
+      </main>
+    );
+  }
+
+  const st = info ? statusOf(info) : { label: "loading", tone: "off" };
+  const runner = info ? runners.value.find((r) => r.id === info.runnerId) : undefined;
+  const ended = info?.status === "ended" || info?.status === "error";
+  const model = conv.model ?? info?.model ?? null;
+  return (
+    <main class="session" aria-labelledby="session-title">
+      <header class="session-head">
+        <div class="session-head-main">
+          <h1 id="session-title" class="session-name">{info?.title || "Untitled session"}</h1>
+          <p class="session-meta">
+            <span>
+              <Icon name="server" size={13} /> {info ? runnerName(info.runnerId) : "…"}
+              {runner && !runner.connected && <span class="warn-text">(offline)</span>}
+            </span>
+            <span title={conv.cwd ?? info?.cwd}>
+              <Icon name="folder" size={13} />{" "}
+              <span class="wide-only">{conv.cwd ?? info?.cwd ?? "…"}</span>
+              <span class="narrow-only">{baseName(conv.cwd ?? info?.cwd ?? "…")}</span>
+            </span>
+            {model && (
+              <span>
+                <Icon name="sparkle" size={13} /> {model.provider}/{model.id}
+              </span>
+            )}
+          </p>
+        </div>
+        <div class="session-head-side">
+          <span class={`pill ${st.tone}`} role="status" aria-label={`Status: ${st.label}`}>
+            {st.tone === "busy" && <span class="spinner" aria-hidden="true" />}
+            {st.label}
+          </span>
+          <span class="usage" title="Tokens in / out and cost of this session">
+            {tokens(conv.usage.input + conv.usage.cacheRead)} in · {tokens(conv.usage.output)} out ·
+            {" "}
+            {cost(conv.usage.cost)}
+          </span>
+          {info && <SessionMenu id={id} pinned={info.isPinned} ended={ended} />}
+        </div>
+      </header>
+      <div
+        class="scroller"
+        ref={scroller}
+        onScroll={(e) => {
+          const el = e.currentTarget;
+          setStuck(el.scrollHeight - el.scrollTop - el.clientHeight < 40);
+        }}
+      >
+        {!open.caughtUp.value && conv.items.length === 0 && (
+          <p class="muted pad" aria-busy="true">Loading the conversation…</p>
+        )}
+        {open.caughtUp.value && conv.items.length === 0 && !conv.working && (
+          <p class="muted pad">Nothing here yet. Send the agent a message below.</p>
+        )}
+        <ConversationView conv={conv} />
+      </div>
+      {!stuck && (
+        <button type="button" class="btn jump" onClick={() => setStuck(true)}>
+          Jump to latest
+        </button>
+      )}
+      <Composer id={id} working={conv.working} ended={ended} queue={conv.queue} />
+    </main>
+  );
+}
+
+function SessionMenu({ id, pinned, ended }: { id: string; pinned: boolean; ended: boolean }) {
+  const [confirming, setConfirming] = useState(false);
+  return (
+    <div class="session-actions">
+      <button
+        type="button"
+        class={`icon-btn ${pinned ? "on" : ""}`}
+        aria-pressed={pinned}
+        aria-label={pinned ? "Unpin session" : "Pin session"}
+        onClick={() => api(`/api/sessions/${id}/pin`, { method: pinned ? "DELETE" : "PUT" })}
+      >
+        <Icon name="pin" />
+      </button>
+      {!ended && (confirming
+        ? (
+          <span class="confirm">
+            End this session?
+            <button
+              type="button"
+              class="btn danger small"
+              onClick={() => link.input(id, "end").finally(() => setConfirming(false))}
+            >
+              End
+            </button>
+            <button type="button" class="btn small" onClick={() => setConfirming(false)}>
+              Keep
+            </button>
+          </span>
+        )
+        : (
+          <button type="button" class="btn small" onClick={() => setConfirming(true)}>
+            End<span class="wide-only">&nbsp;session</span>
+          </button>
+        ))}
+    </div>
+  );
+}
+
+function Composer(
+  { id, working, ended, queue }: {
+    id: string;
+    working: boolean;
+    ended: boolean;
+    queue: { steering: string[]; followUp: string[] };
+  },
+) {
+  const [text, setText] = useState("");
+  const [mode, setMode] = useState<"steer" | "followUp">("steer");
+  const [error, setError] = useState<string | null>(null);
+  const [sending, setSending] = useState(false);
+  const area = useRef<HTMLTextAreaElement>(null);
+
+  useLayoutEffect(() => {
+    const el = area.current;
+    if (!el) return;
+    el.style.height = "auto";
+    el.style.height = `${Math.min(el.scrollHeight, 240)}px`;
+  }, [text]);
+
+  async function send(kind: InputKind, body = text) {
+    setError(null);
+    setSending(true);
+    try {
+      await link.input(id, kind, body);
+      if (kind !== "abort") setText("");
+    } catch (err) {
+      setError((err as Error).message);
+    } finally {
+      setSending(false);
+    }
+  }
+
+  function submit(ev?: Event) {
+    ev?.preventDefault();
+    if (!text.trim() || sending) return;
+    send(working ? mode : "prompt");
+  }
+
+  if (ended) {
+    return (
+      <footer class="composer ended">
+        <p class="muted">This session has ended.</p>
+      </footer>
+    );
+  }
+  const queued = [
+    ...queue.steering.map((t) => ["steer", t]),
+    ...queue.followUp.map((t) => ["follow-up", t]),
+  ];
+  return (
+    <footer class="composer">
+      {queued.length > 0 && (
+        <ul class="queue" aria-label="Queued messages">
+          {queued.map(([k, t], i) => (
+            <li key={i}>
+              <span class="badge">{k}</span> {t}
+            </li>
+          ))}
+        </ul>
+      )}
+      {error && <p class="error" role="alert">{error}</p>}
+      <form class="composer-row" onSubmit={submit}>
+        <label class="sr-only" for="composer-input">Message</label>
+        <textarea
+          id="composer-input"
+          ref={area}
+          rows={1}
+          value={text}
+          placeholder={working
+            ? (mode === "steer"
+              ? "Steer the agent (interrupts its turn)…"
+              : "Queue a follow-up for after this run…")
+            : "Message the agent…"}
+          onInput={(e) => setText(e.currentTarget.value)}
+          onKeyDown={(e) => {
+            if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+              e.preventDefault();
+              submit();
+            } else if (e.key === "Escape") {
+              e.currentTarget.blur();
+            }
+          }}
+        />
+        {working && (
+          <div class="seg" role="radiogroup" aria-label="How to send while the agent works">
+            <button
+              type="button"
+              role="radio"
+              aria-checked={mode === "steer"}
+              class={mode === "steer" ? "on" : ""}
+              onClick={() =>
+                setMode("steer")}
+              title="Interrupt: delivered after the current tool call"
+            >
+              Steer
+            </button>
+            <button
+              type="button"
+              role="radio"
+              aria-checked={mode === "followUp"}
+              class={mode === "followUp" ? "on" : ""}
+              onClick={() =>
+                setMode("followUp")}
+              title="Queue: delivered when the agent finishes"
+            >
+              Follow-up
+            </button>
+          </div>
+        )}
+        <button
+          type="submit"
+          class="btn primary icon-only"
+          disabled={!text.trim() || sending}
+          aria-label={working ? (mode === "steer" ? "Send steer" : "Queue follow-up") : "Send"}
+        >
+          <Icon name="send" />
+        </button>
+        {working && (
+          <button
+            type="button"
+            class="btn danger icon-only"
+            aria-label="Stop the agent"
+            title="Stop (abort the current run)"
+            onClick={() => send("abort", "")}
+          >
+            <Icon name="stop" />
+          </button>
+        )}
+      </form>
+    </footer>
+  );
+}

@@ -1,0 +1,343 @@
+import { useEffect, useRef, useState } from "preact/hooks";
+import type { ModelInfo } from "../../../shared/protocol.ts";
+import { api } from "../api.ts";
+import { ago } from "../format.ts";
+import { me, runners, signOut } from "../store.ts";
+import { Icon } from "./icon.tsx";
+
+interface KeyRow {
+  id: string;
+  name: string;
+  kind: "api" | "runner";
+  prefix: string;
+  createdAt: string;
+  lastUsedAt: string | null;
+  expiresAt: string | null;
+  expired: boolean;
+}
+
+/**
+ * A destructive action with an undo window: the first click starts a
+ * 3-second countdown with an Undo button; the action runs when it ends.
+ */
+export function UndoableAction(
+  { label, doneLabel, onConfirm, describe }: {
+    label: string;
+    doneLabel: string;
+    describe: string;
+    onConfirm: () => Promise<void>;
+  },
+) {
+  const [left, setLeft] = useState<number | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const timer = useRef<ReturnType<typeof setInterval> | null>(null);
+  useEffect(() => () => {
+    if (timer.current) clearInterval(timer.current);
+  }, []);
+  function start() {
+    setError(null);
+    setLeft(3);
+    timer.current = setInterval(() => {
+      setLeft((n) => {
+        if (n === null) return null;
+        if (n <= 1) {
+          clearInterval(timer.current!);
+          onConfirm().catch((e) => setError((e as Error).message));
+          return 0;
+        }
+        return n - 1;
+      });
+    }, 1000);
+  }
+  function undo() {
+    if (timer.current) clearInterval(timer.current);
+    setLeft(null);
+  }
+  if (left === 0) return <span class="muted small">{doneLabel}</span>;
+  if (left !== null) {
+    return (
+      <span class="undo" role="status">
+        {describe} in {left}…
+        <button type="button" class="btn small" onClick={undo}>Undo</button>
+      </span>
+    );
+  }
+  return (
+    <>
+      <button type="button" class="btn danger small" onClick={start}>{label}</button>
+      {error && <span class="error small" role="alert">{error}</span>}
+    </>
+  );
+}
+
+function CopyButton({ text }: { text: string }) {
+  const [copied, setCopied] = useState(false);
+  return (
+    <button
+      type="button"
+      class="btn small"
+      onClick={async () => {
+        try {
+          await navigator.clipboard.writeText(text);
+        } catch {
+          // Clipboard unavailable (http on a phone): select the text instead.
+          const el = document.getElementById("new-key-value");
+          if (el) getSelection()?.selectAllChildren(el);
+        }
+        setCopied(true);
+        setTimeout(() => setCopied(false), 2000);
+      }}
+    >
+      <Icon name={copied ? "check" : "copy"} size={14} /> {copied ? "Copied" : "Copy"}
+    </button>
+  );
+}
+
+function Keys() {
+  const [keys, setKeys] = useState<KeyRow[] | null>(null);
+  const [name, setName] = useState("");
+  const [kind, setKind] = useState<"api" | "runner">("runner");
+  const [expiry, setExpiry] = useState("");
+  const [created, setCreated] = useState<{ key: string; name: string; kind: string } | null>(null);
+  const [error, setError] = useState<string | null>(null);
+
+  const load = () =>
+    api<{ keys: KeyRow[] }>("/api/keys").then((r) => setKeys(r.keys), (e) => setError(e.message));
+  useEffect(() => {
+    load();
+  }, []);
+
+  async function create(ev: Event) {
+    ev.preventDefault();
+    setError(null);
+    const base = name.trim() || (kind === "runner" ? "laptop" : "cli");
+    const fullName = kind === "runner" && !/^runner([:-]|$)/.test(base) ? `runner-${base}` : base;
+    try {
+      const res = await api<{ key: string; name: string; kind: string }>("/api/keys", {
+        method: "POST",
+        body: { name: fullName, ...(expiry ? { expiresInDays: Number(expiry) } : {}) },
+      });
+      setCreated(res);
+      setName("");
+      load();
+    } catch (err) {
+      setError((err as Error).message);
+    }
+  }
+
+  return (
+    <section class="card" aria-labelledby="keys-title">
+      <h2 id="keys-title">
+        <Icon name="key" /> API keys and runner tokens
+      </h2>
+      <p class="muted">
+        A runner token lets a machine connect as a runner; an API key lets scripts and the CLI use
+        the API. Both act as you. The full value is shown once.
+      </p>
+      {created && (
+        <div class="new-key" role="status">
+          <p>
+            <strong>{created.name}</strong> was created. Copy it now: it will not be shown again.
+          </p>
+          <div class="key-row">
+            <code id="new-key-value" class="key-value">{created.key}</code>
+            <CopyButton text={created.key} />
+          </div>
+          {created.kind === "runner" && (
+            <p class="hint">
+              On the runner machine:{" "}
+              <code>
+                BATON_RELAY_URL={location.origin} BATON_API_KEY={created.key} baton runner
+              </code>
+            </p>
+          )}
+          <button type="button" class="btn link small" onClick={() => setCreated(null)}>
+            Done
+          </button>
+        </div>
+      )}
+      <form class="key-form" onSubmit={create}>
+        <label>
+          Kind
+          <select value={kind} onChange={(e) => setKind(e.currentTarget.value as "api" | "runner")}>
+            <option value="runner">Runner token</option>
+            <option value="api">API key</option>
+          </select>
+        </label>
+        <label>
+          Name
+          <input
+            value={name}
+            maxLength={90}
+            placeholder={kind === "runner" ? "laptop" : "cli"}
+            onInput={(e) => setName(e.currentTarget.value)}
+          />
+        </label>
+        <label>
+          Expires
+          <select value={expiry} onChange={(e) => setExpiry(e.currentTarget.value)}>
+            <option value="">Never</option>
+            <option value="30">In 30 days</option>
+            <option value="90">In 90 days</option>
+            <option value="365">In a year</option>
+          </select>
+        </label>
+        <button class="btn primary" type="submit">Create</button>
+      </form>
+      {error && <p class="error" role="alert">{error}</p>}
+      {keys === null
+        ? <p class="muted">Loading…</p>
+        : keys.length === 0
+        ? <p class="muted">No keys yet.</p>
+        : (
+          <table class="keys">
+            <thead>
+              <tr>
+                <th scope="col">Name</th>
+                <th scope="col">Key</th>
+                <th scope="col">Last used</th>
+                <th scope="col">Expires</th>
+                <th scope="col">
+                  <span class="sr-only">Actions</span>
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {keys.map((k) => (
+                <tr key={k.id}>
+                  <td>
+                    {k.name} <span class="badge">{k.kind === "runner" ? "runner" : "api"}</span>
+                  </td>
+                  <td>
+                    <code>{k.prefix}…</code>
+                  </td>
+                  <td>{k.lastUsedAt ? ago(k.lastUsedAt) : "never"}</td>
+                  <td class={k.expired ? "error-text" : ""}>
+                    {k.expired
+                      ? "expired"
+                      : k.expiresAt
+                      ? new Date(k.expiresAt).toLocaleDateString()
+                      : "never"}
+                  </td>
+                  <td class="right">
+                    <UndoableAction
+                      label="Revoke"
+                      doneLabel="Revoked"
+                      describe={`Revoking ${k.name}`}
+                      onConfirm={async () => {
+                        await api(`/api/keys/${k.id}`, { method: "DELETE" });
+                        load();
+                      }}
+                    />
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+    </section>
+  );
+}
+
+function HiddenModels() {
+  const list = runners.value.filter((r) => r.connected);
+  const [runnerId, setRunnerId] = useState(list[0]?.id ?? "");
+  const [hidden, setHidden] = useState<string[] | null>(null);
+  const [models, setModels] = useState<ModelInfo[]>([]);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    api<{ hiddenModels: string[] }>("/api/settings/hidden-models").then(
+      (r) => setHidden(r.hiddenModels),
+      (e) => setError(e.message),
+    );
+  }, []);
+  useEffect(() => {
+    if (!runnerId && list[0]) setRunnerId(list[0].id);
+  }, [list.length]);
+  useEffect(() => {
+    if (!runnerId) return;
+    api<{ models: ModelInfo[] }>(`/api/runners/${runnerId}/models`).then(
+      (r) => setModels(r.models),
+      (e) => setError(e.message),
+    );
+  }, [runnerId, hidden]);
+
+  async function save(next: string[]) {
+    setError(null);
+    try {
+      const r = await api<{ hiddenModels: string[] }>("/api/settings/hidden-models", {
+        method: "PUT",
+        body: { hiddenModels: next },
+      });
+      setHidden(r.hiddenModels);
+    } catch (err) {
+      setError((err as Error).message);
+    }
+  }
+
+  const shown = models.map((m) => `${m.provider}/${m.id}`);
+  const all = [...new Set([...shown, ...(hidden ?? [])])].sort();
+  return (
+    <section class="card" aria-labelledby="models-title">
+      <h2 id="models-title">
+        <Icon name="eye" /> Models
+      </h2>
+      <p class="muted">Hidden models are left out of the model lists of every runner.</p>
+      {list.length > 1 && (
+        <label>
+          Runner
+          <select value={runnerId} onChange={(e) => setRunnerId(e.currentTarget.value)}>
+            {list.map((r) => <option key={r.id} value={r.id}>{r.name}</option>)}
+          </select>
+        </label>
+      )}
+      {list.length === 0 && <p class="muted">Connect a runner to see its models.</p>}
+      {all.length > 0 && (
+        <ul class="model-list">
+          {all.map((m) => {
+            const isHidden = hidden?.includes(m) ?? false;
+            return (
+              <li key={m}>
+                <label class="check">
+                  <input
+                    type="checkbox"
+                    checked={!isHidden}
+                    onChange={() =>
+                      save(
+                        isHidden ? (hidden ?? []).filter((h) => h !== m) : [...(hidden ?? []), m],
+                      )}
+                  />
+                  <code>{m}</code>
+                  {isHidden && <span class="badge">hidden</span>}
+                </label>
+              </li>
+            );
+          })}
+        </ul>
+      )}
+      {list.length > 0 && all.length === 0 && hidden !== null && (
+        <p class="muted">This runner offers no model yet.</p>
+      )}
+      {error && <p class="error" role="alert">{error}</p>}
+    </section>
+  );
+}
+
+export function Settings() {
+  return (
+    <main class="page" aria-labelledby="settings-title">
+      <h1 id="settings-title">Settings</h1>
+      <section class="card" aria-labelledby="account-title">
+        <h2 id="account-title">Account</h2>
+        <p>
+          Signed in as <strong>{me.value?.name}</strong> ({me.value?.email})
+        </p>
+        <button type="button" class="btn" onClick={() => signOut()}>
+          <Icon name="logout" /> Sign out
+        </button>
+      </section>
+      <HiddenModels />
+      <Keys />
+    </main>
+  );
+}

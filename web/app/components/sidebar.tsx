@@ -1,0 +1,200 @@
+import type { SessionInfo } from "../../../shared/protocol.ts";
+import { api } from "../api.ts";
+import { ago, baseName } from "../format.ts";
+import { linkState } from "../live.ts";
+import {
+  me,
+  navigate,
+  route,
+  runnerFilter,
+  runnerName,
+  runners,
+  sessionGroups,
+  signOut,
+} from "../store.ts";
+import { Icon } from "./icon.tsx";
+
+/** The live state of a session in one word, for lists and headers. */
+export function statusOf(s: Pick<SessionInfo, "status" | "activity">): {
+  label: string;
+  tone: string;
+} {
+  if (s.status === "starting") return { label: "starting", tone: "busy" };
+  if (s.status === "error") return { label: "error", tone: "error" };
+  if (s.status === "ended") return { label: "ended", tone: "off" };
+  return s.activity === "working"
+    ? { label: "working", tone: "busy" }
+    : { label: "idle", tone: "ok" };
+}
+
+function SessionLink({ s }: { s: SessionInfo }) {
+  const r = route.value;
+  const active = r.page === "session" && r.id === s.sessionId;
+  const st = statusOf(s);
+  const href = `/session/${s.sessionId}`;
+  return (
+    <li class={`session-item ${active ? "active" : ""}`}>
+      <a
+        href={href}
+        aria-current={active ? "page" : undefined}
+        onClick={(e) => {
+          e.preventDefault();
+          navigate(href);
+        }}
+      >
+        <span class={`dot ${st.tone}`} title={st.label} aria-hidden="true" />
+        <span class="session-text">
+          <span class="session-title">{s.title || "Untitled session"}</span>
+          <span class="session-sub">
+            {runnerName(s.runnerId)} · {s.cwd ? baseName(s.cwd) : "…"} · {ago(s.createdAt)}
+          </span>
+        </span>
+        <span class="sr-only">, {st.label}</span>
+      </a>
+      <button
+        type="button"
+        class={`icon-btn pin ${s.isPinned ? "on" : ""}`}
+        aria-label={s.isPinned ? `Unpin ${s.title || "session"}` : `Pin ${s.title || "session"}`}
+        aria-pressed={s.isPinned}
+        onClick={() =>
+          api(`/api/sessions/${s.sessionId}/pin`, { method: s.isPinned ? "DELETE" : "PUT" }).catch(
+            () => {},
+          )}
+      >
+        <Icon name="pin" size={15} />
+      </button>
+    </li>
+  );
+}
+
+function Group({ title, list }: { title: string; list: SessionInfo[] }) {
+  if (list.length === 0) return null;
+  return (
+    <section class="side-group" aria-label={title}>
+      <h2 class="side-heading">{title}</h2>
+      <ul class="session-list">
+        {list.map((s) => <SessionLink key={s.sessionId} s={s} />)}
+      </ul>
+    </section>
+  );
+}
+
+export function Sidebar({ onNavigate }: { onNavigate?: () => void }) {
+  const g = sessionGroups.value;
+  const state = linkState.value;
+  const empty = g.pinned.length + g.running.length + g.past.length === 0;
+  return (
+    <nav
+      class="sidebar"
+      aria-label="Sessions and runners"
+      onClick={(e) => {
+        if ((e.target as HTMLElement).closest("a")) onNavigate?.();
+      }}
+    >
+      <div class="side-top">
+        <a
+          href="/"
+          class="brand"
+          onClick={(e) => {
+            e.preventDefault();
+            navigate("/");
+          }}
+        >
+          <span class="logo-mark" aria-hidden="true" /> baton
+        </a>
+        <span
+          class={`link-state ${state}`}
+          role="status"
+          title={state === "open"
+            ? "Connected"
+            : state === "connecting"
+            ? "Connecting…"
+            : "Offline, reconnecting…"}
+        >
+          <span class="sr-only">
+            {state === "open" ? "Connected" : state === "connecting" ? "Connecting" : "Offline"}
+          </span>
+        </span>
+      </div>
+      <a
+        href="/new"
+        class="btn primary wide new-btn"
+        onClick={(e) => {
+          e.preventDefault();
+          navigate("/new");
+        }}
+      >
+        <Icon name="plus" /> New session
+      </a>
+
+      <section class="side-group" aria-label="Runners">
+        <h2 class="side-heading">Runners</h2>
+        {runners.value.length === 0
+          ? (
+            <p class="muted small">
+              No runner yet. Start one with <code>baton runner</code>.
+            </p>
+          )
+          : (
+            <ul class="runner-list">
+              {runners.value.map((r) => (
+                <li key={r.id}>
+                  <button
+                    type="button"
+                    class={`runner-item ${runnerFilter.value === r.id ? "active" : ""}`}
+                    aria-pressed={runnerFilter.value === r.id}
+                    title={runnerFilter.value === r.id
+                      ? "Show all sessions"
+                      : "Show only this runner's sessions"}
+                    onClick={() => runnerFilter.value = runnerFilter.value === r.id ? "" : r.id}
+                  >
+                    <span class={`dot ${r.connected ? "ok" : "off"}`} aria-hidden="true" />
+                    <span class="runner-name">{r.name}</span>
+                    <span class="runner-meta">
+                      {r.connected ? `${r.sessions.length} live` : "offline"}
+                      {r.platform ? ` · ${r.platform}` : ""}
+                    </span>
+                    <span class="sr-only">{r.connected ? ", connected" : ", offline"}</span>
+                  </button>
+                </li>
+              ))}
+            </ul>
+          )}
+      </section>
+
+      <div class="side-sessions">
+        {runnerFilter.value && (
+          <p class="filter-note small">
+            Showing {runnerName(runnerFilter.value)} only ·{" "}
+            <button type="button" class="btn link small" onClick={() => runnerFilter.value = ""}>
+              show all
+            </button>
+          </p>
+        )}
+        <Group title="Pinned" list={g.pinned} />
+        <Group title="Running" list={g.running} />
+        <Group title="Past" list={g.past} />
+        {empty && <p class="muted small pad">No sessions yet.</p>}
+      </div>
+
+      <div class="side-bottom">
+        <a
+          href="/settings"
+          class="side-link"
+          onClick={(e) => {
+            e.preventDefault();
+            navigate("/settings");
+          }}
+        >
+          <Icon name="settings" /> Settings
+        </a>
+        <div class="me-row">
+          <span class="me-email" title={me.value?.email}>{me.value?.email}</span>
+          <button type="button" class="icon-btn" aria-label="Sign out" onClick={() => signOut()}>
+            <Icon name="logout" />
+          </button>
+        </div>
+      </div>
+    </nav>
+  );
+}

@@ -1,0 +1,128 @@
+import { useEffect, useState } from "preact/hooks";
+import { api } from "../api.ts";
+import { loadMe } from "../store.ts";
+
+type Mode = "signin" | "signup" | "owner";
+
+/** The first screen: sign in, or create the owner account on a new relay. */
+export function SignIn() {
+  const [mode, setMode] = useState<Mode | null>(null);
+  const [allowSignup, setAllowSignup] = useState(false);
+  const [name, setName] = useState("");
+  const [email, setEmail] = useState("");
+  const [password, setPassword] = useState("");
+  const [error, setError] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+
+  useEffect(() => {
+    api<{ needsOwner: boolean; allowSignup: boolean }>("/api/setup-status").then(
+      (s) => {
+        setAllowSignup(s.allowSignup);
+        setMode(s.needsOwner ? "owner" : "signin");
+      },
+      () => setMode("signin"),
+    );
+  }, []);
+
+  async function submit(ev: Event) {
+    ev.preventDefault();
+    setBusy(true);
+    setError(null);
+    try {
+      if (mode === "signin") {
+        await api("/api/auth/sign-in/email", { method: "POST", body: { email, password } });
+      } else {
+        await api("/api/auth/sign-up/email", {
+          method: "POST",
+          body: { name: name || email.split("@")[0], email, password },
+        });
+      }
+      await loadMe();
+    } catch (err) {
+      setError((err as Error).message);
+    } finally {
+      setBusy(false);
+    }
+  }
+
+  if (mode === null) return <div class="center-screen" aria-busy="true" />;
+  const creating = mode !== "signin";
+  return (
+    <main class="center-screen">
+      <form class="card auth-card" onSubmit={submit} aria-labelledby="auth-title">
+        <div class="brand-lg" aria-hidden="true">
+          <span class="logo-mark" /> baton
+        </div>
+        <h1 id="auth-title">
+          {mode === "owner"
+            ? "Create the owner account"
+            : mode === "signup"
+            ? "Create an account"
+            : "Sign in"}
+        </h1>
+        {mode === "owner" && (
+          <p class="muted">
+            This relay has no account yet. The first account owns it: your runners and sessions will
+            be yours alone.
+          </p>
+        )}
+        {creating && (
+          <label>
+            Name
+            <input
+              name="name"
+              autocomplete="name"
+              value={name}
+              onInput={(e) => setName(e.currentTarget.value)}
+            />
+          </label>
+        )}
+        <label>
+          Email
+          <input
+            name="email"
+            type="email"
+            required
+            autocomplete="username"
+            value={email}
+            onInput={(e) => setEmail(e.currentTarget.value)}
+          />
+        </label>
+        <label>
+          Password
+          <input
+            name="password"
+            type="password"
+            required
+            minLength={creating ? 8 : undefined}
+            autocomplete={creating ? "new-password" : "current-password"}
+            value={password}
+            onInput={(e) => setPassword(e.currentTarget.value)}
+          />
+        </label>
+        {error && <p class="error" role="alert">{error}</p>}
+        <button class="btn primary wide" type="submit" disabled={busy}>
+          {busy ? "Please wait…" : creating ? "Create account" : "Sign in"}
+        </button>
+        {mode === "signin" && allowSignup && (
+          <button
+            type="button"
+            class="btn link"
+            onClick={() => setMode("signup")}
+          >
+            No account? Create one
+          </button>
+        )}
+        {mode === "signup" && (
+          <button
+            type="button"
+            class="btn link"
+            onClick={() => setMode("signin")}
+          >
+            Have an account? Sign in
+          </button>
+        )}
+      </form>
+    </main>
+  );
+}

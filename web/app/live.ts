@@ -1,0 +1,197 @@
+/**
+ * The viewer socket: one WebSocket per tab that carries the runner and
+ * session feed and the streams of the sessions on screen. It reconnects by
+ * itself and resubscribes each stream from the last seq it holds, so a lost
+ * network or a sleeping phone costs no event and repeats none.
+ *
+ * @module
+ */
+import { signal } from "@preact/signals";
+import type {
+  InputKind,
+  RelayToViewer,
+  RunnerInfo,
+  SessionEvent,
+  SessionInfo,
+} from "../../shared/protocol.ts";
+
+/** What a subscriber of a session stream receives. */
+export interface StreamHandler {
+  /** The highest seq held (sent as `since` on every (re)subscribe). */
+  since(): number;
+  events(events: SessionEvent[]): void;
+  reset(): void;
+  caughtUp(seq: number): void;
+  info(session: SessionInfo): void;
+  error(code: string, message: string): void;
+}
+
+/** Callbacks for the feed of runners and sessions. */
+export interface FeedHandler {
+  runners(list: RunnerInfo[]): void;
+  runner(r: RunnerInfo): void;
+  sessions(list: SessionInfo[]): void;
+  session(s: SessionInfo): void;
+  /** The socket was closed because the sign-in ended (sign-out, revoked). */
+  signedOut(): void;
+}
+
+type Pending = { resolve: () => void; reject: (e: Error) => void };
+
+/** Connection state shown in the UI. */
+export const linkState = signal<"connecting" | "open" | "offline">("connecting");
+
+export class LiveLink {
+  #ws: WebSocket | null = null;
+  #streams = new Map<string, StreamHandler>();
+  #pending = new Map<string, Pending>();
+  #nextId = 1;
+  #retry = 0;
+  #timer: ReturnType<typeof setTimeout> | null = null;
+  #heartbeat: ReturnType<typeof setInterval> | null = null;
+  #lastHeard = 0;
+  #closed = false;
+
+  constructor(readonly feed: FeedHandler) {
+    addEventListener("online", () => this.#reconnectNow());
+    document.addEventListener("visibilitychange", () => {
+      if (document.visibilityState === "visible") this.#reconnectNow();
+    });
+  }
+
+  connect(): void {
+    this.#closed = false;
+    if (this.#ws && this.#ws.readyState <= WebSocket.OPEN) return;
+    const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/_viewer`;
+    linkState.value = "connecting";
+    const ws = new WebSocket(url);
+    this.#ws = ws;
+    ws.onopen = () => {
+      this.#retry = 0;
+      this.#lastHeard = Date.now();
+    };
+    ws.onmessage = (ev) => {
+      this.#lastHeard = Date.now();
+      let msg: RelayToViewer;
+      try {
+        msg = JSON.parse(ev.data as string);
+      } catch {
+        return;
+      }
+      this.#handle(msg);
+    };
+    ws.onclose = (ev) => {
+      if (this.#ws !== ws) return;
+      this.#ws = null;
+      if (this.#heartbeat) clearInterval(this.#heartbeat);
+      for (const p of this.#pending.values()) p.reject(new Error("Connection lost; try again"));
+      this.#pending.clear();
+      if (ev.code === 4401 || ev.code === 4001) {
+        linkState.value = "offline";
+        this.feed.signedOut();
+        return;
+      }
+      if (this.#closed) return;
+      linkState.value = "offline";
+      const wait = Math.min(10_000, 500 * 2 ** this.#retry++) * (0.5 + Math.random() / 2);
+      this.#timer = setTimeout(() => this.connect(), wait);
+    };
+  }
+
+  /** Closes the socket for good and forgets every stream (sign-out). */
+  close(): void {
+    this.#closed = true;
+    this.#streams.clear();
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#ws?.close();
+  }
+
+  #reconnectNow(): void {
+    if (this.#closed || this.#ws) return;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#retry = 0;
+    this.connect();
+  }
+
+  #send(msg: unknown): boolean {
+    if (this.#ws?.readyState !== WebSocket.OPEN) return false;
+    this.#ws.send(JSON.stringify(msg));
+    return true;
+  }
+
+  #handle(msg: RelayToViewer): void {
+    switch (msg.t) {
+      case "hello":
+        linkState.value = "open";
+        this.#send({ t: "watch" });
+        for (const [sessionId, h] of this.#streams) {
+          this.#send({ t: "subscribe", sessionId, since: h.since() });
+        }
+        if (this.#heartbeat) clearInterval(this.#heartbeat);
+        this.#heartbeat = setInterval(() => {
+          // A phone that slept or changed networks may hold a dead socket.
+          if (Date.now() - this.#lastHeard > 45_000) this.#ws?.close();
+          else this.#send({ t: "ping" });
+        }, 20_000);
+        return;
+      case "runners":
+        return this.feed.runners(msg.runners);
+      case "runner":
+        return this.feed.runner(msg.runner);
+      case "sessions":
+        return this.feed.sessions(msg.sessions);
+      case "session":
+        return this.feed.session(msg.session);
+      case "subscribed":
+        return this.#streams.get(msg.sessionId)?.info(msg.session);
+      case "events":
+        return this.#streams.get(msg.sessionId)?.events(msg.events);
+      case "caught_up":
+        return this.#streams.get(msg.sessionId)?.caughtUp(msg.seq);
+      case "reset":
+        return this.#streams.get(msg.sessionId)?.reset();
+      case "input_ok": {
+        const p = msg.id ? this.#pending.get(msg.id) : undefined;
+        if (p && msg.id) {
+          this.#pending.delete(msg.id);
+          p.resolve();
+        }
+        return;
+      }
+      case "error": {
+        const id = typeof msg.id === "string" ? msg.id : undefined;
+        const p = id ? this.#pending.get(id) : undefined;
+        if (p && id) {
+          this.#pending.delete(id);
+          p.reject(new Error(msg.message));
+        } else if (msg.sessionId) {
+          this.#streams.get(msg.sessionId)?.error(msg.code, msg.message);
+        }
+        return;
+      }
+    }
+  }
+
+  /** Streams a session to `handler` until {@linkcode unsubscribe}. */
+  subscribe(sessionId: string, handler: StreamHandler): void {
+    this.#streams.set(sessionId, handler);
+    this.#send({ t: "subscribe", sessionId, since: handler.since() });
+  }
+
+  unsubscribe(sessionId: string): void {
+    this.#streams.delete(sessionId);
+    this.#send({ t: "unsubscribe", sessionId });
+  }
+
+  /** Sends input into a session; resolves once the runner took it. */
+  input(sessionId: string, kind: InputKind, text = ""): Promise<void> {
+    const id = `in${this.#nextId++}`;
+    return new Promise((resolve, reject) => {
+      if (!this.#send({ t: "input", id, sessionId, kind, text })) {
+        reject(new Error("Not connected to the relay; try again in a moment"));
+        return;
+      }
+      this.#pending.set(id, { resolve, reject });
+    });
+  }
+}

@@ -1,0 +1,175 @@
+/**
+ * The client's state as signals: who is signed in, the runner and session
+ * feed, the route, and the conversations on screen.
+ *
+ * @module
+ */
+import { batch, computed, type Signal, signal } from "@preact/signals";
+import { applyEvents, type Conversation, emptyConversation } from "../../shared/conversation.ts";
+import type { RunnerInfo, SessionEvent, SessionInfo } from "../../shared/protocol.ts";
+import { api } from "./api.ts";
+import { LiveLink } from "./live.ts";
+
+export interface Me {
+  id: string;
+  email: string;
+  name: string;
+}
+
+/** undefined while loading, null when signed out. */
+export const me = signal<Me | null | undefined>(undefined);
+export const runners = signal<RunnerInfo[]>([]);
+export const sessions = signal<SessionInfo[]>([]);
+export const runnerFilter = signal<string>("");
+
+export type Route =
+  | { page: "home" }
+  | { page: "new" }
+  | { page: "session"; id: string }
+  | { page: "settings" };
+
+function parseRoute(path: string): Route {
+  const m = path.match(/^\/session\/([A-Za-z0-9_-]{1,64})\/?$/);
+  if (m) return { page: "session", id: m[1]! };
+  if (path === "/settings") return { page: "settings" };
+  if (path === "/new") return { page: "new" };
+  return { page: "home" };
+}
+
+export const route = signal<Route>(parseRoute(location.pathname));
+
+/** Moves to `path` in the app (History API, no reload). */
+export function navigate(path: string, replace = false): void {
+  if (path !== location.pathname) {
+    if (replace) history.replaceState(null, "", path);
+    else history.pushState(null, "", path);
+  }
+  route.value = parseRoute(path);
+}
+addEventListener("popstate", () => route.value = parseRoute(location.pathname));
+
+/** Sessions sorted for the sidebar: pinned, then running, then past. */
+export const sessionGroups = computed(() => {
+  const filter = runnerFilter.value;
+  const list = sessions.value.filter((s) => !filter || s.runnerId === filter);
+  const byNewest = (a: SessionInfo, b: SessionInfo) => b.createdAt.localeCompare(a.createdAt);
+  const live = (s: SessionInfo) => s.status === "running" || s.status === "starting";
+  return {
+    pinned: list.filter((s) => s.isPinned).sort(byNewest),
+    running: list.filter((s) => !s.isPinned && live(s)).sort(byNewest),
+    past: list.filter((s) => !s.isPinned && !live(s)).sort(byNewest),
+  };
+});
+
+/** Every session in sidebar order (for keyboard navigation). */
+export const sessionOrder = computed(() => {
+  const g = sessionGroups.value;
+  return [...g.pinned, ...g.running, ...g.past];
+});
+
+export function runnerName(id: string): string {
+  return runners.value.find((r) => r.id === id)?.name ?? "unknown runner";
+}
+
+function upsert<T>(list: T[], item: T, key: (t: T) => string): T[] {
+  const i = list.findIndex((x) => key(x) === key(item));
+  if (i < 0) return [item, ...list];
+  const next = [...list];
+  next[i] = item;
+  return next;
+}
+
+export const link = new LiveLink({
+  runners: (list) => runners.value = list,
+  runner: (r) => runners.value = upsert(runners.value, r, (x) => x.id),
+  sessions: (list) => sessions.value = list,
+  session: (s) => {
+    sessions.value = upsert(sessions.value, s, (x) => x.sessionId);
+    const open = streams.get(s.sessionId);
+    if (open) open.info.value = s;
+  },
+  signedOut: () => signOutLocally(),
+});
+
+/** A session on screen: its listed info and its conversation. */
+export interface OpenSession {
+  id: string;
+  info: Signal<SessionInfo | null>;
+  conv: Signal<Conversation>;
+  /** True once every stored event up to the subscription was received. */
+  caughtUp: Signal<boolean>;
+  error: Signal<string | null>;
+}
+
+const streams = new Map<string, OpenSession>();
+const MAX_CACHED = 8;
+
+/**
+ * Opens (or returns the cached) stream of a session. A cached one resubscribes
+ * from the last seq it holds, so switching back is instant.
+ */
+export function openSession(id: string): OpenSession {
+  let s = streams.get(id);
+  if (s) {
+    // Most recently used last.
+    streams.delete(id);
+    streams.set(id, s);
+    return s;
+  }
+  const open: OpenSession = {
+    id,
+    info: signal(sessions.value.find((x) => x.sessionId === id) ?? null),
+    conv: signal(emptyConversation()),
+    caughtUp: signal(false),
+    error: signal(null),
+  };
+  s = open;
+  streams.set(id, open);
+  link.subscribe(id, {
+    since: () => open.conv.value.lastSeq,
+    events: (events: SessionEvent[]) => open.conv.value = applyEvents(open.conv.value, events),
+    reset: () =>
+      batch(() => {
+        open.conv.value = emptyConversation();
+        open.caughtUp.value = false;
+      }),
+    caughtUp: () => open.caughtUp.value = true,
+    info: (info) => open.info.value = info,
+    error: (_code, message) => open.error.value = message,
+  });
+  while (streams.size > MAX_CACHED) {
+    const oldest = streams.keys().next().value!;
+    streams.delete(oldest);
+    link.unsubscribe(oldest);
+  }
+  return open;
+}
+
+/** Loads who is signed in and starts the live link. */
+export async function loadMe(): Promise<void> {
+  try {
+    const s = await api<{ user: Me } | null>("/api/auth/get-session");
+    me.value = s?.user ?? null;
+  } catch {
+    me.value = null;
+  }
+  if (me.value) link.connect();
+}
+
+export function signOutLocally(): void {
+  link.close();
+  for (const id of [...streams.keys()]) {
+    streams.delete(id);
+  }
+  batch(() => {
+    me.value = null;
+    runners.value = [];
+    sessions.value = [];
+  });
+}
+
+export async function signOut(): Promise<void> {
+  await api("/api/auth/sign-out", { method: "POST", body: {} }).catch(() => {});
+  signOutLocally();
+  navigate("/");
+}
