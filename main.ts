@@ -92,7 +92,10 @@ export async function main(argv: string[]): Promise<number> {
       console.error(`baton ${name}: ${err.message}`);
       return 2;
     }
-    throw err;
+    // Anything else is a failure to report in one line (the stack with BATON_DEBUG=1).
+    if (Deno.env.get("BATON_DEBUG") === "1") throw err;
+    console.error(`baton ${name}: ${err instanceof Error ? err.message : String(err)}`);
+    return 1;
   }
 }
 

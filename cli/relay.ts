@@ -12,7 +12,8 @@ Options:
   --host <addr>      Address to bind (env BATON_HOST, default 127.0.0.1)
   --data-dir <dir>   Database and secrets (env BATON_DATA_DIR, default ~/.baton/relay)
   --base-url <url>   Public URL for links and cookies (env BATON_BASE_URL,
-                     default http://<host>:<port>)
+                     default http://<host>:<port>, or http://localhost:<port> when
+                     the host is 0.0.0.0 or ::)
   --allow-signup     Let accounts beyond the first sign up (env BATON_ALLOW_SIGNUP=1)
   --trust-proxy      Take client IPs from X-Forwarded-For (env BATON_TRUST_PROXY=1)
   -h, --help         Show this help

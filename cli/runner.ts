@@ -14,7 +14,8 @@ Options:
   --no-mcp         Skip MCP servers (env BATON_NO_MCP=1)
   --no-plugins     Skip plugins and pi extensions (env BATON_NO_PLUGINS=1)
   --no-hooks       Skip hooks (env BATON_NO_HOOKS=1)
-  --no-relay       Do not connect to a relay (env BATON_NO_RELAY=1; config relayUrl "off")
+  --no-relay       Do not connect to a relay (env BATON_NO_RELAY=1; config relayUrl "off");
+                   a runner needs one, so with this (or --safe-mode) it exits with a message
   -h, --help       Show this help
 
 Environment (each falls back to ~/.baton/config.json):
@@ -22,7 +23,9 @@ Environment (each falls back to ~/.baton/config.json):
   BATON_API_KEY          Runner token or API key (config: apiKey)
   BATON_WORKSPACE_ROOTS  Comma-separated folders sessions may use; or
   BATON_WORKSPACE_ROOT   one folder; or BATON_RUNNER_ROOTS (legacy). Unset: any folder
-  BATON_WARM_WORKERS     Workers started ahead of spawns (0-4, default 1)
+  BATON_RUNNER_API_KEY   Fallback for BATON_API_KEY
+  BATON_RUNNER_NAME      Runner name (config: runnerName)
+  BATON_WARM_WORKERS     Keep a worker started ahead of spawns: 1 (default) or 0
 
 The runner id is kept in ~/.baton/runner.json. Models: pi's built-in providers
 with their API keys, plus custom providers in ~/.baton/models.json.

@@ -27,7 +27,9 @@ Options:
 
 Environment:
   BATON_OWNER_PASSWORD   Owner password on first start (else asked or generated)
-  Runner variables (BATON_WORKSPACE_ROOTS, BATON_NO_*, ...) apply to the local runner.
+  Runner variables (BATON_WORKSPACE_ROOTS, BATON_NO_*, ...) apply to the local runner,
+  which connects to --base-url. Stopping that runner (from the web client or the API)
+  ends 'up', relay included.
 `;
 
 /** `baton up`. */
@@ -65,7 +67,7 @@ export async function upMain(argv: string[]): Promise<number> {
     const token = await localRunnerToken(relay.store, owner.id, dataDir);
     runnerDone = supervise({
       daemonArgs: [],
-      env: { ...Deno.env.toObject(), BATON_RELAY_URL: served.baseUrl, BATON_API_KEY: token },
+      env: runnerEnv(served.baseUrl, token),
       log: (line) => console.error(`[runner] ${line}`),
       signal: stop.signal,
     });
@@ -77,6 +79,13 @@ export async function upMain(argv: string[]): Promise<number> {
   const code = await runnerDone;
   await served.shutdown();
   return code;
+}
+
+/** The local runner's environment: ours, minus the owner's password, plus its relay and token. */
+function runnerEnv(relayUrl: string, token: string): Record<string, string> {
+  const env = Deno.env.toObject();
+  delete env.BATON_OWNER_PASSWORD;
+  return { ...env, BATON_RELAY_URL: relayUrl, BATON_API_KEY: token };
 }
 
 /** Creates the first account through the relay's own API. */

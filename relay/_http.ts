@@ -49,10 +49,12 @@ export function principal(c: Context<RelayEnv>): Principal {
   return c.get("principal");
 }
 
-/** The peer address of the request (or the first X-Forwarded-For hop behind a trusted proxy). */
+/** The peer address of the request (or the last X-Forwarded-For hop behind a trusted proxy). */
 export function clientIp(c: Context, trustProxy: boolean): string {
   if (trustProxy) {
-    const fwd = c.req.header("x-forwarded-for")?.split(",")[0]?.trim();
+    // The proxy appends the address it saw: the last entry is the only one a
+    // client cannot forge (earlier ones are whatever the client sent).
+    const fwd = c.req.header("x-forwarded-for")?.split(",").pop()?.trim();
     if (fwd) return fwd;
   }
   const info = c.env as { remoteAddr?: { hostname?: string } } | undefined;

@@ -245,7 +245,11 @@ async function loadSecret(dataDir: string): Promise<string> {
   const path = join(dataDir, "secret");
   try {
     const s = (await Deno.readTextFile(path)).trim();
-    if (s.length >= 32) return s;
+    // Replacing a damaged secret would sign every browser out: refuse instead.
+    if (s.length < 32) {
+      throw new Error(`Relay secret is too short (under 32 characters): '${path}'`);
+    }
+    return s;
   } catch (err) {
     if (!(err instanceof Deno.errors.NotFound)) throw err;
   }

@@ -96,8 +96,10 @@ function runnerError(e: WireError | undefined): HttpError {
     ? 400
     : code === "not_found"
     ? 404
-    : code === "busy"
+    : code === "busy" || code === "session_ended" || code === "not_ready"
     ? 409
+    : code === "runner_timeout"
+    ? 504
     : 502;
   return new HttpError(status, code, message);
 }

@@ -47,6 +47,14 @@ export const DaemonExit = {
 } as const;
 
 const SESSION_ID = /^[A-Za-z0-9_-]{1,64}$/;
+/** Variables that hold credentials: removed from every worker's environment. */
+const SECRET_VARIABLES = [
+  "BATON_API_KEY",
+  "BATON_RUNNER_API_KEY",
+  "BATON_PASSWORD",
+  "BATON_OWNER_PASSWORD",
+  "BATON_AUTH_SECRET",
+];
 /** Most events in one frame to the relay. */
 const FRAME_EVENTS = 500;
 /** Socket buffer above which the daemon waits before sending more events. */
@@ -75,7 +83,7 @@ export interface DaemonOptions {
   runnerId: string;
   /** Resolved workspace roots, or null to accept any folder. */
   roots: string[] | null;
-  /** Keep one worker started ahead of time so spawns skip the start-up cost. */
+  /** Workers started ahead of time (0 or 1) so spawns skip the start-up cost. */
   warmWorkers: number;
   log: (line: string) => void;
 }
@@ -171,9 +179,8 @@ export class Daemon {
 
   #workerEnv(): Record<string, string> {
     const env = Deno.env.toObject();
-    // The agent and its tools never see the runner's credentials.
-    delete env.BATON_API_KEY;
-    delete env.BATON_RUNNER_API_KEY;
+    // The agent and its tools never see the runner's (or the owner's) credentials.
+    for (const k of SECRET_VARIABLES) delete env[k];
     env.PI_CODING_AGENT_DIR = this.#opts.config.batonDir;
     const skip = this.#opts.config.skip;
     if (skip.mcp) env.BATON_NO_MCP = "1";
@@ -554,7 +561,7 @@ export async function daemonMain(argv: string[]): Promise<number> {
     config,
     runnerId,
     roots,
-    warmWorkers: warm === undefined ? 1 : Math.max(0, Math.min(4, Number(warm) || 0)),
+    warmWorkers: warm === "0" ? 0 : 1,
     log,
   });
   for (const sig of ["SIGINT", "SIGTERM"] as const) {

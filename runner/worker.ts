@@ -78,6 +78,8 @@ export async function workerMain(_argv: string[]): Promise<number> {
 
 class Worker {
   #session: AgentSession | null = null;
+  /** Set when the runner has no usable model: prompts get this message instead. */
+  #noModel: string | null = null;
   #starting: Promise<void> | null = null;
   #pendingUpdates = new Map<string, SessionEventBody>();
   #updateTimer: ReturnType<typeof setTimeout> | null = null;
@@ -140,7 +142,8 @@ class Worker {
       ...(model ? { model } : {}),
     });
     this.#session = session;
-    const active = session.model
+    const usable = modelRegistry.getAvailable().length > 0;
+    const active = session.model && usable
       ? { provider: session.model.provider, id: session.model.id }
       : null;
     send({ t: "started", piSessionFile: session.sessionFile ?? null, model: active });
@@ -156,18 +159,22 @@ class Worker {
         ? { notice: "The conversation had not been saved yet; the session starts afresh" }
         : {}),
     });
-    if (!active) {
-      this.emit({
-        type: "session_error",
-        message: "No model is available on this runner: add an API key or a provider in " +
-          `${join(agentDir, "models.json")}`,
-      });
-    }
     session.subscribe((ev) => this.emit(slimPiEvent(ev as { type: string })));
+    if (!usable) {
+      // pi would answer every prompt with advice for its own terminal (/login).
+      this.#noModel = `No model is configured on this runner: set a provider's API key (for ` +
+        `example ANTHROPIC_API_KEY) or add a provider in ${join(agentDir, "models.json")}`;
+      this.emit({ type: "session_error", message: this.#noModel });
+      return;
+    }
     if (msg.prompt.trim()) this.#prompt(msg.prompt);
   }
 
   #prompt(text: string): void {
+    if (this.#noModel) {
+      this.emit({ type: "session_error", message: this.#noModel });
+      return;
+    }
     this.#session!.prompt(text).catch((err) => {
       this.emit({ type: "session_error", message: errorText(err) });
     });

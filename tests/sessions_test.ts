@@ -323,3 +323,33 @@ Deno.test("the runner lists its configured models and spawn checks folder and mo
   }, { BATON_WORKSPACE_ROOTS: `${join(root, "srv/a")}/` });
   await Deno.remove(root, { recursive: true });
 });
+
+Deno.test("a runner without any model says so in words instead of failing later", async () => {
+  const relay = await startTestRelay();
+  let runner: RunnerProcess | undefined;
+  try {
+    const user = await signUp(relay.url);
+    runner = await startRunner({ relayUrl: relay.url, apiKey: user.apiKey });
+    const [r] = await (await user.api("/api/runners")).json();
+    assert.deepEqual((await (await user.api(`/api/runners/${r.id}/models`)).json()).models, []);
+    const res = await user.api(
+      "/api/runners/spawn",
+      json("POST", { runnerId: r.id, cwd: runner.home, prompt: "hello", model: null }),
+    );
+    const { sessionId } = await res.json();
+    const viewer = await Viewer.connect(relay.url, { apiKey: user.apiKey });
+    try {
+      viewer.subscribe(sessionId);
+      const err = await viewer.waitForEvent(sessionId, "session_error");
+      assert.match(String(err.e.message), /No model is configured on this runner/);
+      assert.match(String(err.e.message), /models\.json/);
+      const start = viewer.eventsOf(sessionId).find((e) => e.e.type === "session_start")!;
+      assert.equal(start.e.model, null);
+    } finally {
+      await viewer.close();
+    }
+  } finally {
+    await runner?.stop();
+    await relay[Symbol.asyncDispose]();
+  }
+});
