@@ -10,6 +10,7 @@ import {
   type SessionInfo,
   type SpawnResult,
 } from "../shared/protocol.ts";
+import { setImmediate } from "node:timers";
 import { HttpError, notFound } from "./errors.ts";
 import { EventRing } from "./session_log.ts";
 import type { SessionPatch, SessionRecord, Store, StoredEvent } from "./store/mod.ts";
@@ -51,7 +52,14 @@ interface LiveSession {
   id: string;
   userId: string;
   runnerId: string;
+  /** Highest seq committed to the database (what acks and viewers see). */
   lastSeq: number;
+  /** Highest seq received from the runner: committed, or pending in `pending`. */
+  receivedSeq: number;
+  /** Events received but not yet committed; the next flush stores, acks and fans them out. */
+  pending: StoredEvent[];
+  /** How the pending events change the session's listed state. */
+  pendingPatch: SessionPatch | null;
   ring: EventRing;
   subs: Set<Subscription>;
   touchedAt: number;
@@ -77,13 +85,18 @@ export class Hub {
   readonly #live = new Map<string, LiveSession>();
   readonly #viewersByUser = new Map<string, Set<Viewer>>();
   readonly #lagging = new Set<Subscription>();
+  #lagTimer: ReturnType<typeof setTimeout> | null = null;
+  /** Delay of the next look at lagging viewers: short while they drain, longer while stuck. */
+  #lagDelay = 1;
   readonly #timers: ReturnType<typeof setInterval>[] = [];
+  /** Sessions with events waiting for the next flush. */
+  readonly #dirty = new Set<LiveSession>();
+  #flushScheduled = false;
   #closed = false;
 
   constructor(options: HubOptions) {
     this.#opts = options;
     this.store = options.store;
-    this.#timers.push(setInterval(() => this.#pumpLagging(), 50));
     this.#timers.push(setInterval(() => this.#evictIdle(), 60_000));
   }
 
@@ -204,6 +217,7 @@ export class Hub {
       this.store.sessions.update(sessionId, { cwd: res.cwd }, new Date().toISOString());
     } catch (err) {
       // Nothing started: the session leaves no trace.
+      this.flush();
       this.store.tx(() => {
         this.store.events.deleteSession(sessionId);
         this.store.sessions.delete(sessionId);
@@ -242,28 +256,33 @@ export class Hub {
   // Events from runners
 
   /**
-   * Stores a batch of events from a runner in one transaction, then acks it
-   * and fans it out. Re-sent events (seq already stored) are skipped.
+   * Takes a batch of events from a runner. Re-sent events (seq already
+   * received) are skipped. The rest wait for the next flush, which runs once
+   * the socket messages of this I/O turn are read: every batch received in
+   * the meantime, from every session, is committed in one transaction, then
+   * acked and fanned out as one frame per viewer.
    */
   ingest(link: RunnerLink, msg: EventsMessage): void {
-    const rec = this.store.sessions.get(msg.sessionId);
-    if (!rec || rec.runnerId !== link.runnerId || rec.userId !== link.userId) {
-      link.send({
-        t: "error",
-        code: "unknown_session",
-        message: `Unknown session: '${msg.sessionId}'`,
-        sessionId: msg.sessionId,
-      });
-      return;
+    let live = this.#live.get(msg.sessionId);
+    if (!live || live.runnerId !== link.runnerId || live.userId !== link.userId) {
+      const rec = this.store.sessions.get(msg.sessionId);
+      if (!rec || rec.runnerId !== link.runnerId || rec.userId !== link.userId) {
+        link.send({
+          t: "error",
+          code: "unknown_session",
+          message: `Unknown session: '${msg.sessionId}'`,
+          sessionId: msg.sessionId,
+        });
+        return;
+      }
+      live = this.#liveSession(rec);
     }
-    const live = this.#liveSession(rec);
-    const fresh: StoredEvent[] = [];
-    let patch: SessionPatch | null = null as SessionPatch | null;
-    let seq = live.lastSeq;
+    let seq = live.receivedSeq;
+    const before = seq;
     for (const ev of msg.events) {
       if (ev.seq <= seq) continue;
       if (ev.seq !== seq + 1) {
-        this.log(`session ${rec.sessionId}: gap in events from runner (${seq} → ${ev.seq})`);
+        this.log(`session ${live.id}: gap in events from runner (${seq} → ${ev.seq})`);
       }
       seq = ev.seq;
       let json = JSON.stringify({ seq: ev.seq, ts: ev.ts, e: ev.e });
@@ -274,32 +293,84 @@ export class Hub {
           e: { type: "event_too_large", originalType: ev.e.type, bytes: json.length },
         });
       }
-      fresh.push({ seq: ev.seq, json });
-      if (STATEFUL_EVENTS.has(ev.e.type)) patch = Object.assign(patch ?? {}, statePatch(rec, ev.e));
+      live.pending.push({ seq: ev.seq, json });
+      if (STATEFUL_EVENTS.has(ev.e.type)) {
+        // Rare (a few per turn): read the record for the fields the patch depends on.
+        const rec = this.store.sessions.get(live.id);
+        if (rec) {
+          if (live.pendingPatch?.title) rec.title = live.pendingPatch.title;
+          live.pendingPatch = Object.assign(live.pendingPatch ?? {}, statePatch(rec, ev.e));
+        }
+      }
     }
-    if (fresh.length > 0) {
-      const now = new Date().toISOString();
+    live.receivedSeq = seq;
+    if (seq === before) {
+      // Nothing new (a re-send): the runner still wants to hear where we stand.
+      if (live.pending.length === 0) {
+        link.send({ t: "ack", sessionId: live.id, seq: live.lastSeq });
+      }
+      return;
+    }
+    this.#dirty.add(live);
+    if (!this.#flushScheduled) {
+      this.#flushScheduled = true;
+      setImmediate(() => this.flush());
+    }
+  }
+
+  /**
+   * Commits every pending event in one transaction, then acks each session's
+   * runner and sends each live viewer one frame with the new events. Runs by
+   * itself after each I/O turn; call it to settle pending events at once.
+   */
+  flush(): void {
+    this.#flushScheduled = false;
+    if (this.#dirty.size === 0) return;
+    const batch = [...this.#dirty];
+    this.#dirty.clear();
+    if (this.#closed) return;
+    const now = new Date().toISOString();
+    try {
       this.store.tx(() => {
-        for (const f of fresh) this.store.events.append(rec.sessionId, f.seq, f.json);
-        this.store.sessions.setLastSeq(rec.sessionId, seq);
-        if (patch) this.store.sessions.update(rec.sessionId, patch, now);
+        for (const live of batch) {
+          this.store.events.appendMany(live.id, live.pending);
+          this.store.sessions.setLastSeq(live.id, live.receivedSeq);
+          if (live.pendingPatch) this.store.sessions.update(live.id, live.pendingPatch, now);
+        }
       });
-      live.lastSeq = seq;
+    } catch (err) {
+      // Nothing was acked: forget the batch and make the runners send it again.
+      this.log(`storing events failed: ${err}`);
+      for (const live of batch) {
+        live.pending = [];
+        live.pendingPatch = null;
+        live.receivedSeq = live.lastSeq;
+        this.#links.get(live.runnerId)?.close(1011, "Relay failed to store events");
+      }
+      return;
+    }
+    for (const live of batch) {
+      const fresh = live.pending;
+      const patch = live.pendingPatch;
+      live.pending = [];
+      live.pendingPatch = null;
+      live.lastSeq = live.receivedSeq;
       live.touchedAt = Date.now();
       for (const f of fresh) live.ring.push(f);
+      this.#links.get(live.runnerId)?.send({ t: "ack", sessionId: live.id, seq: live.lastSeq });
       this.#broadcast(live, fresh);
-    }
-    link.send({ t: "ack", sessionId: rec.sessionId, seq: live.lastSeq });
-    if (patch) {
-      this.#notifySession(rec.sessionId);
-      if (patch.status === "ended" || patch.status === "error") {
-        this.#notifyRunner(rec.userId, rec.runnerId);
+      if (patch) {
+        this.#notifySession(live.id);
+        if (patch.status === "ended" || patch.status === "error") {
+          this.#notifyRunner(live.userId, live.runnerId);
+        }
       }
     }
   }
 
   /** Ends a session the runner lost or can no longer report on. */
   #endSession(s: SessionRecord, status: "ended" | "error", reason: string): void {
+    this.flush();
     const live = this.#liveSession(s);
     const seq = live.lastSeq + 1;
     const e: SessionEventBody = { type: "session_end", reason: "lost", message: reason };
@@ -316,6 +387,7 @@ export class Hub {
       }, now);
     });
     live.lastSeq = seq;
+    live.receivedSeq = seq;
     live.ring.push({ seq, json });
     this.#broadcast(live, [{ seq, json }]);
     this.#notifySession(s.sessionId);
@@ -328,11 +400,15 @@ export class Hub {
   #liveSession(s: SessionRecord): LiveSession {
     let live = this.#live.get(s.sessionId);
     if (!live) {
+      const lastSeq = Math.max(s.lastSeq, this.store.events.maxSeq(s.sessionId));
       live = {
         id: s.sessionId,
         userId: s.userId,
         runnerId: s.runnerId,
-        lastSeq: Math.max(s.lastSeq, this.store.events.maxSeq(s.sessionId)),
+        lastSeq,
+        receivedSeq: lastSeq,
+        pending: [],
+        pendingPatch: null,
         ring: new EventRing(this.#opts.eventBufferSize),
         subs: new Set(),
         touchedAt: Date.now(),
@@ -345,7 +421,9 @@ export class Hub {
   #evictIdle(): void {
     const cutoff = Date.now() - 10 * 60_000;
     for (const [id, live] of this.#live) {
-      if (live.subs.size === 0 && live.touchedAt < cutoff) this.#live.delete(id);
+      if (live.subs.size === 0 && live.touchedAt < cutoff && !this.#dirty.has(live)) {
+        this.#live.delete(id);
+      }
     }
   }
 
@@ -409,7 +487,7 @@ export class Hub {
       if (!sub.live) continue;
       if (sub.sent < first - 1 || sub.viewer.bufferedAmount > VIEWER_HIGH_WATER) {
         sub.live = false;
-        this.#lagging.add(sub);
+        this.#addLagging(sub);
         continue;
       }
       if (sub.sent >= last) continue;
@@ -427,7 +505,7 @@ export class Hub {
     while (sub.sent < live.lastSeq) {
       if (sub.viewer.closed) return;
       if (sub.viewer.bufferedAmount > VIEWER_LOW_WATER) {
-        this.#lagging.add(sub);
+        this.#addLagging(sub);
         return;
       }
       const chunk = live.ring.after(sub.sent, CATCH_UP_EVENTS) ??
@@ -447,15 +525,41 @@ export class Hub {
     }
   }
 
+  #addLagging(sub: Subscription): void {
+    this.#lagging.add(sub);
+    this.#lagDelay = 1;
+    this.#scheduleLagging();
+  }
+
+  #scheduleLagging(): void {
+    if (this.#lagTimer !== null || this.#closed) return;
+    this.#lagTimer = setTimeout(() => {
+      this.#lagTimer = null;
+      this.#pumpLagging();
+    }, this.#lagDelay);
+  }
+
+  /**
+   * Feeds the lagging viewers whose sockets drained. Polled (Deno's WebSocket
+   * has no drain event): every millisecond while some make progress, backing
+   * off to 50 ms while all are stuck, so a catch-up runs at the speed of the
+   * socket and a viewer that never reads costs next to nothing.
+   */
   #pumpLagging(): void {
+    let progressed = false;
     for (const sub of this.#lagging) {
       const live = this.#live.get(sub.sessionId);
       if (!live || sub.viewer.closed) {
         this.#lagging.delete(sub);
         continue;
       }
-      if (sub.viewer.bufferedAmount <= VIEWER_LOW_WATER) this.#pump(sub, live);
+      if (sub.viewer.bufferedAmount <= VIEWER_LOW_WATER) {
+        this.#pump(sub, live);
+        progressed = true;
+      }
     }
+    this.#lagDelay = progressed ? 1 : Math.min(50, this.#lagDelay * 2);
+    if (this.#lagging.size > 0) this.#scheduleLagging();
   }
 
   // -------------------------------------------------------------------------
@@ -509,11 +613,13 @@ export class Hub {
     return PROTOCOL_VERSION;
   }
 
-  /** Closes every socket and stops the timers. */
+  /** Stores what is pending, closes every socket and stops the timers. */
   close(): void {
     if (this.#closed) return;
+    this.flush();
     this.#closed = true;
     for (const t of this.#timers) clearInterval(t);
+    if (this.#lagTimer !== null) clearTimeout(this.#lagTimer);
     for (const link of [...this.#links.values()]) link.close(1001, "Relay shutting down");
     for (const set of this.#viewersByUser.values()) {
       for (const v of [...set]) v.close(1001, "Relay shutting down");

@@ -1,33 +1,51 @@
 import type { StoredEvent } from "./store/mod.ts";
 
+/** Default cap on the bytes of one session's ring (its events' JSON). */
+export const RING_MAX_BYTES = 4 * 1024 * 1024;
+
 /**
  * The in-memory tail of one session's event log: the last `capacity` events
  * in their wire form, so live viewers and short reconnects never touch SQLite.
+ * It also holds at most `maxBytes` of event JSON (always at least the newest
+ * event), so a session of big tool outputs cannot pin much memory; older
+ * events are read from the database instead.
  */
 export class EventRing {
   #items: StoredEvent[] = [];
+  /** Index of the oldest event held; the ones before it are dropped. */
+  #start = 0;
+  #bytes = 0;
   readonly #capacity: number;
+  readonly #maxBytes: number;
 
-  constructor(capacity: number) {
+  constructor(capacity: number, maxBytes = RING_MAX_BYTES) {
     this.#capacity = Math.max(1, capacity);
+    this.#maxBytes = Math.max(1, maxBytes);
   }
 
   push(ev: StoredEvent): void {
     this.#items.push(ev);
-    // Trim in bulk so pushes stay O(1) amortised.
-    if (this.#items.length >= this.#capacity * 2) {
-      this.#items = this.#items.slice(this.#items.length - this.#capacity);
+    this.#bytes += ev.json.length;
+    while (
+      this.#items.length - this.#start > 1 &&
+      (this.#items.length - this.#start > this.#capacity || this.#bytes > this.#maxBytes)
+    ) {
+      this.#bytes -= this.#items[this.#start++]!.json.length;
+    }
+    // Compact in bulk so pushes stay O(1) amortised.
+    if (this.#start >= this.#capacity && this.#start * 2 >= this.#items.length) {
+      this.#items = this.#items.slice(this.#start);
+      this.#start = 0;
     }
   }
 
   /** The oldest seq held, or Infinity when empty. */
   get firstSeq(): number {
-    const start = Math.max(0, this.#items.length - this.#capacity);
-    return this.#items[start]?.seq ?? Infinity;
+    return this.#items[this.#start]?.seq ?? Infinity;
   }
 
   get size(): number {
-    return Math.min(this.#items.length, this.#capacity);
+    return this.#items.length - this.#start;
   }
 
   /**
@@ -36,8 +54,7 @@ export class EventRing {
    */
   after(afterSeq: number, limit: number): StoredEvent[] | null {
     if (this.firstSeq > afterSeq + 1) return null;
-    const start = Math.max(0, this.#items.length - this.#capacity);
-    let lo = start;
+    let lo = this.#start;
     let hi = this.#items.length;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;

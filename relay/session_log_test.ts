@@ -18,3 +18,20 @@ Deno.test("an empty event ring sends every range to the database", () => {
   const ring = new EventRing(5);
   assert.equal(ring.after(0, 10), null);
 });
+
+Deno.test("event ring holds at most its byte budget but always the newest event", () => {
+  const big = (seq: number) => ({ seq, json: "x".repeat(100) });
+  const ring = new EventRing(1000, 250);
+  for (let i = 1; i <= 10; i++) ring.push(big(i));
+  assert.equal(ring.size, 2);
+  assert.equal(ring.firstSeq, 9);
+  assert.equal(
+    ring.after(7, 10),
+    null,
+    "older than the byte budget: the caller reads the database",
+  );
+  const tiny = new EventRing(1000, 10);
+  tiny.push(big(1));
+  assert.equal(tiny.size, 1);
+  assert.deepEqual(tiny.after(0, 10)?.map((e) => e.seq), [1]);
+});

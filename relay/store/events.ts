@@ -6,9 +6,14 @@ export interface StoredEvent {
   json: string;
 }
 
+/** Most rows in one multi-row INSERT (3 parameters each). */
+const INSERT_ROWS = 64;
+
 /** SQL for the durable per-session event log. */
 export class EventsRepo {
   readonly #insert;
+  /** Multi-row INSERTs by row count: one statement per 64 events costs far less than 64. */
+  readonly #insertMany = new Map<number, ReturnType<Database["prepare"]>>();
   readonly #range;
   readonly #max;
 
@@ -25,6 +30,29 @@ export class EventsRepo {
   /** Appends an event; false when that seq was already stored (a re-send). */
   append(sessionId: string, seq: number, json: string): boolean {
     return Number(this.#insert.run(sessionId, seq, json).changes) > 0;
+  }
+
+  /** Appends a run of events in few statements; seqs already stored are skipped. */
+  appendMany(sessionId: string, events: readonly StoredEvent[]): void {
+    for (let i = 0; i < events.length; i += INSERT_ROWS) {
+      const n = Math.min(INSERT_ROWS, events.length - i);
+      let st = this.#insertMany.get(n);
+      if (!st) {
+        st = this.db.prepare(
+          "INSERT INTO session_events (session_id, seq, body) VALUES " +
+            Array(n).fill("(?, ?, ?)").join(", ") + " ON CONFLICT DO NOTHING",
+        );
+        this.#insertMany.set(n, st);
+      }
+      const params: (string | number)[] = new Array(n * 3);
+      for (let j = 0; j < n; j++) {
+        const ev = events[i + j]!;
+        params[j * 3] = sessionId;
+        params[j * 3 + 1] = ev.seq;
+        params[j * 3 + 2] = ev.json;
+      }
+      st.run(...params);
+    }
   }
 
   /** Up to `limit` events with seq greater than `afterSeq`, oldest first. */

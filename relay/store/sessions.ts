@@ -67,10 +67,19 @@ const COLUMNS: Record<keyof SessionPatch, string> = {
 
 /** SQL for sessions (the event log itself is in {@linkcode EventsRepo}). */
 export class SessionsRepo {
+  /** Prepared statements by SQL text: preparing costs more than running a lookup by key. */
+  readonly #statements = new Map<string, ReturnType<Database["prepare"]>>();
+
   constructor(private readonly db: Database) {}
 
+  #prepare(sql: string): ReturnType<Database["prepare"]> {
+    let st = this.#statements.get(sql);
+    if (!st) this.#statements.set(sql, st = this.db.prepare(sql));
+    return st;
+  }
+
   insert(s: SessionRecord): void {
-    this.db.prepare(
+    this.#prepare(
       `INSERT INTO sessions (id, user_id, runner_id, status, activity, cwd, model, prompt, title,
          created_at, updated_at, ended_at, end_reason, last_seq, pinned)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -94,7 +103,7 @@ export class SessionsRepo {
   }
 
   get(id: string): SessionRecord | undefined {
-    const r = this.db.prepare("SELECT * FROM sessions WHERE id = ?").get(id) as
+    const r = this.#prepare("SELECT * FROM sessions WHERE id = ?").get(id) as
       | SessionRow
       | undefined;
     return r && fromRow(r);
@@ -112,21 +121,21 @@ export class SessionsRepo {
       : options.live
       ? " AND status IN ('starting', 'running')"
       : " AND status NOT IN ('starting', 'running')";
-    const rows = this.db.prepare(
+    const rows = this.#prepare(
       `SELECT * FROM sessions WHERE user_id = ?${where} ORDER BY created_at DESC, id`,
     ).all(userId) as unknown as SessionRow[];
     return rows.map(fromRow);
   }
 
   listLiveForRunner(runnerId: string): SessionRecord[] {
-    const rows = this.db.prepare(
+    const rows = this.#prepare(
       "SELECT * FROM sessions WHERE runner_id = ? AND status IN ('starting', 'running')",
     ).all(runnerId) as unknown as SessionRow[];
     return rows.map(fromRow);
   }
 
   listPinned(userId: string): SessionRecord[] {
-    const rows = this.db.prepare(
+    const rows = this.#prepare(
       "SELECT * FROM sessions WHERE user_id = ? AND pinned = 1 ORDER BY created_at DESC, id",
     ).all(userId) as unknown as SessionRow[];
     return rows.map(fromRow);
@@ -142,7 +151,7 @@ export class SessionsRepo {
       values.push(key === "model" ? (v ? JSON.stringify(v) : null) : (v as string | null));
     }
     if (sets.length === 0) return;
-    this.db.prepare(`UPDATE sessions SET ${sets.join(", ")}, updated_at = ? WHERE id = ?`).run(
+    this.#prepare(`UPDATE sessions SET ${sets.join(", ")}, updated_at = ? WHERE id = ?`).run(
       ...values,
       at,
       id,
@@ -150,7 +159,7 @@ export class SessionsRepo {
   }
 
   setLastSeq(id: string, seq: number): void {
-    this.db.prepare("UPDATE sessions SET last_seq = ? WHERE id = ? AND last_seq < ?").run(
+    this.#prepare("UPDATE sessions SET last_seq = ? WHERE id = ? AND last_seq < ?").run(
       seq,
       id,
       seq,
@@ -158,7 +167,7 @@ export class SessionsRepo {
   }
 
   setPinned(userId: string, id: string, pinned: boolean): boolean {
-    const res = this.db.prepare("UPDATE sessions SET pinned = ? WHERE id = ? AND user_id = ?").run(
+    const res = this.#prepare("UPDATE sessions SET pinned = ? WHERE id = ? AND user_id = ?").run(
       pinned ? 1 : 0,
       id,
       userId,
@@ -167,6 +176,6 @@ export class SessionsRepo {
   }
 
   delete(id: string): void {
-    this.db.prepare("DELETE FROM sessions WHERE id = ?").run(id);
+    this.#prepare("DELETE FROM sessions WHERE id = ?").run(id);
   }
 }

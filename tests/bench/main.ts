@@ -1,0 +1,157 @@
+/**
+ * `deno task bench`: measures the relay against bare baselines on this
+ * machine, in one run, and prints ratios. See docs/performance.md.
+ *
+ *   deno task bench [--quick] [--only fanout,replay,durability,spawn,memory,http]
+ *                   [--client native|ws] [--out tests/bench/results/latest.json]
+ *
+ * @module
+ */
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { BENCH_DIR } from "./_proc.ts";
+import { type BenchContext, renderTable, type ResultRow } from "./_report.ts";
+import type { ClientImpl } from "./clients/viewers.ts";
+import { durability } from "./scenarios/durability.ts";
+import { fanout } from "./scenarios/fanout.ts";
+import { hasWrk, http } from "./scenarios/http.ts";
+import { memory } from "./scenarios/memory.ts";
+import { replay } from "./scenarios/replay.ts";
+import { spawnLatency } from "./scenarios/spawn.ts";
+
+const SCENARIOS = ["fanout", "replay", "durability", "spawn", "memory", "http"] as const;
+type Scenario = (typeof SCENARIOS)[number];
+
+async function main(): Promise<number> {
+  const { values } = parseArgs({
+    args: Deno.args,
+    options: {
+      quick: { type: "boolean", default: false },
+      only: { type: "string" },
+      client: { type: "string", default: "native" },
+      out: { type: "string" },
+      help: { type: "boolean", short: "h", default: false },
+    },
+  });
+  if (values.help) {
+    console.log(
+      "Usage: deno task bench [--quick] [--only a,b] [--client native|ws] [--out file.json]\n" +
+        `Scenarios: ${SCENARIOS.join(", ")}`,
+    );
+    return 0;
+  }
+  const only = values.only ? values.only.split(",").map((s) => s.trim()) : [...SCENARIOS];
+  for (const s of only) {
+    if (!SCENARIOS.includes(s as Scenario)) {
+      console.error(`Unknown scenario: '${s}' (one of ${SCENARIOS.join(", ")})`);
+      return 2;
+    }
+  }
+  const client = values.client as ClientImpl;
+  if (client !== "native" && client !== "ws") {
+    console.error(`Unknown client: '${values.client}' (native or ws)`);
+    return 2;
+  }
+  const out = values.out ?? join(BENCH_DIR, "results", "latest.json");
+  const rows: ResultRow[] = [];
+  const started = performance.now();
+  const ctx: BenchContext = {
+    quick: values.quick,
+    log: (line) => console.error(`  ${line}`),
+    row: (row) => {
+      rows.push(row);
+      console.log(renderTable([row]).split("\n").at(-1));
+    },
+  };
+  const machine = await machineInfo();
+  console.error(
+    `baton bench${
+      values.quick ? " (quick)" : ""
+    }: ${machine.cores} cores, load ${machine.loadavg}, ` +
+      `deno ${Deno.version.deno}`,
+  );
+  if (machine.loadavg[0]! > 0.5) {
+    console.error(
+      `  note: the machine is already busy (load ${
+        machine.loadavg[0]
+      }): ratios hold, absolute numbers drop`,
+    );
+  }
+  if (only.includes("http") && !await hasWrk()) {
+    console.error(
+      "  note: wrk is not installed; the HTTP scenario falls back to a slower Deno load generator." +
+        "\n  Install it for comparable numbers: apt-get install wrk",
+    );
+  }
+  const timings: Record<string, number> = {};
+  const failures: string[] = [];
+  for (const s of only as Scenario[]) {
+    const t = performance.now();
+    console.error(`\n${s}`);
+    try {
+      await run(s, ctx, client);
+    } catch (err) {
+      // One broken scenario should not cost the others' results.
+      failures.push(s);
+      console.error(`  ${s} failed: ${err instanceof Error ? err.stack : err}`);
+    }
+    timings[s] = Math.round(performance.now() - t);
+  }
+  const table = renderTable(rows);
+  console.log(`\n${table}\n`);
+  const elapsed = Math.round((performance.now() - started) / 1000);
+  console.error(`done in ${elapsed} s; results in ${out}`);
+  await Deno.mkdir(join(out, ".."), { recursive: true });
+  await Deno.writeTextFile(
+    out,
+    JSON.stringify(
+      {
+        date: new Date().toISOString(),
+        quick: values.quick,
+        machine,
+        deno: Deno.version,
+        client,
+        elapsedSeconds: elapsed,
+        scenarioMs: timings,
+        failures,
+        table,
+        rows,
+      },
+      null,
+      2,
+    ) + "\n",
+  );
+  return failures.length ? 1 : 0;
+}
+
+async function run(s: Scenario, ctx: BenchContext, client: ClientImpl): Promise<void> {
+  switch (s) {
+    case "fanout":
+      return await fanout(ctx, { client });
+    case "replay":
+      return await replay(ctx);
+    case "durability":
+      return await durability(ctx);
+    case "spawn":
+      return await spawnLatency(ctx);
+    case "memory":
+      return await memory(ctx);
+    case "http":
+      return await http(ctx);
+  }
+}
+
+async function machineInfo() {
+  const loadavg = (await Deno.readTextFile("/proc/loadavg").catch(() => "0 0 0"))
+    .split(" ").slice(0, 3).map(Number);
+  const cpuinfo = await Deno.readTextFile("/proc/cpuinfo").catch(() => "");
+  return {
+    cores: navigator.hardwareConcurrency,
+    cpu: cpuinfo.match(/^model name\s*:\s*(.*)$/m)?.[1] ?? "unknown",
+    memoryBytes: Deno.systemMemoryInfo().total,
+    loadavg,
+    os: `${Deno.build.os} ${Deno.osRelease()}`,
+  };
+}
+
+if (import.meta.main) Deno.exit(await main());

@@ -1,0 +1,224 @@
+/**
+ * Scenario 1: fan-out of one session to 1, 100 and 1,000 viewers, against
+ * (a) a bare Deno WebSocket broadcaster and (b) socket.io; then a steady
+ * 100 events/s to 1,000 viewers for latency without queueing.
+ *
+ * @module
+ */
+import { BenchProcess } from "../_proc.ts";
+import { type BenchContext, ratioText } from "../_report.ts";
+import { ms, si } from "../_stats.ts";
+import type { ClientImpl, ServerKind } from "../clients/viewers.ts";
+import type { FanoutConfig, FanoutResult } from "../load/fanout.ts";
+import { signUp, type User } from "../../harness/client.ts";
+
+/** A server under test, started once for the whole scenario. */
+export interface Server {
+  kind: ServerKind;
+  proc: BenchProcess;
+  url: string;
+  apiKey: string;
+  /** The account the bench signed up (baton only). */
+  user: User | null;
+}
+
+const SCRIPTS: Record<ServerKind, string> = {
+  baton: "servers/baton_relay.ts",
+  bare: "servers/bare_ws.ts",
+  socketio: "servers/socketio.ts",
+};
+
+/** Display names of the servers. */
+export const LABEL: Record<ServerKind, string> = {
+  baton: "baton",
+  bare: "(a) bare Deno",
+  socketio: "(b) socket.io",
+};
+
+/** Starts one server under test in its own process. */
+export async function startServer(
+  kind: ServerKind,
+  args: string[] = [],
+  denoFlags: string[] = [],
+): Promise<Server> {
+  // BATON_BENCH_PROFILE=<dir> writes a V8 CPU profile of every server under test.
+  const profileDir = Deno.env.get("BATON_BENCH_PROFILE");
+  if (profileDir) denoFlags = [...denoFlags, "--cpu-prof", `--cpu-prof-dir=${profileDir}`];
+  const proc = BenchProcess.start(kind, SCRIPTS[kind], { args, denoFlags });
+  const { url } = await proc.message<{ url: string }>("listening", 60_000);
+  const user = kind === "baton" ? await signUp(url) : null;
+  return { kind, proc, url, apiKey: user?.apiKey ?? "", user };
+}
+
+/** Runs one load generator against a server and returns its result. */
+export async function runLoad(
+  server: Server,
+  opts: Omit<FanoutConfig, "kind" | "url" | "apiKey" | "serverPid">,
+): Promise<FanoutResult> {
+  const cfg: FanoutConfig = {
+    kind: server.kind,
+    url: server.url,
+    apiKey: server.apiKey,
+    serverPid: server.proc.pid,
+    ...opts,
+  };
+  const load = BenchProcess.start(`load-${server.kind}`, "load/fanout.ts", {
+    args: [JSON.stringify(cfg)],
+  });
+  try {
+    await load.message("ready", 120_000);
+    await load.send({ cmd: "go" });
+    return await load.message<FanoutResult>("result", opts.warmupMs + opts.durationMs + 60_000);
+  } finally {
+    await load.stop();
+  }
+}
+
+/** The run with the median deliveries/s. */
+function median(results: FanoutResult[]): FanoutResult {
+  const sorted = [...results].sort((a, b) => a.deliveriesPerSec - b.deliveriesPerSec);
+  return sorted[Math.floor((sorted.length - 1) / 2)]!;
+}
+
+/** Events in flight for a viewer count: about 32k deliveries, 16–256 events. */
+export function windowFor(viewers: number): number {
+  return Math.max(16, Math.min(256, Math.ceil(32_768 / viewers)));
+}
+
+function cpu(r: FanoutResult): string {
+  return `server ${(r.serverCpu * 100).toFixed(0)}% / load ${(r.clientCpu * 100).toFixed(0)}% CPU`;
+}
+
+/** Runs the fan-out scenario. */
+export async function fanout(
+  ctx: BenchContext,
+  options: { counts?: number[]; client?: ClientImpl; rounds?: number } = {},
+): Promise<void> {
+  const counts = options.counts ?? [1, 100, 1000];
+  const client = options.client ?? "native";
+  const rounds = options.rounds ?? (ctx.quick ? 1 : 2);
+  const warmupMs = ctx.quick ? 200 : 1000;
+  const durationMs = ctx.quick ? 700 : 3000;
+  const kinds: ServerKind[] = ["bare", "socketio", "baton"];
+  const servers = new Map<ServerKind, Server>();
+  try {
+    for (const kind of kinds) servers.set(kind, await startServer(kind));
+    for (const viewers of counts) {
+      const runs = new Map<ServerKind, FanoutResult[]>(kinds.map((k) => [k, []]));
+      for (let round = 0; round < rounds; round++) {
+        for (const kind of kinds) {
+          const r = await runLoad(servers.get(kind)!, {
+            viewers,
+            client,
+            mode: "throughput",
+            window: windowFor(viewers),
+            rate: 0,
+            batch: 1,
+            warmupMs,
+            durationMs,
+          });
+          ctx.log(
+            `fan-out ${viewers} viewers, ${LABEL[kind]}: ${si(r.deliveriesPerSec)} deliveries/s, ` +
+              `p50 ${ms(r.latency.p50)}, p99 ${ms(r.latency.p99)}, ${cpu(r)}` +
+              (r.undelivered || r.gaps ? `, LOST ${r.undelivered} GAPS ${r.gaps}` : ""),
+          );
+          runs.get(kind)!.push(r);
+        }
+      }
+      const baton = median(runs.get("baton")!);
+      const bare = median(runs.get("bare")!);
+      const sio = median(runs.get("socketio")!);
+      const lossNote = [baton, bare, sio].some((r) => r.undelivered || r.gaps)
+        ? "events lost or out of order"
+        : undefined;
+      ctx.row({
+        scenario: "1 fan-out",
+        case: `${viewers} viewer${viewers === 1 ? "" : "s"}, saturated`,
+        metric: "deliveries/s",
+        baton: { name: "baton", value: baton.deliveriesPerSec, text: si(baton.deliveriesPerSec) },
+        baselines: [
+          { name: "(a)", value: bare.deliveriesPerSec, text: si(bare.deliveriesPerSec) },
+          { name: "(b)", value: sio.deliveriesPerSec, text: si(sio.deliveriesPerSec) },
+        ],
+        ratio: `${ratioText(baton.deliveriesPerSec, bare.deliveriesPerSec)} a, ${
+          ratioText(baton.deliveriesPerSec, sio.deliveriesPerSec)
+        } b`,
+        goal: {
+          text: "≥ 0.5× a and > b",
+          met: baton.deliveriesPerSec >= 0.5 * bare.deliveriesPerSec &&
+            baton.deliveriesPerSec > sio.deliveriesPerSec,
+        },
+        ...(lossNote ? { note: lossNote } : {}),
+        detail: { baton, bare, socketio: sio, runs: Object.fromEntries(runs) },
+      });
+      ctx.row({
+        scenario: "1 fan-out",
+        case: `${viewers} viewer${viewers === 1 ? "" : "s"}, saturated`,
+        metric: "latency p50 / p99",
+        baton: {
+          name: "baton",
+          value: baton.latency.p99,
+          text: `${ms(baton.latency.p50)} / ${ms(baton.latency.p99)}`,
+        },
+        baselines: [
+          {
+            name: "(a)",
+            value: bare.latency.p99,
+            text: `${ms(bare.latency.p50)} / ${ms(bare.latency.p99)}`,
+          },
+          {
+            name: "(b)",
+            value: sio.latency.p99,
+            text: `${ms(sio.latency.p50)} / ${ms(sio.latency.p99)}`,
+          },
+        ],
+        ratio: "",
+        note: `window ${windowFor(viewers)} events in flight; baton ${cpu(baton)}`,
+      });
+    }
+
+    // Steady rate: 100 events/s to 1,000 viewers, latency without queueing.
+    const steadyViewers = counts.includes(1000) ? 1000 : counts[counts.length - 1]!;
+    const steady = new Map<ServerKind, FanoutResult>();
+    for (const kind of kinds) {
+      const r = await runLoad(servers.get(kind)!, {
+        viewers: steadyViewers,
+        client,
+        mode: "rate",
+        window: 0,
+        rate: 100,
+        batch: 1,
+        warmupMs,
+        durationMs: ctx.quick ? 1000 : 4000,
+      });
+      ctx.log(
+        `steady 100 ev/s to ${steadyViewers}, ${LABEL[kind]}: ${si(r.eventsPerSec)} ev/s, ` +
+          `p50 ${ms(r.latency.p50)}, p99 ${ms(r.latency.p99)}, ${cpu(r)}`,
+      );
+      steady.set(kind, r);
+    }
+    const b = steady.get("baton")!;
+    const text = (r: FanoutResult) =>
+      `${ms(r.latency.p50)} / ${ms(r.latency.p99)} (${si(r.eventsPerSec)} ev/s)`;
+    ctx.row({
+      scenario: "1 fan-out",
+      case: `steady 100 events/s, ${steadyViewers} viewers`,
+      metric: "latency p50 / p99",
+      baton: { name: "baton", value: b.latency.p99, text: text(b) },
+      baselines: [
+        { name: "(a)", value: steady.get("bare")!.latency.p99, text: text(steady.get("bare")!) },
+        {
+          name: "(b)",
+          value: steady.get("socketio")!.latency.p99,
+          text: text(steady.get("socketio")!),
+        },
+      ],
+      ratio: "",
+      goal: { text: "p99 < 20 ms", met: b.latency.p99 < 20 && b.eventsPerSec >= 95 },
+      note: `baton ${cpu(b)}`,
+      detail: Object.fromEntries(steady),
+    });
+  } finally {
+    for (const s of servers.values()) await s.proc.stop();
+  }
+}

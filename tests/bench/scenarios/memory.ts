@@ -1,0 +1,258 @@
+/**
+ * Scenario 5: relay memory. RSS per idle connection (1,000 viewers, 100
+ * runners) against the bare broadcaster's per-socket cost; and RSS after a
+ * viewer that never reads has been sent 100 MB of events, against the bare
+ * broadcaster that queues everything for it.
+ *
+ * @module
+ */
+import { procStat } from "../_proc.ts";
+import { type BenchContext, ratioText } from "../_report.ts";
+import { mb } from "../_stats.ts";
+import { frameSeqs } from "../_workload.ts";
+import { spawnSession, SyntheticRunner } from "../clients/synthetic_runner.ts";
+import { openViewers, type ViewerConn } from "../clients/viewers.ts";
+import { type Server, startServer } from "./fanout.ts";
+import { seedSession } from "./replay.ts";
+
+const MiB = 1024 * 1024;
+
+async function settle(ms = 500): Promise<void> {
+  await new Promise((r) => setTimeout(r, ms));
+}
+
+/** RSS of the server after a short settle (median of 3 reads 100 ms apart). */
+async function rss(server: Server): Promise<number> {
+  await settle();
+  const reads: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    reads.push(procStat(server.proc.pid).rss);
+    await settle(100);
+  }
+  return reads.sort((a, b) => a - b)[1]!;
+}
+
+/** A WebSocket client on a raw TCP socket that does the handshake, subscribes and never reads again. */
+async function stalledViewer(
+  url: string,
+  path: string,
+  headers: Record<string, string>,
+  firstMessage: string | null,
+): Promise<Deno.TcpConn> {
+  const u = new URL(url);
+  const conn = await Deno.connect({ hostname: u.hostname, port: Number(u.port) });
+  const key = btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(16))));
+  const extra = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join("");
+  await conn.write(new TextEncoder().encode(
+    `GET ${path} HTTP/1.1\r\nHost: ${u.host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+      `Sec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\n${extra}\r\n`,
+  ));
+  // Read the 101 answer only.
+  const buf = new Uint8Array(4096);
+  let head = "";
+  while (!head.includes("\r\n\r\n")) {
+    const n = await conn.read(buf);
+    if (n === null) throw new Error("Stalled viewer: connection closed during the handshake");
+    head += new TextDecoder().decode(buf.subarray(0, n));
+  }
+  if (!head.startsWith("HTTP/1.1 101")) {
+    throw new Error(`Stalled viewer refused: ${head.split("\r\n")[0]}`);
+  }
+  if (firstMessage) await conn.write(maskedTextFrame(firstMessage));
+  return conn;
+}
+
+function maskedTextFrame(text: string): Uint8Array {
+  const payload = new TextEncoder().encode(text);
+  const len = payload.length;
+  const header = len < 126 ? [0x81, 0x80 | len] : [0x81, 0x80 | 126, len >> 8, len & 0xff];
+  const mask = crypto.getRandomValues(new Uint8Array(4));
+  const out = new Uint8Array(header.length + 4 + len);
+  out.set(header, 0);
+  out.set(mask, header.length);
+  for (let i = 0; i < len; i++) out[header.length + 4 + i] = payload[i]! ^ mask[i % 4]!;
+  return out;
+}
+
+/** Frame of one big tool output event. */
+function bigFrame(sessionId: string, seq: number, text: string): string {
+  return `{"t":"events","sessionId":"${sessionId}","events":[{"seq":${seq},"ts":${Date.now()},` +
+    `"e":{"type":"tool_execution_update","toolCallId":"call_${seq}","toolName":"bash",` +
+    `"partialResult":{"content":[{"type":"text","text":"${text}"}]}}}]}`;
+}
+
+async function idleConnections(ctx: BenchContext): Promise<void> {
+  const viewers = 1000;
+  const runners = 100;
+  const baton = await startServer("baton");
+  const bare = await startServer("bare");
+  const conns: ViewerConn[] = [];
+  const links: SyntheticRunner[] = [];
+  try {
+    const sessionId = await seedSession(baton, 100);
+    const bIdle = await rss(baton);
+    conns.push(
+      ...await openViewers(
+        viewers,
+        { kind: "baton", url: baton.url, apiKey: baton.apiKey, sessionId },
+        "native",
+        () => {},
+      ),
+    );
+    const bViewers = await rss(baton);
+    for (let i = 0; i < runners; i++) {
+      links.push(await SyntheticRunner.connect({ url: baton.url, apiKey: baton.apiKey }));
+    }
+    const bRunners = await rss(baton);
+
+    const aIdle = await rss(bare);
+    conns.push(...await openViewers(viewers, { kind: "bare", url: bare.url }, "native", () => {}));
+    const aViewers = await rss(bare);
+
+    const perViewer = (bViewers - bIdle) / viewers;
+    const perRunner = (bRunners - bViewers) / runners;
+    const barePer = (aViewers - aIdle) / viewers;
+    ctx.log(
+      `idle: baton ${mb(bIdle)} → ${mb(bViewers)} (+${viewers} viewers) → ${mb(bRunners)} ` +
+        `(+${runners} runners); bare ${mb(aIdle)} → ${mb(aViewers)}`,
+    );
+    ctx.row({
+      scenario: "5 memory",
+      case: `${viewers} idle viewers (subscribed)`,
+      metric: "RSS per connection",
+      baton: { name: "baton", value: perViewer, text: `${(perViewer / 1024).toFixed(1)} KB` },
+      baselines: [{
+        name: "(a) bare socket",
+        value: barePer,
+        text: `${(barePer / 1024).toFixed(1)} KB`,
+      }],
+      ratio: ratioText(perViewer, barePer),
+      note: `relay RSS ${mb(bIdle)} idle → ${mb(bViewers)}`,
+      detail: { bIdle, bViewers, aIdle, aViewers },
+    });
+    ctx.row({
+      scenario: "5 memory",
+      case: `${runners} idle runners`,
+      metric: "RSS per connection",
+      baton: { name: "baton", value: perRunner, text: `${(perRunner / 1024).toFixed(1)} KB` },
+      baselines: [{
+        name: "(a) bare socket",
+        value: barePer,
+        text: `${(barePer / 1024).toFixed(1)} KB`,
+      }],
+      ratio: ratioText(perRunner, barePer),
+      note: `relay RSS → ${mb(bRunners)} with ${viewers} viewers and ${runners} runners`,
+      detail: { bViewers, bRunners },
+    });
+  } finally {
+    for (const c of conns) c.close();
+    for (const l of links) l.close();
+    await baton.proc.stop();
+    await bare.proc.stop();
+  }
+}
+
+/** Streams `bytes` of 32 KB events past a stalled viewer and a normal one; returns RSS figures. */
+export async function stalled(server: Server, bytes: number, withStalled = true) {
+  const text = "x".repeat(32 * 1024);
+  const total = Math.ceil(bytes / text.length);
+  let sessionId = "bench";
+  let publish: (frame: string) => void;
+  let acked = 0;
+  let runner: SyntheticRunner | null = null;
+  let pub: WebSocket | null = null;
+  if (server.kind === "baton") {
+    runner = await SyntheticRunner.connect({ url: server.url, apiKey: server.apiKey });
+    sessionId = await spawnSession(server.url, server.apiKey, runner.runnerId);
+    runner.onAck = (_s, seq) => acked = seq;
+    publish = (f) => runner!.send(f);
+  } else {
+    pub = new WebSocket(server.url.replace(/^http/, "ws") + "/publish");
+    await new Promise((r) => pub!.onopen = r);
+    publish = (f) => pub!.send(f);
+  }
+  let received = 0;
+  let gaps = 0;
+  const [normal] = await openViewers(
+    1,
+    { kind: server.kind, url: server.url, apiKey: server.apiKey, sessionId },
+    "native",
+    (_i, t) => {
+      const s = frameSeqs(t);
+      if (!s) return;
+      if (s[0] !== received + 1) gaps++;
+      received = s[1];
+    },
+  );
+  const conn = !withStalled ? null : server.kind === "baton"
+    ? await stalledViewer(
+      server.url,
+      "/_viewer",
+      { "x-api-key": server.apiKey },
+      JSON.stringify({ t: "subscribe", sessionId, since: 0 }),
+    )
+    : await stalledViewer(server.url, "/", {}, null);
+  const idle = await rss(server);
+  const t0 = performance.now();
+  // Keep about 2 MB in flight towards the server (acked for baton, received by the normal viewer).
+  let sent = 0;
+  while (received < total) {
+    const done = server.kind === "baton" ? Math.min(acked, received + 64) : received;
+    while (sent < total && sent - done < 64) publish(bigFrame(sessionId, ++sent, text));
+    await new Promise((r) => setTimeout(r, 2));
+    if (performance.now() - t0 > 120_000) throw new Error("Stalled-viewer run did not finish");
+  }
+  const seconds = (performance.now() - t0) / 1000;
+  const after = await rss(server);
+  const peak = procStat(server.proc.pid).hwm;
+  normal!.close();
+  conn?.close();
+  runner?.close();
+  pub?.close();
+  return { idle, after, peak, seconds, total, gaps };
+}
+
+async function stalledViewerRun(ctx: BenchContext): Promise<void> {
+  const bytes = 100 * MiB;
+  const baton = await startServer("baton");
+  const bare = await startServer("bare");
+  try {
+    const b = await stalled(baton, bytes);
+    const a = await stalled(bare, bytes);
+    // The same stream with no stalled viewer: what streaming 100 MB costs by itself.
+    let c: Awaited<ReturnType<typeof stalled>> | null = null;
+    if (!ctx.quick) {
+      const control = await startServer("baton");
+      c = await stalled(control, bytes, false).finally(() => control.proc.stop());
+    }
+    ctx.log(
+      `stalled: baton ${mb(b.idle)} → ${mb(b.after)} (peak ${mb(b.peak)}) in ${
+        b.seconds.toFixed(1)
+      } s; ` +
+        `bare ${mb(a.idle)} → ${mb(a.after)}`,
+    );
+    const grown = b.after - b.idle;
+    ctx.row({
+      scenario: "5 memory",
+      case: "a viewer that never reads, sent 100 MB",
+      metric: "RSS growth over idle",
+      baton: { name: "baton", value: grown, text: `+${mb(grown)} (peak +${mb(b.peak - b.idle)})` },
+      baselines: [{ name: "(a) bare", value: a.after - a.idle, text: `+${mb(a.after - a.idle)}` }],
+      ratio: ratioText(grown, a.after - a.idle),
+      goal: { text: "< 50 MB above idle", met: grown < 50 * MiB && b.gaps === 0 },
+      note: (c ? `same stream without the stalled viewer: +${mb(c.after - c.idle)}; ` : "") +
+        `a normal viewer next to it got all ${b.total} events in ${b.seconds.toFixed(1)} s` +
+        (b.gaps ? ` but with ${b.gaps} gaps` : ""),
+      detail: { baton: b, bare: a, withoutStalledViewer: c },
+    });
+  } finally {
+    await baton.proc.stop();
+    await bare.proc.stop();
+  }
+}
+
+/** Runs the memory scenario. */
+export async function memory(ctx: BenchContext): Promise<void> {
+  await idleConnections(ctx);
+  await stalledViewerRun(ctx);
+}

@@ -1,0 +1,24 @@
+/**
+ * Baseline (b): socket.io 4 on node:http. A publisher connects to the `/pub`
+ * namespace and emits `events` with the frame text; the server broadcasts it
+ * to every socket of the main namespace (`io.emit`, which encodes the packet
+ * once for all of them).
+ *
+ * @module
+ */
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { Server } from "socket.io";
+import { emit, untilStopped } from "../_proc.ts";
+
+const http = createServer();
+const io = new Server(http, { serveClient: false, maxHttpBufferSize: 8 * 1024 * 1024 });
+io.of("/pub").on("connection", (socket) => {
+  socket.on("events", (frame: string) => io.emit("events", frame));
+});
+
+await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", () => resolve()));
+emit("listening", { url: `http://127.0.0.1:${(http.address() as AddressInfo).port}` });
+await untilStopped();
+io.close();
+Deno.exit(0);
