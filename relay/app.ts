@@ -202,7 +202,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     if (c.req.header("upgrade")?.toLowerCase() !== "websocket") {
       throw new HttpError(426, "upgrade_required", "Connect with a WebSocket");
     }
-    const { socket, response } = Deno.upgradeWebSocket(c.req.raw, { idleTimeout: 30 });
+    const { socket, response } = upgrade(c.req.raw, 30);
     acceptRunnerSocket(socket, { hub, principalFromKey });
     return response;
   });
@@ -218,7 +218,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     if (!p && (c.req.header("x-api-key") || c.req.header("authorization"))) {
       throw new HttpError(401, "unauthorized", "Invalid API key");
     }
-    const { socket, response } = Deno.upgradeWebSocket(c.req.raw, { idleTimeout: 60 });
+    const { socket, response } = upgrade(c.req.raw, 60);
     acceptViewerSocket(socket, { hub, principal: p, principalFromKey });
     return response;
   });
@@ -238,6 +238,16 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
       db.close();
     },
   };
+}
+
+/** Upgrades to a WebSocket; a malformed handshake is the client's fault (400), not ours. */
+function upgrade(req: Request, idleTimeout: number): { socket: WebSocket; response: Response } {
+  try {
+    return Deno.upgradeWebSocket(req, { idleTimeout });
+  } catch (err) {
+    if (!(err instanceof TypeError)) throw err;
+    throw new HttpError(400, "bad_upgrade", `Invalid WebSocket handshake: ${err.message}`);
+  }
 }
 
 /** The relay's signing secret: `<dataDir>/secret`, created (0600) on first start. */

@@ -213,7 +213,10 @@ export class Hub {
         cwd: req.cwd,
         prompt: req.prompt,
         model: req.model,
-      }, 30_000) as SpawnResult;
+      }, 30_000) as Partial<SpawnResult> | null;
+      if (typeof res?.cwd !== "string" || res.cwd.length === 0 || res.cwd.length > 4096) {
+        throw badRunnerAnswer("spawn");
+      }
       this.store.sessions.update(sessionId, { cwd: res.cwd }, new Date().toISOString());
     } catch (err) {
       // Nothing started: the session leaves no trace.
@@ -244,12 +247,26 @@ export class Hub {
     await link.request("input", { sessionId, kind, text }, 30_000);
   }
 
-  /** The models a runner offers, minus the ones `userId` hid. */
-  async models(userId: string, runnerId: string): Promise<ModelInfo[]> {
+  /** The models a runner offers, minus the ones `userId` hid, and its models.json error if any. */
+  async models(
+    userId: string,
+    runnerId: string,
+  ): Promise<{ models: ModelInfo[]; error?: string }> {
     const link = this.connectedRunner(userId, runnerId);
-    const res = await link.request("models", {}, 15_000) as { models: ModelInfo[] };
+    const res = await link.request("models", {}, 15_000) as { models?: unknown; error?: unknown };
+    if (!Array.isArray(res?.models)) throw badRunnerAnswer("models");
     const hidden = new Set(this.store.settings.get<string[]>(userId, "hiddenModels", []));
-    return res.models.filter((m) => !hidden.has(`${m.provider}/${m.id}`));
+    const models = res.models.filter(isModelInfo).map((m) => ({
+      provider: m.provider,
+      id: m.id,
+      ...(typeof m.name === "string" ? { name: m.name } : {}),
+      ...(typeof m.reasoning === "boolean" ? { reasoning: m.reasoning } : {}),
+      ...(typeof m.contextWindow === "number" ? { contextWindow: m.contextWindow } : {}),
+    }));
+    return {
+      models: models.filter((m) => !hidden.has(`${m.provider}/${m.id}`)),
+      ...(typeof res.error === "string" ? { error: res.error.slice(0, 2000) } : {}),
+    };
   }
 
   // -------------------------------------------------------------------------
@@ -664,6 +681,15 @@ function statePatch(rec: SessionRecord, e: SessionEventBody): SessionPatch {
     }
   }
   return {};
+}
+
+/** A runner answered something that is not the protocol's shape. */
+function badRunnerAnswer(op: string): HttpError {
+  return new HttpError(502, "bad_runner_answer", `Runner sent an invalid answer to '${op}'`);
+}
+
+function isModelInfo(v: unknown): v is ModelInfo {
+  return isModelRef(v) && v.provider.length <= 200 && v.id.length <= 200;
 }
 
 function isModelRef(v: unknown): v is ModelRef {

@@ -95,8 +95,7 @@ export function runnerRoutes(hub: Hub): Hono<RelayEnv> {
   });
 
   app.get("/:runnerId/models", async (c) => {
-    const models = await hub.models(principal(c).userId, c.req.param("runnerId"));
-    return c.json({ models });
+    return c.json(await hub.models(principal(c).userId, c.req.param("runnerId")));
   });
 
   return app;

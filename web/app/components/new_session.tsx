@@ -31,8 +31,12 @@ export function NewSession() {
     setFolders([]);
     if (!runnerId || !runner?.connected) return;
     let live = true;
-    api<{ models: ModelInfo[] }>(`/api/runners/${runnerId}/models`).then(
-      (r) => live && setModels(r.models),
+    api<{ models: ModelInfo[]; error?: string }>(`/api/runners/${runnerId}/models`).then(
+      (r) => {
+        if (!live) return;
+        setModels(r.models);
+        if (r.error) setModelsError(`The runner's models.json has a problem: ${r.error}`);
+      },
       (e) => live && setModelsError(e.message),
     );
     api<{ folders: string[] }>(`/api/runners/${runnerId}/recent-folders`).then(

@@ -1,0 +1,714 @@
+/**
+ * Fault tests: a relay killed mid-stream, links cut under load, a viewer
+ * that never reads, a daemon killed mid-turn and a slowloris crowd. Each one
+ * checks that no event was lost, duplicated or reordered, as viewers saw it
+ * and as the relay stored it.
+ */
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import type { SessionEvent, SessionEventBody } from "../shared/protocol.ts";
+import { type ServedRelay, serveRelay } from "../relay/serve.ts";
+import { HELLO_TIMEOUT_MS } from "../relay/runner_link.ts";
+import { assertContiguous, json, signIn, signUp, type User, Viewer } from "./harness/client.ts";
+import {
+  FakeRunner,
+  runnerToken,
+  spawnSession,
+  textDelta,
+  toolOutput,
+} from "./harness/fake_runner.ts";
+import { MockLlm } from "./harness/mock_llm.ts";
+import { RelayProcess, type RunnerProcess, startRunner, tempDir } from "./harness/procs.ts";
+import { openRawWebSocket } from "./harness/raw_http.ts";
+
+const MODEL = { provider: "mock", id: "mock-1" };
+
+// ---------------------------------------------------------------------------
+// Helpers
+
+/** An in-process relay whose log lines the test can read. */
+interface LoggedRelay extends ServedRelay {
+  logs: string[];
+  dispose(): Promise<void>;
+}
+
+async function startLoggedRelay(): Promise<LoggedRelay> {
+  const dataDir = await tempDir("baton-faults-relay-");
+  const logs: string[] = [];
+  const served = await serveRelay({
+    hostname: "127.0.0.1",
+    port: 0,
+    dataDir,
+    log: (line) => logs.push(line),
+  });
+  return {
+    ...served,
+    logs,
+    async dispose() {
+      await served.shutdown();
+      await Deno.remove(dataDir, { recursive: true }).catch(() => {});
+    },
+  };
+}
+
+/** The whole stored log of a session, read through the API in pages of 5000. */
+async function storedLog(user: User, sessionId: string): Promise<SessionEvent[]> {
+  const all: SessionEvent[] = [];
+  while (true) {
+    const since = all.length ? all[all.length - 1]!.seq : 0;
+    const res = await user.api(`/api/sessions/${sessionId}/events?since=${since}&limit=5000`);
+    const body = await res.json();
+    assert.equal(res.status, 200, JSON.stringify(body));
+    assert.equal(body.t, "events");
+    assert.equal(body.sessionId, sessionId);
+    all.push(...body.events);
+    if (body.events.length < 5000) return all;
+  }
+}
+
+/** Seqs that occur more than once. */
+function duplicates(events: SessionEvent[]): number[] {
+  const seen = new Set<number>();
+  const dup = new Set<number>();
+  for (const e of events) (seen.has(e.seq) ? dup : seen).add(e.seq);
+  return [...dup];
+}
+
+/** Asserts what one viewer saw of a session, over all its connections, is the stored log. */
+function assertSawExactly(seen: SessionEvent[], stored: SessionEvent[], who: string): void {
+  assert.deepEqual(duplicates(seen), [], `${who}: duplicated seqs`);
+  assertContiguous(seen);
+  assert.equal(seen.length, stored.length, `${who}: saw ${seen.length} of ${stored.length}`);
+  assert.deepEqual(seen, stored, `${who}: what the viewer saw differs from the stored log`);
+}
+
+/** The assistant text of a session's streamed deltas, in order. */
+function streamedText(events: SessionEvent[]): string {
+  return events
+    .filter((e) => e.e.type === "message_update")
+    .map((e) => {
+      const ame = e.e.assistantMessageEvent as { type?: string; delta?: string };
+      return ame.type === "text_delta" ? ame.delta ?? "" : "";
+    })
+    .join("");
+}
+
+function count(events: SessionEvent[], type: string): number {
+  return events.filter((e) => e.e.type === type).length;
+}
+
+/** Polls `fn` until it returns a value (process-level state only). */
+async function eventually<T>(
+  what: string,
+  fn: () => T | undefined | Promise<T | undefined>,
+  timeoutMs = 30_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  while (true) {
+    const v = await fn();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+/** A body whose content is a pure function of its seq, so a re-send is recognisable. */
+function fakeBody(seq: number): SessionEventBody {
+  return textDelta(`<${seq}>`);
+}
+
+/** The resident set size of a process, in bytes. */
+function rssOf(pid: number): number {
+  const m = Deno.readTextFileSync(`/proc/${pid}/status`).match(/^VmRSS:\s+(\d+)\s+kB/m);
+  if (!m) throw new Error(`No VmRSS for pid ${pid}`);
+  return Number(m[1]) * 1024;
+}
+
+/** The soft limit on open files of a process. */
+function openFileLimit(pid: number | "self" = "self"): number {
+  const m = Deno.readTextFileSync(`/proc/${pid}/limits`).match(/^Max open files\s+(\d+)/m);
+  return m ? Number(m[1]) : 1024;
+}
+
+async function spawnReal(user: User, runnerId: string, home: string, prompt: string) {
+  const res = await user.api(
+    "/api/runners/spawn",
+    json("POST", { runnerId, cwd: home, model: MODEL, prompt }),
+  );
+  const body = await res.json();
+  assert.equal(res.status, 200, JSON.stringify(body));
+  return body.sessionId as string;
+}
+
+/** Folders made by the tests of this file, removed by {@linkcode cleanup}. */
+const scratchDirs: string[] = [];
+
+async function scratch(dir: Promise<string>): Promise<string> {
+  scratchDirs.push(await dir);
+  return scratchDirs[scratchDirs.length - 1]!;
+}
+
+/** Removes `extra` and every scratch folder (call once the processes using them are gone). */
+async function cleanup(...extra: string[]): Promise<void> {
+  for (const dir of [...extra, ...scratchDirs.splice(0)]) {
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+  }
+}
+
+/** The id of the real runner started with `home`. */
+async function runnerIdOf(home: string): Promise<string> {
+  return JSON.parse(await Deno.readTextFile(join(home, ".baton/runner.json"))).runnerId;
+}
+
+// ---------------------------------------------------------------------------
+// 1. Relay SIGKILL
+
+Deno.test("a relay killed with SIGKILL mid-stream and restarted on its data loses, duplicates and reorders nothing", async () => {
+  const llm = MockLlm.start();
+  const relay = await RelayProcess.start();
+  let runner: RunnerProcess | undefined;
+  const closers: (() => Promise<unknown>)[] = [];
+  let ok = false;
+  try {
+    const user = await signUp(relay.url);
+    const token = await runnerToken(user);
+    const home = await scratch(tempDir("baton-faults-home-"));
+    await llm.writeModelsJson(home);
+    runner = await startRunner({ relayUrl: relay.url, apiKey: user.apiKey, home });
+    const realId = await runnerIdOf(home);
+
+    // A real session streaming many small pieces, and a fake runner pushing
+    // events as fast as the relay acknowledges them.
+    const pieces = Array.from({ length: 1500 }, (_, i) => `p${i} `);
+    llm.enqueue({ text: pieces, chunkDelayMs: 1 });
+    const real = await spawnReal(user, realId, home, "stream a lot");
+    const fake = await FakeRunner.connect(relay.url, { apiKey: token });
+    closers.push(() => fake.close());
+    const fakeSession = await spawnSession(user, fake.runnerId);
+    // Endless until the kill interrupts it.
+    const pushing = fake.stream(fakeSession, 10_000_000, fakeBody, {
+      frameEvents: 50,
+      windowEvents: 400,
+    }).catch((err) => err as Error);
+
+    const live = await Viewer.connect(relay.url, { apiKey: user.apiKey });
+    closers.push(() => live.close());
+    live.subscribe(real);
+    live.subscribe(fakeSession);
+    await live.until(() => count(live.eventsOf(real), "message_update") >= 50, "live deltas");
+    await live.until(() => live.eventsOf(fakeSession).length >= 1000, "live fake events");
+
+    // The late viewer starts from seq 0 while everything streams.
+    const late = await Viewer.connect(relay.url, { apiKey: user.apiKey });
+    closers.push(() => late.close());
+    late.subscribe(real);
+    late.subscribe(fakeSession);
+    await late.until(
+      () => late.eventsOf(real).length >= 20 && late.eventsOf(fakeSession).length >= 500,
+      "late viewer under way",
+    );
+    await fake.waitForAck(fakeSession, 1000);
+    const storedBefore = await storedLog(user, real);
+    assert.equal(live.eventsOf(real).some((e) => e.e.type === "agent_end"), false, "mid-stream");
+
+    await relay.kill("SIGKILL");
+    const pushed = await pushing;
+    assert.ok(pushed instanceof Error, "the fake runner's stream was cut by the kill");
+    await Promise.all([live.closed, late.closed, fake.closed]);
+    const ackedBeforeKill = fake.acked(fakeSession);
+    assert.ok(ackedBeforeKill >= 1000, `acked ${ackedBeforeKill}`);
+
+    await relay.restart();
+    await runner.connected(2);
+    const fake2 = await FakeRunner.connect(relay.url, {
+      apiKey: token,
+      runnerId: fake.runnerId,
+      sessions: [fakeSession],
+    });
+    closers.push(() => fake2.close());
+    const resumeAt = fake2.welcome.acked[fakeSession];
+    assert.ok(
+      resumeAt !== undefined && resumeAt >= ackedBeforeKill,
+      `the relay remembers at least every acked seq (${resumeAt} ≥ ${ackedBeforeKill})`,
+    );
+    assert.deepEqual(fake2.welcome.ended, []);
+    const fakeTotal = resumeAt! + 2000;
+
+    // Both viewers come back and resume from the last seq each one saw.
+    const resumed: [Viewer, Viewer][] = [];
+    for (const before of [live, late]) {
+      const again = await Viewer.connect(relay.url, { apiKey: user.apiKey });
+      closers.push(() => again.close());
+      for (const id of [real, fakeSession]) {
+        const seen = before.eventsOf(id);
+        again.subscribe(id, seen.length ? seen[seen.length - 1]!.seq : 0);
+      }
+      resumed.push([before, again]);
+    }
+    await fake2.stream(fakeSession, fakeTotal - resumeAt!, fakeBody, {
+      frameEvents: 50,
+      windowEvents: 400,
+    });
+    for (const [, again] of resumed) {
+      await again.waitForEvent(real, "agent_end", 30_000);
+      await again.until(
+        () => again.eventsOf(fakeSession).some((e) => e.seq === fakeTotal),
+        "the fake session's last event",
+      );
+    }
+
+    const storedReal = await storedLog(user, real);
+    const storedFake = await storedLog(user, fakeSession);
+    assert.deepEqual(storedReal.slice(0, storedBefore.length), storedBefore, "stored before kill");
+    assertContiguous(storedFake);
+    assert.equal(storedFake.length, fakeTotal);
+    for (const ev of storedFake) {
+      assert.deepEqual(ev.e, fakeBody(ev.seq), `fake event ${ev.seq} is the one sent`);
+    }
+    for (const [i, [before, again]] of resumed.entries()) {
+      const who = i === 0 ? "live viewer" : "late viewer";
+      assertSawExactly(
+        [...before.eventsOf(real), ...again.eventsOf(real)],
+        storedReal,
+        `${who}, real session`,
+      );
+      assertSawExactly(
+        [...before.eventsOf(fakeSession), ...again.eventsOf(fakeSession)],
+        storedFake,
+        `${who}, fake session`,
+      );
+    }
+    assert.equal(streamedText(storedReal), pieces.join(""), "every piece exactly once, in order");
+    ok = true;
+  } finally {
+    for (const close of closers) await close().catch(() => {});
+    if (!ok && runner) console.error(runner.proc.output());
+    if (!ok) console.error(relay.proc.output());
+    await runner?.stop();
+    await relay.stop();
+    await llm.close();
+    await cleanup(relay.home);
+  }
+});
+
+// ---------------------------------------------------------------------------
+// 2. Network cuts
+
+Deno.test("cutting a runner's link several times mid-stream loses and duplicates nothing", async () => {
+  const llm = MockLlm.start();
+  const relay = await startLoggedRelay();
+  let runner: RunnerProcess | undefined;
+  let viewer: Viewer | undefined;
+  let ok = false;
+  try {
+    const user = await signUp(relay.url);
+    const home = await scratch(tempDir("baton-faults-home-"));
+    await llm.writeModelsJson(home);
+    runner = await startRunner({ relayUrl: relay.url, apiKey: user.apiKey, home });
+    const runnerId = await runnerIdOf(home);
+    const pieces = Array.from({ length: 2500 }, (_, i) => `c${i} `);
+    llm.enqueue({ text: pieces, chunkDelayMs: 2 });
+    viewer = await Viewer.connect(relay.url, { apiKey: user.apiKey });
+    const id = await spawnReal(user, runnerId, home, "stream through cuts");
+    viewer.subscribe(id);
+    const v = viewer;
+
+    const cuts = 3;
+    for (let i = 1; i <= cuts; i++) {
+      const seen = count(v.eventsOf(id), "message_update");
+      await v.until(
+        () => count(v.eventsOf(id), "message_update") >= seen + 30,
+        `deltas before cut ${i}`,
+      );
+      assert.equal(count(v.eventsOf(id), "agent_end"), 0, `cut ${i} happens mid-stream`);
+      const link = relay.relay.hub.link(runnerId);
+      assert.ok(link, "the runner is connected");
+      link.close(1011, "cut");
+      await runner.connected(i + 1);
+    }
+    await v.waitForEvent(id, "agent_end", 30_000);
+
+    const stored = await storedLog(user, id);
+    assertSawExactly(v.eventsOf(id), stored, "viewer");
+    assert.equal(streamedText(stored), pieces.join(""), "the streamed text arrived exactly once");
+    assert.equal(runner.proc.count(/relay link lost/), cuts);
+    assert.deepEqual(relay.logs.filter((l) => /gap/.test(l)), [], "the runner sent no gap");
+    ok = true;
+  } finally {
+    await viewer?.close();
+    if (!ok && runner) console.error(runner.proc.output());
+    await runner?.stop();
+    await relay.dispose();
+    await llm.close();
+    await cleanup();
+  }
+});
+
+Deno.test("the relay stores re-sent events once and keeps events after a gap", async (t) => {
+  const relay = await startLoggedRelay();
+  const closers: (() => Promise<unknown>)[] = [];
+  try {
+    const user = await signUp(relay.url);
+    const token = await runnerToken(user);
+    const fake = await FakeRunner.connect(relay.url, { apiKey: token });
+    closers.push(() => fake.close());
+    const viewer = await Viewer.connect(relay.url, { apiKey: user.apiKey });
+    closers.push(() => viewer.close());
+    const events = (from: number, to: number) =>
+      Array.from({ length: to - from + 1 }, (_, i) => ({
+        seq: from + i,
+        ts: Date.now(),
+        e: fakeBody(from + i),
+      }));
+    const seqs = (list: SessionEvent[]) => list.map((e) => e.seq);
+    const range = (from: number, to: number) =>
+      Array.from({ length: to - from + 1 }, (_, i) => from + i);
+
+    await t.step("re-sent seqs are acknowledged and not stored or delivered twice", async () => {
+      const id = await spawnSession(user, fake.runnerId);
+      viewer.subscribe(id);
+      await viewer.waitFor((m) => m.t === "caught_up" && m.sessionId === id);
+      fake.sendEvents(id, events(1, 10));
+      await fake.waitForAck(id, 10);
+      fake.sendEvents(id, events(5, 12));
+      await fake.waitForAck(id, 12);
+      fake.sendEvents(id, events(1, 12));
+      fake.sendEvents(id, events(12, 12));
+      await fake.barrier();
+      const acks = fake.ackLog.filter((a) => a.sessionId === id).map((a) => a.seq);
+      assert.deepEqual(acks, [10, 12, 12, 12], "every frame is acknowledged");
+      await viewer.until(() => viewer.eventsOf(id).length >= 12, "12 events");
+      const stored = await storedLog(user, id);
+      assert.deepEqual(seqs(stored), range(1, 12));
+      for (const ev of stored) assert.deepEqual(ev.e, fakeBody(ev.seq));
+      // The viewer got 1..12 once; a later event proves nothing else was queued.
+      fake.sendEvents(id, events(13, 13));
+      await viewer.until(() => viewer.eventsOf(id).some((e) => e.seq === 13), "seq 13");
+      assertSawExactly(viewer.eventsOf(id), await storedLog(user, id), "viewer");
+    });
+
+    await t.step("events after a gap are stored and delivered in order", async () => {
+      const id = await spawnSession(user, fake.runnerId);
+      viewer.subscribe(id);
+      await viewer.waitFor((m) => m.t === "caught_up" && m.sessionId === id);
+      fake.sendEvents(id, events(1, 12));
+      fake.sendEvents(id, events(15, 16));
+      await fake.waitForAck(id, 16);
+      // A late fill of the hole cannot go behind what viewers already have.
+      fake.sendEvents(id, events(13, 14));
+      fake.sendEvents(id, events(17, 17));
+      await fake.waitForAck(id, 17);
+      const stored = await storedLog(user, id);
+      assert.deepEqual(seqs(stored), [...range(1, 12), 15, 16, 17]);
+      await viewer.until(() => viewer.eventsOf(id).some((e) => e.seq === 17), "seq 17");
+      assert.deepEqual(viewer.eventsOf(id), stored, "the viewer saw the stored log");
+      assert.ok(relay.logs.some((l) => l.includes(`session ${id}: gap in events from runner`)));
+      const info = (await (await user.api(`/api/sessions/${id}`)).json()).session;
+      assert.equal(info.lastSeq, 17);
+    });
+
+    await t.step("a link cut mid-stream is resumed from the welcome without loss", async () => {
+      const id = await spawnSession(user, fake.runnerId);
+      viewer.subscribe(id);
+      await viewer.waitFor((m) => m.t === "caught_up" && m.sessionId === id);
+      const total = 6000;
+      const pushing = fake.stream(id, total, fakeBody, { frameEvents: 100, windowEvents: 1000 })
+        .catch((err) => err as Error);
+      await fake.waitForAck(id, 1500);
+      relay.relay.hub.link(fake.runnerId)!.close(1011, "cut");
+      assert.ok(await pushing instanceof Error, "the cut interrupted the stream");
+      const ackedBeforeCut = fake.acked(id);
+      const again = await FakeRunner.connect(relay.url, {
+        apiKey: token,
+        runnerId: fake.runnerId,
+        sessions: [id],
+      });
+      closers.push(() => again.close());
+      const resumeAt = again.welcome.acked[id]!;
+      assert.ok(resumeAt >= ackedBeforeCut, `${resumeAt} ≥ ${ackedBeforeCut}`);
+      // Re-send from the last ack this socket heard (possibly older than the
+      // welcome), as a runner that lost acks in flight would.
+      await again.stream(id, total - ackedBeforeCut, fakeBody, {
+        from: ackedBeforeCut + 1,
+        frameEvents: 100,
+        windowEvents: 1000,
+      });
+      await viewer.until(() => viewer.eventsOf(id).some((e) => e.seq === total), "last event");
+      const stored = await storedLog(user, id);
+      assert.deepEqual(seqs(stored), range(1, total));
+      for (const ev of stored) assert.deepEqual(ev.e, fakeBody(ev.seq));
+      assertSawExactly(viewer.eventsOf(id), stored, "viewer");
+    });
+  } finally {
+    for (const close of closers) await close().catch(() => {});
+    await relay.dispose();
+  }
+});
+
+// ---------------------------------------------------------------------------
+// 3. A viewer that never reads
+
+Deno.test("a viewer that never reads neither slows a normal viewer nor grows the relay's memory", async () => {
+  const relay = await RelayProcess.start({
+    // A heap limit well below the data pushed through: a relay that queued
+    // it for the stalled viewer would run out of heap and die. Without a
+    // limit V8 lets garbage from the ingest pile up to ~250 MB before
+    // collecting, stalled viewer or not, which says nothing about queues.
+    env: { DENO_V8_FLAGS: "--max-old-space-size=80" },
+  });
+  const closers: (() => unknown)[] = [];
+  let ok = false;
+  try {
+    const user = await signUp(relay.url);
+    const fake = await FakeRunner.connect(relay.url, { apiKey: await runnerToken(user) });
+    closers.push(() => fake.close());
+    const id = await spawnSession(user, fake.runnerId);
+
+    const stalled = await openRawWebSocket(relay.port, "/_viewer", { "x-api-key": user.apiKey });
+    closers.push(() => stalled.close());
+    await stalled.sendText(JSON.stringify({ t: "subscribe", sessionId: id, since: 0 }));
+    const viewer = await Viewer.connect(relay.url, { apiKey: user.apiKey });
+    closers.push(() => viewer.close());
+    viewer.subscribe(id);
+    await viewer.waitFor((m) => m.t === "caught_up" && m.sessionId === id);
+
+    const pid = relay.proc.pid;
+    const idle = rssOf(pid);
+    let peak = idle;
+    const sampler = setInterval(() => peak = Math.max(peak, rssOf(pid)), 50);
+    closers.push(() => clearInterval(sampler));
+    const output = "o".repeat(4096);
+    const total = 25_600; // 4 KB each: 100 MB
+    const started = Date.now();
+    await fake.stream(id, total, (seq) => toolOutput(`call-${seq % 7}`, output), {
+      frameEvents: 100,
+      windowEvents: 1000,
+    });
+    const storedMs = Date.now() - started;
+    await viewer.until(
+      () => viewer.eventsOf(id).length >= total,
+      "every event at the normal viewer",
+      90_000,
+    );
+    const viewerMs = Date.now() - started;
+    clearInterval(sampler);
+    peak = Math.max(peak, rssOf(pid));
+    console.log(
+      `100 MB: stored in ${storedMs} ms, normal viewer done in ${viewerMs} ms; relay RSS idle ${
+        (idle / 2 ** 20).toFixed(0)
+      } MB, peak ${(peak / 2 ** 20).toFixed(0)} MB`,
+    );
+    assert.ok(
+      peak - idle < 150 * 2 ** 20,
+      `relay RSS grew by ${((peak - idle) / 2 ** 20).toFixed(0)} MB`,
+    );
+
+    const seen = viewer.eventsOf(id);
+    assert.deepEqual(duplicates(seen), []);
+    assertContiguous(seen);
+    assert.equal(seen.length, total);
+    const tail = await user.api(`/api/sessions/${id}/events?since=${total - 5}&limit=10`);
+    assert.deepEqual((await tail.json()).events, seen.slice(-5));
+
+    // Dropping the stalled socket is harmless and the relay keeps serving.
+    stalled.close();
+    assert.equal((await fetch(`${relay.url}/health`)).status, 200);
+    const after = await Viewer.connect(relay.url, { apiKey: user.apiKey });
+    closers.push(() => after.close());
+    after.subscribe(id, total - 3);
+    await after.waitFor((m) => m.t === "caught_up" && m.sessionId === id);
+    assert.deepEqual(after.eventsOf(id), seen.slice(-3));
+    await fake.stream(id, 3, (seq) => toolOutput(`call-${seq}`, "tail"));
+    await after.until(() => after.eventsOf(id).length === 6, "live events after the stall");
+    assertContiguous(after.eventsOf(id), total - 2);
+    assert.equal(relay.proc.lines.some((l) => /internal error|Uncaught/.test(l)), false);
+    ok = true;
+  } finally {
+    for (const close of closers) await close();
+    if (!ok) console.error(relay.proc.output());
+    await relay.stop();
+    await cleanup(relay.home);
+  }
+});
+
+// ---------------------------------------------------------------------------
+// 4. Daemon SIGKILL
+
+Deno.test("a daemon killed while two sessions stream comes back with both, contiguous from seq 1", async () => {
+  const llm = MockLlm.start();
+  const relay = await startLoggedRelay();
+  let runner: RunnerProcess | undefined;
+  let viewer: Viewer | undefined;
+  let ok = false;
+  try {
+    const user = await signUp(relay.url);
+    const home = await scratch(tempDir("baton-faults-home-"));
+    await llm.writeModelsJson(home);
+    runner = await startRunner({ relayUrl: relay.url, apiKey: user.apiKey, home });
+    const runnerId = await runnerIdOf(home);
+    viewer = await Viewer.connect(relay.url, { apiKey: user.apiKey });
+    const v = viewer;
+    const long = (tag: string) => ({
+      text: Array.from({ length: 3000 }, (_, i) => `${tag}${i} `),
+      chunkDelayMs: 2,
+    });
+    llm.enqueue(long("a"), long("b"));
+    const a = await spawnReal(user, runnerId, home, "first long answer");
+    const b = await spawnReal(user, runnerId, home, "second long answer");
+    v.subscribe(a);
+    v.subscribe(b);
+    for (const id of [a, b]) {
+      await v.until(() => count(v.eventsOf(id), "message_update") >= 50, `${id} streaming`);
+    }
+    for (const id of [a, b]) assert.equal(count(v.eventsOf(id), "agent_end"), 0, "mid-stream");
+
+    const daemonPid = Number((await runner.proc.waitFor(/\[daemon\] runner .* pid (\d+)/))[1]);
+    Deno.kill(daemonPid, "SIGKILL");
+    await runner.proc.waitFor(/daemon exited \(signal SIGKILL\); restarting/);
+    await runner.connected(2);
+
+    for (const id of [a, b]) {
+      await v.until(() => count(v.eventsOf(id), "session_start") === 2, `${id} resumed`);
+      const starts = v.eventsOf(id).filter((e) => e.e.type === "session_start");
+      assert.equal(starts[0]!.e.resumed, false);
+      assert.equal(starts[1]!.e.resumed, true);
+    }
+    llm.enqueue({ text: "after the crash A" }, { text: "after the crash B" });
+    for (const id of [a, b]) {
+      const res = await user.api(
+        `/api/sessions/${id}/input`,
+        json("POST", { kind: "prompt", text: "still there?" }),
+      );
+      assert.equal(res.status, 200, await res.text());
+      await v.until(() => count(v.eventsOf(id), "agent_end") >= 1, `${id} answers again`);
+    }
+    for (const id of [a, b]) {
+      const seen = v.eventsOf(id);
+      assertSawExactly(seen, await storedLog(user, id), `session ${id}`);
+      assert.match(streamedText(seen), /after the crash [AB]$/);
+      const info = (await (await user.api(`/api/sessions/${id}`)).json()).session;
+      assert.equal(info.status, "running");
+      assert.equal(info.lastSeq, seen.length);
+    }
+    assert.deepEqual(relay.logs.filter((l) => /gap/.test(l)), []);
+    ok = true;
+  } finally {
+    await viewer?.close();
+    if (!ok && runner) console.error(runner.proc.output());
+    await runner?.stop();
+    await relay.dispose();
+    await llm.close();
+    await cleanup();
+  }
+});
+
+// ---------------------------------------------------------------------------
+// 5. Slowloris
+
+Deno.test("a slowloris crowd neither starves normal clients nor keeps hello-less runner sockets", async () => {
+  const relay = await RelayProcess.start();
+  const llm = MockLlm.start();
+  const conns: Deno.Conn[] = [];
+  const sockets: WebSocket[] = [];
+  let runner: RunnerProcess | undefined;
+  let viewer: Viewer | undefined;
+  let ok = false;
+  try {
+    // Both ends of every socket may live on this machine: stay well under the limits.
+    const budget = Math.min(openFileLimit(), openFileLimit(relay.proc.pid));
+    const scale = Math.min(1, (budget - 300) / 1400);
+    const partial = Math.floor(500 * scale);
+    const runnersN = Math.floor(100 * scale);
+    const viewersN = Math.floor(20 * scale);
+    assert.ok(partial >= 50, `open file limit ${budget} is too low for this test`);
+
+    for (let i = 0; i < partial; i++) {
+      const conn = await Deno.connect({ hostname: "127.0.0.1", port: relay.port });
+      conns.push(conn);
+      await conn.write(
+        new TextEncoder().encode(`GET /health HTTP/1.1\r\nhost: x\r\nx-slow-${i}: `),
+      );
+    }
+    const wsUrl = relay.url.replace(/^http/, "ws");
+    const open = (path: string) => {
+      const ws = new WebSocket(wsUrl + path);
+      sockets.push(ws);
+      const opened = new Promise<number>((resolve, reject) => {
+        ws.addEventListener("open", () => resolve(performance.now()), { once: true });
+        ws.addEventListener("error", () => reject(new Error(`${path} failed`)), { once: true });
+      });
+      const closed = new Promise<{ code: number; at: number }>((resolve) => {
+        ws.addEventListener("close", (ev) => resolve({ code: ev.code, at: performance.now() }));
+      });
+      return { opened, closed };
+    };
+    const silentRunners = Array.from({ length: runnersN }, () => open("/_runner"));
+    const silentViewers = Array.from({ length: viewersN }, () => open("/_viewer"));
+    const openedAt = await Promise.all([...silentRunners, ...silentViewers].map((s) => s.opened));
+    console.log(
+      `slowloris: ${partial} unfinished requests, ${runnersN} silent runner and ${viewersN} ` +
+        `silent viewer sockets (open file limit ${budget})`,
+    );
+
+    // A normal client is served while they are all open.
+    const served = performance.now();
+    const health = await fetch(`${relay.url}/health`);
+    assert.equal(health.status, 200);
+    assert.deepEqual(await health.json(), { status: "ok" });
+    const user = await signUp(relay.url);
+    assert.ok((await signIn(relay.url, user.email, user.password)).length > 0);
+    const home = await scratch(tempDir("baton-faults-home-"));
+    await llm.writeModelsJson(home);
+    runner = await startRunner({ relayUrl: relay.url, apiKey: user.apiKey, home });
+    viewer = await Viewer.connect(relay.url, { apiKey: user.apiKey });
+    llm.enqueue({ text: Array.from({ length: 50 }, (_, i) => `s${i} `), chunkDelayMs: 1 });
+    const id = await spawnReal(user, await runnerIdOf(home), home, "stream under siege");
+    viewer.subscribe(id);
+    await viewer.waitForEvent(id, "agent_end", 20_000);
+    assertSawExactly(viewer.eventsOf(id), await storedLog(user, id), "viewer");
+    const servedMs = performance.now() - served;
+    console.log(`slowloris: normal client served in ${servedMs.toFixed(0)} ms`);
+    // Silent sockets only go at HELLO_TIMEOUT_MS: served sooner means served among them.
+    assert.ok(servedMs < HELLO_TIMEOUT_MS, `served in ${servedMs.toFixed(0)} ms`);
+    assert.equal(sockets.filter((ws) => ws.readyState !== WebSocket.OPEN).length, 0);
+
+    // The silent sockets are closed by the relay once their time is up.
+    const runnerCloses = await Promise.all(silentRunners.map((s) => s.closed));
+    for (const [i, c] of runnerCloses.entries()) {
+      assert.equal(c.code, 4400, `silent runner ${i} close code`);
+      const after = c.at - openedAt[i]!;
+      assert.ok(
+        after >= HELLO_TIMEOUT_MS - 500 && after < HELLO_TIMEOUT_MS + 3000,
+        `silent runner ${i} closed after ${after.toFixed(0)} ms`,
+      );
+    }
+    const viewerCloses = await Promise.all(silentViewers.map((s) => s.closed));
+    for (const [i, c] of viewerCloses.entries()) {
+      assert.equal(c.code, 4001, `silent viewer ${i} close code`);
+      assert.ok(c.at - openedAt[runnersN + i]! < HELLO_TIMEOUT_MS + 3000);
+    }
+    // The relay is still healthy, and the crowd is gone from its descriptors.
+    for (const conn of conns.splice(0)) conn.close();
+    assert.equal((await fetch(`${relay.url}/health`)).status, 200);
+    await eventually("the relay's descriptors to drop", () => {
+      const fds = [...Deno.readDirSync(`/proc/${relay.proc.pid}/fd`)].length;
+      return fds < 200 ? fds : undefined;
+    });
+    ok = true;
+  } finally {
+    for (const conn of conns) {
+      try {
+        conn.close();
+      } catch {
+        // Already closed.
+      }
+    }
+    for (const ws of sockets) if (ws.readyState < WebSocket.CLOSING) ws.close();
+    await viewer?.close();
+    if (!ok) console.error(relay.proc.output());
+    await runner?.stop();
+    await relay.stop();
+    await llm.close();
+    await cleanup(relay.home);
+  }
+});
