@@ -21,6 +21,7 @@ Options:
 Environment:
   BATON_RELAY_EVENT_BUFFER_SIZE   Events kept in memory per session (default 1000)
   BATON_TRUSTED_ORIGINS           Extra browser origins allowed, comma separated
+  BATON_WEBHOOK_CONNECT_TIMEOUT_MS  How long a webhook fire waits for its session (15000)
 `;
 
 /** Resolved relay settings from flags and environment. */
@@ -34,6 +35,7 @@ export function relaySettings(argv: string[]) {
     "trust-proxy": { type: "boolean", env: "BATON_TRUST_PROXY" },
   });
   const buffer = Deno.env.get("BATON_RELAY_EVENT_BUFFER_SIZE");
+  const connect = Deno.env.get("BATON_WEBHOOK_CONNECT_TIMEOUT_MS");
   const origins = Deno.env.get("BATON_TRUSTED_ORIGINS");
   return {
     port: values.port !== undefined ? parsePort(values.port) : 7420,
@@ -45,6 +47,9 @@ export function relaySettings(argv: string[]) {
     eventBufferSize: buffer
       ? parsePositiveInt(buffer, "BATON_RELAY_EVENT_BUFFER_SIZE", 1_000_000)
       : 1000,
+    webhookConnectTimeoutMs: connect
+      ? parsePositiveInt(connect, "BATON_WEBHOOK_CONNECT_TIMEOUT_MS", 600_000)
+      : 15_000,
     trustedOrigins: origins
       ? origins.split(",").map((o) => parseHttpUrl(o.trim(), "BATON_TRUSTED_ORIGINS"))
       : [],

@@ -15,6 +15,11 @@ import { createKey, keyRoutes } from "./routes/keys.ts";
 import { runnerRoutes } from "./routes/runners.ts";
 import { sessionRoutes } from "./routes/sessions.ts";
 import { settingsRoutes } from "./routes/settings.ts";
+import { runnerTriggerRoutes, sessionTriggerRoutes } from "./routes/triggers.ts";
+import { webhookFireRoute, webhookRoutes } from "./routes/webhooks.ts";
+import { SecretBox } from "./secret_box.ts";
+import { Triggers } from "./triggers.ts";
+import { Webhooks } from "./webhooks.ts";
 import { Store } from "./store/mod.ts";
 import { acceptViewerSocket } from "./viewer.ts";
 import { webRoutes } from "../web/mod.ts";
@@ -37,6 +42,8 @@ export interface RelayOptions {
   authSecret?: string;
   /** Receives one line per notable incident. */
   log?: (line: string) => void;
+  /** How long a webhook fire waits for its session to start (default 15 s). */
+  webhookConnectTimeoutMs?: number;
   /** Builds the repositories over the opened database (the bench swaps in one without a durable log); default {@linkcode Store}. */
   store?: (db: Database) => Store;
 }
@@ -85,6 +92,14 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     ...(options.log ? { log: options.log } : {}),
   });
   const registerLimit = new RateLimiter({ limit: 5, windowMs: 15 * 60_000 });
+  const triggers = new Triggers(hub, store);
+  const webhooks = new Webhooks(
+    hub,
+    store,
+    triggers,
+    await SecretBox.fromSecret(secret, "baton webhook secrets"),
+    { baseUrl, connectTimeoutMs: options.webhookConnectTimeoutMs ?? 15_000 },
+  );
 
   /** Browser requests must come from our own origin (or a configured one). */
   function originAllowed(req: Request): boolean {
@@ -181,6 +196,9 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     return c.json({ ok: true, key: created.key });
   });
 
+  // Webhook senders prove themselves with a signature, not a cookie or key.
+  app.route("/api/webhooks", webhookFireRoute(webhooks));
+
   // Every other /api route needs a principal (cookie or key).
   app.use("/api/*", async (c, next) => {
     const p = await authenticate(c.req.raw.headers);
@@ -195,15 +213,18 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
 
   app.route("/api/keys", keyRoutes(store, hub));
   app.route("/api/runners", runnerRoutes(hub));
+  app.route("/api/runners", runnerTriggerRoutes(triggers));
   app.route("/api/sessions", sessionRoutes(hub));
+  app.route("/api/sessions", sessionTriggerRoutes(triggers));
   app.route("/api/settings", settingsRoutes(store));
+  app.route("/api/webhooks", webhookRoutes(webhooks));
 
   app.get(RUNNER_WS_PATH, (c) => {
     if (c.req.header("upgrade")?.toLowerCase() !== "websocket") {
       throw new HttpError(426, "upgrade_required", "Connect with a WebSocket");
     }
     const { socket, response } = upgrade(c.req.raw, 30);
-    acceptRunnerSocket(socket, { hub, principalFromKey });
+    acceptRunnerSocket(socket, { hub, principalFromKey, triggers });
     return response;
   });
 
@@ -234,6 +255,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     close() {
       if (closed) return;
       closed = true;
+      triggers.close();
       hub.close();
       db.close();
     },

@@ -75,6 +75,87 @@ const MIGRATIONS: Migration[] = [
       );
     `,
   },
+  {
+    version: 2,
+    name: "webhooks, trigger subscriptions, listeners and history",
+    sql: `
+      CREATE TABLE webhooks (
+        id TEXT PRIMARY KEY,
+        user_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        source TEXT NOT NULL,
+        secret_enc TEXT NOT NULL,
+        runner_id TEXT,
+        cwd TEXT,
+        prompt TEXT,
+        model TEXT,
+        event_filter TEXT NOT NULL DEFAULT '[]',
+        filters TEXT NOT NULL DEFAULT '[]',
+        filter_mode TEXT NOT NULL DEFAULT 'and',
+        enabled INTEGER NOT NULL DEFAULT 1,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+      );
+      CREATE INDEX webhooks_user ON webhooks (user_id, created_at);
+
+      CREATE TABLE webhook_deliveries (
+        webhook_id TEXT NOT NULL,
+        delivery_id TEXT NOT NULL,
+        trigger_id TEXT NOT NULL,
+        session_id TEXT,
+        created_at INTEGER NOT NULL,
+        PRIMARY KEY (webhook_id, delivery_id)
+      );
+      CREATE INDEX webhook_deliveries_age ON webhook_deliveries (created_at);
+
+      CREATE TABLE trigger_subscriptions (
+        id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        runner_id TEXT NOT NULL,
+        trigger_type TEXT NOT NULL,
+        params TEXT NOT NULL DEFAULT '{}',
+        filters TEXT NOT NULL DEFAULT '[]',
+        filter_mode TEXT NOT NULL DEFAULT 'and',
+        created_at TEXT NOT NULL
+      );
+      CREATE INDEX trigger_subscriptions_session ON trigger_subscriptions (session_id);
+      CREATE INDEX trigger_subscriptions_runner ON trigger_subscriptions (runner_id, trigger_type);
+
+      CREATE TABLE trigger_listeners (
+        id TEXT PRIMARY KEY,
+        user_id TEXT NOT NULL,
+        runner_id TEXT NOT NULL,
+        trigger_type TEXT NOT NULL,
+        prompt TEXT NOT NULL DEFAULT '',
+        cwd TEXT,
+        model TEXT,
+        params TEXT NOT NULL DEFAULT '{}',
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+      );
+      CREATE INDEX trigger_listeners_runner ON trigger_listeners (runner_id, trigger_type);
+
+      CREATE TABLE trigger_history (
+        id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        pos INTEGER NOT NULL,
+        trigger_id TEXT NOT NULL,
+        type TEXT NOT NULL,
+        source TEXT NOT NULL,
+        summary TEXT,
+        payload TEXT NOT NULL,
+        deliver_as TEXT NOT NULL,
+        direction TEXT NOT NULL,
+        expects_response INTEGER NOT NULL DEFAULT 0,
+        response TEXT,
+        ts TEXT NOT NULL
+      );
+      CREATE INDEX trigger_history_session ON trigger_history (session_id, pos);
+
+      ALTER TABLE runners ADD COLUMN trigger_defs TEXT NOT NULL DEFAULT '[]';
+    `,
+  },
 ];
 
 /** The relay's SQLite handle with WAL on and migrations applied. */

@@ -1,4 +1,5 @@
 import {
+  type DeliveredTrigger,
   type EventsMessage,
   type InputKind,
   type ModelInfo,
@@ -8,7 +9,9 @@ import {
   type SessionEvent,
   type SessionEventBody,
   type SessionInfo,
+  type SpawnRequest,
   type SpawnResult,
+  type TriggerRequest,
 } from "../shared/protocol.ts";
 import { setImmediate } from "node:timers";
 import { HttpError, notFound } from "./errors.ts";
@@ -91,6 +94,8 @@ export class Hub {
   readonly #timers: ReturnType<typeof setInterval>[] = [];
   /** Sessions with events waiting for the next flush. */
   readonly #dirty = new Set<LiveSession>();
+  /** Checks to run when a session's status changes (see waitRunning). */
+  readonly #statusWaiters = new Map<string, Set<() => void>>();
   #flushScheduled = false;
   #closed = false;
 
@@ -184,7 +189,15 @@ export class Hub {
   /** Starts a session on a runner; the runner checks `cwd` against its roots first. */
   async spawn(
     userId: string,
-    req: { runnerId: string; prompt: string; cwd: string | null; model: ModelRef | null },
+    req: {
+      runnerId: string;
+      prompt: string;
+      cwd: string | null;
+      model: ModelRef | null;
+      /** A trigger the session starts with, and what to do with it. */
+      trigger?: DeliveredTrigger;
+      instruction?: string;
+    },
   ): Promise<{ sessionId: string; shareUrl: string }> {
     const link = this.connectedRunner(userId, req.runnerId);
     const sessionId = crypto.randomUUID();
@@ -198,7 +211,9 @@ export class Hub {
       cwd: req.cwd ?? "",
       model: req.model,
       prompt: req.prompt,
-      title: titleFrom(req.prompt),
+      title: titleFrom(
+        req.prompt || (req.trigger ? `${req.trigger.summary ?? req.trigger.type}` : ""),
+      ),
       createdAt: now,
       updatedAt: now,
       endedAt: null,
@@ -208,12 +223,15 @@ export class Hub {
     });
     link.pendingSpawns.add(sessionId);
     try {
-      const res = await link.request("spawn", {
+      const spawn: SpawnRequest = {
         sessionId,
         cwd: req.cwd,
         prompt: req.prompt,
         model: req.model,
-      }, 30_000) as Partial<SpawnResult> | null;
+        ...(req.trigger ? { trigger: req.trigger } : {}),
+        ...(req.instruction ? { instruction: req.instruction } : {}),
+      };
+      const res = await link.request("spawn", spawn, 30_000) as Partial<SpawnResult> | null;
       if (typeof res?.cwd !== "string" || res.cwd.length === 0 || res.cwd.length > 4096) {
         throw badRunnerAnswer("spawn");
       }
@@ -233,6 +251,55 @@ export class Hub {
     this.#notifySession(sessionId);
     this.#notifyRunner(userId, req.runnerId);
     return { sessionId, shareUrl: `${this.#opts.baseUrl}/session/${sessionId}` };
+  }
+
+  /**
+   * Resolves once the session's worker has started (its session_start is
+   * stored), with "ended" if it ends first and "timeout" after `timeoutMs`.
+   */
+  waitRunning(sessionId: string, timeoutMs: number): Promise<"running" | "ended" | "timeout"> {
+    const state = () => {
+      const s = this.store.sessions.get(sessionId);
+      if (!s || s.status === "ended" || s.status === "error") return "ended";
+      return s.status === "running" ? "running" : null;
+    };
+    const now = state();
+    if (now) return Promise.resolve(now);
+    return new Promise((resolve) => {
+      let waiters = this.#statusWaiters.get(sessionId);
+      if (!waiters) this.#statusWaiters.set(sessionId, waiters = new Set());
+      const done = (v: "running" | "ended" | "timeout") => {
+        clearTimeout(timer);
+        waiters!.delete(check);
+        if (waiters!.size === 0) this.#statusWaiters.delete(sessionId);
+        resolve(v);
+      };
+      const check = () => {
+        const v = state();
+        if (v) done(v);
+      };
+      const timer = setTimeout(() => done("timeout"), timeoutMs);
+      waiters.add(check);
+    });
+  }
+
+  /** Delivers a trigger into a running session through its runner. */
+  async deliverTrigger(
+    s: SessionRecord,
+    trigger: DeliveredTrigger,
+    instruction?: string,
+  ): Promise<void> {
+    if (s.status === "ended" || s.status === "error") {
+      throw new HttpError(409, "session_ended", "Session has ended");
+    }
+    const link = this.#links.get(s.runnerId);
+    if (!link) throw new HttpError(503, "runner_offline", "Runner is not connected");
+    const req: TriggerRequest = {
+      sessionId: s.sessionId,
+      trigger,
+      ...(instruction ? { instruction } : {}),
+    };
+    await link.request("trigger", req, 30_000);
   }
 
   /** Sends a prompt, steer, follow-up, abort or end into a running session. */
@@ -377,6 +444,9 @@ export class Hub {
       this.#links.get(live.runnerId)?.send({ t: "ack", sessionId: live.id, seq: live.lastSeq });
       this.#broadcast(live, fresh);
       if (patch) {
+        if (patch.status) {
+          for (const check of [...this.#statusWaiters.get(live.id) ?? []]) check();
+        }
         this.#notifySession(live.id);
         if (patch.status === "ended" || patch.status === "error") {
           this.#notifyRunner(live.userId, live.runnerId);
@@ -407,6 +477,7 @@ export class Hub {
     live.receivedSeq = seq;
     live.ring.push({ seq, json });
     this.#broadcast(live, [{ seq, json }]);
+    for (const check of [...this.#statusWaiters.get(s.sessionId) ?? []]) check();
     this.#notifySession(s.sessionId);
   }
 

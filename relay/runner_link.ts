@@ -9,6 +9,7 @@ import {
 import type { Principal } from "./auth.ts";
 import { HttpError } from "./errors.ts";
 import { type Hub, invalidEvents } from "./hub.ts";
+import type { Triggers } from "./triggers.ts";
 
 /** How long a new runner socket may stay silent before its hello. */
 export const HELLO_TIMEOUT_MS = 10_000;
@@ -107,6 +108,8 @@ function runnerError(e: WireError | undefined): HttpError {
 /** Options of {@linkcode acceptRunnerSocket}. */
 export interface AcceptRunnerOptions {
   hub: Hub;
+  /** Serves the runner's calls for its agents' trigger tools and its announcements. */
+  triggers: Triggers;
   /** Resolves an API key or runner token to its owner. */
   principalFromKey: (key: string) => Promise<Principal | null>;
 }
@@ -223,6 +226,43 @@ export function acceptRunnerSocket(socket: WebSocket, options: AcceptRunnerOptio
       case "ping":
         link.send({ t: "pong" });
         return;
+      case "call": {
+        const id = msg.id;
+        if (typeof id !== "number" || typeof msg.op !== "string") {
+          link.send({
+            t: "error",
+            code: "bad_call",
+            message: "A call needs a numeric id and an op",
+          });
+          return;
+        }
+        const data = typeof msg.data === "object" && msg.data !== null && !Array.isArray(msg.data)
+          ? msg.data as Record<string, unknown>
+          : {};
+        const from = link;
+        Promise.resolve().then(() => options.triggers.onRunnerCall(from, msg.op as string, data))
+          .then(
+            (result) => from.send({ t: "result", id, ok: true, data: result ?? {} }),
+            (err) => {
+              const e = err instanceof HttpError ? err : null;
+              if (!e) hub.log(`runner call '${String(msg.op)}' failed: ${err}`);
+              from.send({
+                t: "result",
+                id,
+                ok: false,
+                error: { code: e?.code ?? "internal", message: e?.message ?? "Internal error" },
+              });
+            },
+          );
+        return;
+      }
+      case "service_announce": {
+        const problems = options.triggers.announce(link.runnerId, msg.triggerDefs);
+        for (const p of problems.slice(0, 5)) {
+          link.send({ t: "error", code: "bad_trigger_def", message: `Trigger ignored: ${p}` });
+        }
+        return;
+      }
       default:
         link.send({
           t: "error",

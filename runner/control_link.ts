@@ -6,6 +6,7 @@ import {
   type ErrorMessage,
   PROTOCOL_VERSION,
   type RelayWelcome,
+  type ResultMessage,
   type RunnerHello,
   type WireError,
 } from "../shared/protocol.ts";
@@ -52,6 +53,11 @@ export class ControlLink {
   #socket: WebSocket | null = null;
   #welcomed = false;
   readonly #backoff = new Backoff({ initialMs: 500, maxMs: 15_000 });
+  readonly #calls = new Map<
+    number,
+    { resolve: (d: unknown) => void; reject: (e: Error) => void }
+  >();
+  #nextCall = 1;
 
   constructor(options: ControlLinkOptions) {
     this.#opts = options;
@@ -67,6 +73,27 @@ export class ControlLink {
     if (!this.connected) return false;
     this.#socket!.send(JSON.stringify(msg));
     return true;
+  }
+
+  /** Asks the relay something on behalf of a session (its agent's trigger tools). */
+  call(op: string, data: Record<string, unknown>, timeoutMs = 20_000): Promise<unknown> {
+    const id = this.#nextCall++;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#calls.delete(id);
+        reject(new RequestError("relay_timeout", "The relay did not answer in time"));
+      }, timeoutMs);
+      this.#calls.set(id, {
+        resolve: (d) => (clearTimeout(timer), resolve(d)),
+        reject: (e) => (clearTimeout(timer), reject(e)),
+      });
+      if (!this.send({ t: "call", id, op, data })) {
+        this.#calls.get(id)?.reject(
+          new RequestError("relay_offline", "The runner is not connected to its relay right now"),
+        );
+        this.#calls.delete(id);
+      }
+    });
   }
 
   /** Bytes queued on the socket and not yet written. */
@@ -143,6 +170,10 @@ export class ControlLink {
         clearInterval(heartbeat);
         signal.removeEventListener("abort", onAbort);
         const wasUp = this.#welcomed;
+        for (const c of this.#calls.values()) {
+          c.reject(new RequestError("relay_offline", "The connection to the relay was lost"));
+        }
+        this.#calls.clear();
         this.#welcomed = false;
         if (this.#socket === socket) this.#socket = null;
         if (wasUp) this.#opts.onDisconnect?.();
@@ -170,6 +201,17 @@ export class ControlLink {
       case "ack":
         this.#opts.onAck(msg as unknown as AckMessage);
         return;
+      case "result": {
+        const r = msg as unknown as ResultMessage;
+        const pending = this.#calls.get(r.id);
+        if (!pending) return;
+        this.#calls.delete(r.id);
+        if (r.ok) pending.resolve(r.data);
+        else {pending.reject(
+            new RequestError(r.error?.code ?? "relay_error", r.error?.message ?? "Relay error"),
+          );}
+        return;
+      }
       case "req": {
         const req = msg as unknown as ControlRequest;
         this.#opts.onRequest(req.op, req.data).then(

@@ -9,6 +9,8 @@ import { join } from "node:path";
 import { canCoalesce, coalesce } from "../shared/events.ts";
 import {
   type AckMessage,
+  type DaemonToWorker,
+  type DeliveredTrigger,
   type ErrorMessage,
   INPUT_KINDS,
   type InputKind,
@@ -20,6 +22,7 @@ import {
   type SessionEventBody,
   type SpawnRequest,
   type SpawnResult,
+  type TriggerRequest,
   type WorkerToDaemon,
 } from "../shared/protocol.ts";
 import denoJson from "../deno.json" with { type: "json" };
@@ -209,7 +212,13 @@ export class Daemon {
 
   #startWorker(
     s: DaemonSession,
-    start: { prompt: string; resumeFile: string | null; resumed: boolean },
+    start: {
+      prompt: string;
+      resumeFile: string | null;
+      resumed: boolean;
+      trigger?: DeliveredTrigger;
+      instruction?: string;
+    },
   ): void {
     const id = s.entry.sessionId;
     const label = `worker ${id.slice(0, 8)}`;
@@ -229,6 +238,8 @@ export class Daemon {
       prompt: start.prompt,
       resumeFile: start.resumeFile,
       resumed: start.resumed,
+      ...(start.trigger ? { trigger: start.trigger } : {}),
+      ...(start.instruction ? { instruction: start.instruction } : {}),
     });
     s.entry.pid = worker.pid;
     this.#registry.save(s.entry).catch((e) => this.#opts.log(`registry: ${e}`));
@@ -259,6 +270,24 @@ export class Daemon {
         s.ended = true;
         this.#enqueue(s, { type: "session_end", reason: "error", message: msg.message });
         return;
+      case "call": {
+        // The agent's trigger tools ask the relay, on behalf of this session only.
+        const worker = s.worker;
+        this.#link.call(msg.op, { ...msg.data, sessionId: s.entry.sessionId }).then(
+          (data) => worker?.send({ t: "result", id: msg.id, ok: true, data }),
+          (err) =>
+            worker?.send({
+              t: "result",
+              id: msg.id,
+              ok: false,
+              error: {
+                code: err instanceof RequestError ? err.code : "relay_error",
+                message: err instanceof Error ? err.message : String(err),
+              },
+            }),
+        );
+        return;
+      }
     }
   }
 
@@ -354,6 +383,26 @@ export class Daemon {
       s.sentSeq = acked;
     }
     this.#flushAll();
+    this.#announce().catch((e) => this.#opts.log(`announcing triggers failed: ${e}`));
+  }
+
+  /** Tells the relay which triggers this runner offers (`~/.baton/triggers.json`). */
+  async #announce(): Promise<void> {
+    const path = join(this.#opts.config.batonDir, "triggers.json");
+    let defs: unknown[] = [];
+    try {
+      const parsed = JSON.parse(await Deno.readTextFile(path));
+      defs = Array.isArray(parsed)
+        ? parsed
+        : Array.isArray(parsed?.triggers)
+        ? parsed.triggers
+        : [];
+    } catch (err) {
+      if (!(err instanceof Deno.errors.NotFound)) {
+        this.#opts.log(`ignoring ${path}: ${err instanceof Error ? err.message : err}`);
+      }
+    }
+    this.#link.send({ t: "service_announce", triggerDefs: defs, panels: [], sigils: [] });
   }
 
   #onAck(a: AckMessage): void {
@@ -390,6 +439,8 @@ export class Daemon {
         return this.#spawn(data as SpawnRequest);
       case "input":
         return this.#input(data as InputRequest);
+      case "trigger":
+        return this.#trigger(data as TriggerRequest);
       case "models":
         return listModels(this.#opts.config.batonDir).then((r) => r);
       case "stop":
@@ -438,21 +489,41 @@ export class Daemon {
       prompt: typeof req.prompt === "string" ? req.prompt : "",
       resumeFile: null,
       resumed: false,
+      ...(req.trigger ? { trigger: req.trigger } : {}),
+      ...(typeof req.instruction === "string" ? { instruction: req.instruction } : {}),
     });
     return { cwd };
   }
 
   #input(req: InputRequest): Promise<void> {
-    const s = this.#sessions.get(req?.sessionId);
+    const kind = req?.kind as InputKind;
+    if (!INPUT_KINDS.includes(kind)) {
+      return Promise.reject(new RequestError("bad_request", "Unknown input kind"));
+    }
+    const text = typeof req.text === "string" ? req.text : "";
+    return this.#ask(req?.sessionId, (id) => ({ t: "input", id, kind, text }));
+  }
+
+  #trigger(req: TriggerRequest): Promise<void> {
+    if (!req?.trigger || typeof req.trigger.triggerId !== "string") {
+      return Promise.reject(new RequestError("bad_request", "Invalid trigger"));
+    }
+    return this.#ask(req.sessionId, (id) => ({
+      t: "trigger",
+      id,
+      trigger: req.trigger,
+      ...(typeof req.instruction === "string" ? { instruction: req.instruction } : {}),
+    }));
+  }
+
+  /** Sends a message that the session's worker answers with `res`, and waits for it. */
+  #ask(sessionId: string, message: (id: number) => DaemonToWorker): Promise<void> {
+    const s = this.#sessions.get(sessionId);
     if (!s) {
       return Promise.reject(new RequestError("not_found", "Session is not on this runner"));
     }
     if (!s.worker || s.ended) {
       return Promise.reject(new RequestError("session_ended", "Session has ended"));
-    }
-    const kind = req.kind as InputKind;
-    if (!INPUT_KINDS.includes(kind)) {
-      return Promise.reject(new RequestError("bad_request", "Unknown input kind"));
     }
     const id = this.#nextInputId++;
     const worker = s.worker;
@@ -465,7 +536,7 @@ export class Daemon {
         resolve: () => (clearTimeout(timer), resolve()),
         reject: (e) => (clearTimeout(timer), reject(e)),
       });
-      worker.send({ t: "input", id, kind, text: typeof req.text === "string" ? req.text : "" });
+      worker.send(message(id));
     });
   }
 

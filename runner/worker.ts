@@ -20,11 +20,14 @@ import {
 import { capEvent, slimPiEvent } from "../shared/events.ts";
 import type {
   DaemonToWorker,
+  DeliveredTrigger,
   SessionEventBody,
   WorkerInput,
   WorkerStart,
   WorkerToDaemon,
+  WorkerTrigger,
 } from "../shared/protocol.ts";
+import { triggerMessage, triggerTools } from "./trigger_tools.ts";
 import { readLines } from "./_lines.ts";
 
 /** How often a running tool's partial output is forwarded at most. */
@@ -70,6 +73,8 @@ export async function workerMain(_argv: string[]): Promise<number> {
         Deno.exit(3);
       });
     } else if (msg.t === "input") worker.input(msg);
+    else if (msg.t === "trigger") worker.trigger(msg);
+    else if (msg.t === "result") worker.result(msg);
   }
   // stdin closed: the daemon is gone. Stop; a restarted daemon resumes the session.
   worker.dispose();
@@ -80,6 +85,25 @@ class Worker {
   #session: AgentSession | null = null;
   /** Set when the runner has no usable model: prompts get this message instead. */
   #noModel: string | null = null;
+  #calls = new Map<number, { resolve: (d: unknown) => void; reject: (e: Error) => void }>();
+  #nextCall = 1;
+
+  /** Asks the relay (through the daemon) on behalf of this session. */
+  call = (op: string, data: Record<string, unknown>): Promise<unknown> => {
+    const id = this.#nextCall++;
+    return new Promise((resolve, reject) => {
+      this.#calls.set(id, { resolve, reject });
+      send({ t: "call", id, op, data });
+    });
+  };
+
+  result(msg: Extract<DaemonToWorker, { t: "result" }>): void {
+    const p = this.#calls.get(msg.id);
+    if (!p) return;
+    this.#calls.delete(msg.id);
+    if (msg.ok) p.resolve(msg.data);
+    else p.reject(new Error(msg.error.message));
+  }
   #starting: Promise<void> | null = null;
   #pendingUpdates = new Map<string, SessionEventBody>();
   #updateTimer: ReturnType<typeof setTimeout> | null = null;
@@ -139,6 +163,7 @@ class Worker {
       sessionManager,
       settingsManager,
       resourceLoader,
+      customTools: triggerTools(this.call),
       ...(model ? { model } : {}),
     });
     this.#session = session;
@@ -167,7 +192,34 @@ class Worker {
       this.emit({ type: "session_error", message: this.#noModel });
       return;
     }
-    if (msg.prompt.trim()) this.#prompt(msg.prompt);
+    if (msg.trigger) this.#deliver(msg.trigger, msg.instruction);
+    else if (msg.prompt.trim()) this.#prompt(msg.prompt);
+  }
+
+  /** Hands a trigger to the agent: steer or follow-up while it works, a prompt when idle. */
+  async #deliver(t: DeliveredTrigger, instruction?: string): Promise<void> {
+    const text = triggerMessage(t, instruction);
+    this.emit({ type: "trigger_delivered", trigger: t, ...(instruction ? { instruction } : {}) });
+    const s = this.#session!;
+    if (!s.isStreaming) this.#prompt(text);
+    else if (t.deliverAs === "steer") await s.steer(text);
+    else await s.followUp(text);
+  }
+
+  async trigger(msg: WorkerTrigger): Promise<void> {
+    try {
+      await this.#starting;
+      if (!this.#session) throw new Error("Session is still starting");
+      await this.#deliver(msg.trigger, msg.instruction);
+      send({ t: "res", id: msg.id, ok: true });
+    } catch (err) {
+      send({
+        t: "res",
+        id: msg.id,
+        ok: false,
+        error: { code: "trigger_failed", message: errorText(err) },
+      });
+    }
   }
 
   #prompt(text: string): void {

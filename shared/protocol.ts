@@ -128,6 +128,27 @@ export type ControlResponse =
   | { t: "res"; id: number; ok: true; data: unknown }
   | { t: "res"; id: number; ok: false; error: WireError };
 
+/** runner → relay: a request on behalf of a session's agent (its trigger tools). */
+export interface CallMessage {
+  t: "call";
+  id: number;
+  op: string;
+  data: Record<string, unknown>;
+}
+
+/** relay → runner: the answer to a {@linkcode CallMessage}. */
+export type ResultMessage =
+  | { t: "result"; id: number; ok: true; data: unknown }
+  | { t: "result"; id: number; ok: false; error: WireError };
+
+/** runner → relay after each welcome: what its services (and the runner itself) offer. */
+export interface ServiceAnnounce {
+  t: "service_announce";
+  triggerDefs: unknown[];
+  panels: unknown[];
+  sigils: unknown[];
+}
+
 /** runner → relay: numbered events of one session, oldest first. */
 export interface EventsMessage {
   t: "events";
@@ -158,12 +179,33 @@ export interface ErrorMessage {
   sessionId?: string;
 }
 
+/** A trigger as it reaches a session (and its history). */
+export interface DeliveredTrigger {
+  triggerId: string;
+  type: string;
+  /** A service name, or `external:<source>` for webhooks. */
+  source: string;
+  summary?: string;
+  payload: Record<string, unknown>;
+  deliverAs: "steer" | "followUp";
+  expectsResponse: boolean;
+}
+
 /** Requests the relay sends to a runner, with their payloads. */
 export interface SpawnRequest {
   sessionId: string;
   cwd: string | null;
   prompt: string;
   model: ModelRef | null;
+  /** A trigger the new session starts with (listeners, webhooks). */
+  trigger?: DeliveredTrigger;
+  /** What the agent is asked to do with that trigger (the listener's or webhook's prompt). */
+  instruction?: string;
+}
+export interface TriggerRequest {
+  sessionId: string;
+  trigger: DeliveredTrigger;
+  instruction?: string;
 }
 export interface SpawnResult {
   cwd: string;
@@ -196,6 +238,8 @@ export interface WorkerStart {
   cwd: string;
   model: ModelRef | null;
   prompt: string;
+  trigger?: DeliveredTrigger;
+  instruction?: string;
   /** pi session file to resume instead of starting a new conversation. */
   resumeFile: string | null;
   /** True when the daemon brings back a session after a restart. */
@@ -209,7 +253,19 @@ export interface WorkerInput {
   text: string;
 }
 
-export type DaemonToWorker = WorkerStart | WorkerInput;
+export interface WorkerTrigger {
+  t: "trigger";
+  id: number;
+  trigger: DeliveredTrigger;
+  instruction?: string;
+}
+
+export type DaemonToWorker =
+  | WorkerStart
+  | WorkerInput
+  | WorkerTrigger
+  | { t: "result"; id: number; ok: true; data: unknown }
+  | { t: "result"; id: number; ok: false; error: WireError };
 
 export type WorkerToDaemon =
   | { t: "ready" }
@@ -217,7 +273,9 @@ export type WorkerToDaemon =
   | { t: "event"; e: SessionEventBody }
   | { t: "res"; id: number; ok: true }
   | { t: "res"; id: number; ok: false; error: WireError }
-  | { t: "fatal"; message: string };
+  | { t: "fatal"; message: string }
+  /** A request for the relay from the agent's trigger tools. */
+  | { t: "call"; id: number; op: string; data: Record<string, unknown> };
 
 /** Maximum size of one WebSocket message the relay accepts, in bytes. */
 export const MAX_WS_MESSAGE_BYTES = 8 * 1024 * 1024;

@@ -10,11 +10,15 @@ import { KeysRepo } from "./keys.ts";
 import { RunnersRepo } from "./runners.ts";
 import { SessionsRepo } from "./sessions.ts";
 import { SettingsRepo } from "./settings.ts";
+import { TriggersRepo } from "./triggers.ts";
+import { WebhooksRepo } from "./webhooks.ts";
 
 export type { KeyRecord } from "./keys.ts";
 export type { RunnerRecord } from "./runners.ts";
 export type { SessionPatch, SessionRecord } from "./sessions.ts";
 export type { StoredEvent } from "./events.ts";
+export type { HistoryEntry, ListenerRecord, SubscriptionRecord } from "./triggers.ts";
+export type { WebhookRecord } from "./webhooks.ts";
 
 /** All repositories over one database. */
 export class Store {
@@ -23,6 +27,8 @@ export class Store {
   readonly sessions: SessionsRepo;
   readonly events: EventsRepo;
   readonly settings: SettingsRepo;
+  readonly triggers: TriggersRepo;
+  readonly webhooks: WebhooksRepo;
 
   constructor(readonly db: Database) {
     this.keys = new KeysRepo(db);
@@ -30,6 +36,8 @@ export class Store {
     this.sessions = new SessionsRepo(db);
     this.events = new EventsRepo(db);
     this.settings = new SettingsRepo(db);
+    this.triggers = new TriggersRepo(db);
+    this.webhooks = new WebhooksRepo(db);
   }
 
   /** Runs `fn` in one transaction. */

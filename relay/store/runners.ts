@@ -1,4 +1,5 @@
 import type { Database } from "../db.ts";
+import type { TriggerDef } from "../../shared/triggers.ts";
 
 /** A runner as stored: who owns it and what it said in its last hello. */
 export interface RunnerRecord {
@@ -76,6 +77,21 @@ export class RunnersRepo {
       JSON.stringify(r.roots),
       r.createdAt,
       r.lastSeenAt,
+    );
+  }
+
+  /** The trigger definitions the runner last announced (services and its own). */
+  triggerDefs(id: string): TriggerDef[] {
+    const r = this.db.prepare("SELECT trigger_defs FROM runners WHERE id = ?").get(id) as
+      | { trigger_defs: string }
+      | undefined;
+    return r ? JSON.parse(r.trigger_defs) as TriggerDef[] : [];
+  }
+
+  setTriggerDefs(id: string, defs: TriggerDef[]): void {
+    this.db.prepare("UPDATE runners SET trigger_defs = ? WHERE id = ?").run(
+      JSON.stringify(defs),
+      id,
     );
   }
 

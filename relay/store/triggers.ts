@@ -1,0 +1,284 @@
+import type { Database } from "../db.ts";
+import type { ModelRef } from "../../shared/protocol.ts";
+import type { FilterMode, TriggerFilter } from "../../shared/triggers.ts";
+
+/** A session's subscription to a trigger type. */
+export interface SubscriptionRecord {
+  subscriptionId: string;
+  sessionId: string;
+  userId: string;
+  runnerId: string;
+  triggerType: string;
+  params: Record<string, unknown>;
+  filters: TriggerFilter[];
+  filterMode: FilterMode;
+  createdAt: string;
+}
+
+/** A runner-level listener that spawns a session per matching trigger. */
+export interface ListenerRecord {
+  listenerId: string;
+  userId: string;
+  runnerId: string;
+  triggerType: string;
+  prompt: string;
+  cwd: string | null;
+  model: ModelRef | null;
+  params: Record<string, unknown>;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** One entry of a session's trigger history. */
+export interface HistoryEntry {
+  triggerId: string;
+  type: string;
+  source: string;
+  summary?: string;
+  payload: Record<string, unknown>;
+  deliverAs: "steer" | "followUp";
+  ts: string;
+  direction: "inbound" | "outbound";
+  expectsResponse: boolean;
+  response?: { action?: string; text?: string; ts: string };
+}
+
+/** Entries kept per session; older ones are dropped. */
+export const HISTORY_CAP = 200;
+
+interface SubRow {
+  id: string;
+  session_id: string;
+  user_id: string;
+  runner_id: string;
+  trigger_type: string;
+  params: string;
+  filters: string;
+  filter_mode: string;
+  created_at: string;
+}
+
+interface ListenerRow {
+  id: string;
+  user_id: string;
+  runner_id: string;
+  trigger_type: string;
+  prompt: string;
+  cwd: string | null;
+  model: string | null;
+  params: string;
+  created_at: string;
+  updated_at: string;
+}
+
+interface HistoryRow {
+  id: string;
+  trigger_id: string;
+  type: string;
+  source: string;
+  summary: string | null;
+  payload: string;
+  deliver_as: string;
+  direction: string;
+  expects_response: number;
+  response: string | null;
+  ts: string;
+}
+
+const sub = (r: SubRow): SubscriptionRecord => ({
+  subscriptionId: r.id,
+  sessionId: r.session_id,
+  userId: r.user_id,
+  runnerId: r.runner_id,
+  triggerType: r.trigger_type,
+  params: JSON.parse(r.params),
+  filters: JSON.parse(r.filters),
+  filterMode: r.filter_mode === "or" ? "or" : "and",
+  createdAt: r.created_at,
+});
+
+const listener = (r: ListenerRow): ListenerRecord => ({
+  listenerId: r.id,
+  userId: r.user_id,
+  runnerId: r.runner_id,
+  triggerType: r.trigger_type,
+  prompt: r.prompt,
+  cwd: r.cwd,
+  model: r.model ? JSON.parse(r.model) : null,
+  params: JSON.parse(r.params),
+  createdAt: r.created_at,
+  updatedAt: r.updated_at,
+});
+
+const entry = (r: HistoryRow): HistoryEntry => ({
+  triggerId: r.trigger_id,
+  type: r.type,
+  source: r.source,
+  ...(r.summary !== null ? { summary: r.summary } : {}),
+  payload: JSON.parse(r.payload),
+  deliverAs: r.deliver_as === "followUp" ? "followUp" : "steer",
+  ts: r.ts,
+  direction: r.direction === "outbound" ? "outbound" : "inbound",
+  expectsResponse: r.expects_response === 1,
+  ...(r.response ? { response: JSON.parse(r.response) } : {}),
+});
+
+/** SQL for trigger subscriptions, listeners and per-session history. */
+export class TriggersRepo {
+  constructor(private readonly db: Database) {}
+
+  // Subscriptions ----------------------------------------------------------
+
+  saveSubscription(s: SubscriptionRecord): void {
+    this.db.prepare(
+      `INSERT INTO trigger_subscriptions (id, session_id, user_id, runner_id, trigger_type, params,
+         filters, filter_mode, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (id) DO UPDATE SET params = excluded.params, filters = excluded.filters,
+         filter_mode = excluded.filter_mode`,
+    ).run(
+      s.subscriptionId,
+      s.sessionId,
+      s.userId,
+      s.runnerId,
+      s.triggerType,
+      JSON.stringify(s.params),
+      JSON.stringify(s.filters),
+      s.filterMode,
+      s.createdAt,
+    );
+  }
+
+  subscriptionsOf(sessionId: string): SubscriptionRecord[] {
+    return (this.db.prepare(
+      "SELECT * FROM trigger_subscriptions WHERE session_id = ? ORDER BY created_at, id",
+    ).all(sessionId) as unknown as SubRow[]).map(sub);
+  }
+
+  /** Subscriptions to `type` of sessions on a runner. */
+  subscriptionsFor(runnerId: string, type: string): SubscriptionRecord[] {
+    return (this.db.prepare(
+      "SELECT * FROM trigger_subscriptions WHERE runner_id = ? AND trigger_type = ? ORDER BY created_at, id",
+    ).all(runnerId, type) as unknown as SubRow[]).map(sub);
+  }
+
+  deleteSubscriptions(sessionId: string, ids: string[]): number {
+    let n = 0;
+    const st = this.db.prepare("DELETE FROM trigger_subscriptions WHERE session_id = ? AND id = ?");
+    for (const id of ids) n += Number(st.run(sessionId, id).changes);
+    return n;
+  }
+
+  deleteSubscriptionsOfSession(sessionId: string): void {
+    this.db.prepare("DELETE FROM trigger_subscriptions WHERE session_id = ?").run(sessionId);
+  }
+
+  // Listeners --------------------------------------------------------------
+
+  saveListener(l: ListenerRecord): void {
+    this.db.prepare(
+      `INSERT INTO trigger_listeners (id, user_id, runner_id, trigger_type, prompt, cwd, model,
+         params, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (id) DO UPDATE SET trigger_type = excluded.trigger_type,
+         prompt = excluded.prompt, cwd = excluded.cwd, model = excluded.model,
+         params = excluded.params, updated_at = excluded.updated_at`,
+    ).run(
+      l.listenerId,
+      l.userId,
+      l.runnerId,
+      l.triggerType,
+      l.prompt,
+      l.cwd,
+      l.model ? JSON.stringify(l.model) : null,
+      JSON.stringify(l.params),
+      l.createdAt,
+      l.updatedAt,
+    );
+  }
+
+  listenersOf(runnerId: string, type?: string): ListenerRecord[] {
+    const rows = type === undefined
+      ? this.db.prepare(
+        "SELECT * FROM trigger_listeners WHERE runner_id = ? ORDER BY created_at, id",
+      ).all(runnerId)
+      : this.db.prepare(
+        "SELECT * FROM trigger_listeners WHERE runner_id = ? AND trigger_type = ? ORDER BY created_at, id",
+      ).all(runnerId, type);
+    return (rows as unknown as ListenerRow[]).map(listener);
+  }
+
+  deleteListeners(runnerId: string, ids: string[]): number {
+    let n = 0;
+    const st = this.db.prepare("DELETE FROM trigger_listeners WHERE runner_id = ? AND id = ?");
+    for (const id of ids) n += Number(st.run(runnerId, id).changes);
+    return n;
+  }
+
+  // History ----------------------------------------------------------------
+
+  /** Appends an entry, keeping only the newest {@linkcode HISTORY_CAP}. */
+  addHistory(sessionId: string, e: HistoryEntry): void {
+    const top = this.db.prepare(
+      "SELECT MAX(pos) AS p FROM trigger_history WHERE session_id = ?",
+    ).get(sessionId) as { p: number | null };
+    const pos = (top.p ?? 0) + 1;
+    this.db.prepare(
+      `INSERT INTO trigger_history (id, session_id, pos, trigger_id, type, source, summary, payload,
+         deliver_as, direction, expects_response, response, ts)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ).run(
+      crypto.randomUUID(),
+      sessionId,
+      pos,
+      e.triggerId,
+      e.type,
+      e.source,
+      e.summary ?? null,
+      JSON.stringify(e.payload),
+      e.deliverAs,
+      e.direction,
+      e.expectsResponse ? 1 : 0,
+      e.response ? JSON.stringify(e.response) : null,
+      e.ts,
+    );
+    this.db.prepare("DELETE FROM trigger_history WHERE session_id = ? AND pos <= ?").run(
+      sessionId,
+      pos - HISTORY_CAP,
+    );
+  }
+
+  /** The newest `limit` entries, most recent first. */
+  history(sessionId: string, limit: number): HistoryEntry[] {
+    return (this.db.prepare(
+      "SELECT * FROM trigger_history WHERE session_id = ? ORDER BY pos DESC LIMIT ?",
+    ).all(sessionId, limit) as unknown as HistoryRow[]).map(entry);
+  }
+
+  /** The time of the newest entry, or null. */
+  lastActivity(sessionId: string): string | null {
+    const r = this.db.prepare(
+      "SELECT MAX(ts) AS t FROM trigger_history WHERE session_id = ?",
+    ).get(sessionId) as { t: string | null };
+    return r.t;
+  }
+
+  /** Records the session's answer on the inbound entry of `triggerId`; false when absent. */
+  setResponse(sessionId: string, triggerId: string, response: HistoryEntry["response"]): boolean {
+    const res = this.db.prepare(
+      `UPDATE trigger_history SET response = ?
+       WHERE session_id = ? AND trigger_id = ? AND direction = 'inbound'`,
+    ).run(JSON.stringify(response), sessionId, triggerId);
+    return Number(res.changes) > 0;
+  }
+
+  clearHistory(sessionId: string): void {
+    this.db.prepare("DELETE FROM trigger_history WHERE session_id = ?").run(sessionId);
+  }
+
+  /** Drops the history of every session idle (no new entry) since `before` (ISO). */
+  expireHistory(before: string): void {
+    this.db.prepare(
+      `DELETE FROM trigger_history WHERE session_id IN (
+         SELECT session_id FROM trigger_history GROUP BY session_id HAVING MAX(ts) < ?)`,
+    ).run(before);
+  }
+}

@@ -1,0 +1,158 @@
+import type { Database } from "../db.ts";
+import type { ModelRef } from "../../shared/protocol.ts";
+import type { FilterMode, TriggerFilter } from "../../shared/triggers.ts";
+
+/** A webhook as stored; the secret stays encrypted here. */
+export interface WebhookRecord {
+  id: string;
+  userId: string;
+  name: string;
+  source: string;
+  secretEnc: string;
+  runnerId: string | null;
+  cwd: string | null;
+  prompt: string | null;
+  model: ModelRef | null;
+  eventFilter: string[];
+  filters: TriggerFilter[];
+  filterMode: FilterMode;
+  enabled: boolean;
+  createdAt: string;
+  updatedAt: string;
+}
+
+interface Row {
+  id: string;
+  user_id: string;
+  name: string;
+  source: string;
+  secret_enc: string;
+  runner_id: string | null;
+  cwd: string | null;
+  prompt: string | null;
+  model: string | null;
+  event_filter: string;
+  filters: string;
+  filter_mode: string;
+  enabled: number;
+  created_at: string;
+  updated_at: string;
+}
+
+function fromRow(r: Row): WebhookRecord {
+  return {
+    id: r.id,
+    userId: r.user_id,
+    name: r.name,
+    source: r.source,
+    secretEnc: r.secret_enc,
+    runnerId: r.runner_id,
+    cwd: r.cwd,
+    prompt: r.prompt,
+    model: r.model ? JSON.parse(r.model) : null,
+    eventFilter: JSON.parse(r.event_filter),
+    filters: JSON.parse(r.filters),
+    filterMode: r.filter_mode === "or" ? "or" : "and",
+    enabled: r.enabled === 1,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+  };
+}
+
+/** SQL for webhooks and their delivery ids (for deduplication). */
+export class WebhooksRepo {
+  constructor(private readonly db: Database) {}
+
+  /** Inserts or replaces the whole record. */
+  save(w: WebhookRecord): void {
+    this.db.prepare(
+      `INSERT INTO webhooks (id, user_id, name, source, secret_enc, runner_id, cwd, prompt, model,
+         event_filter, filters, filter_mode, enabled, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (id) DO UPDATE SET name = excluded.name, source = excluded.source,
+         runner_id = excluded.runner_id, cwd = excluded.cwd, prompt = excluded.prompt,
+         model = excluded.model, event_filter = excluded.event_filter, filters = excluded.filters,
+         filter_mode = excluded.filter_mode, enabled = excluded.enabled,
+         updated_at = excluded.updated_at`,
+    ).run(
+      w.id,
+      w.userId,
+      w.name,
+      w.source,
+      w.secretEnc,
+      w.runnerId,
+      w.cwd,
+      w.prompt,
+      w.model ? JSON.stringify(w.model) : null,
+      JSON.stringify(w.eventFilter),
+      JSON.stringify(w.filters),
+      w.filterMode,
+      w.enabled ? 1 : 0,
+      w.createdAt,
+      w.updatedAt,
+    );
+  }
+
+  get(id: string): WebhookRecord | undefined {
+    const r = this.db.prepare("SELECT * FROM webhooks WHERE id = ?").get(id) as Row | undefined;
+    return r && fromRow(r);
+  }
+
+  /** The webhook when `userId` owns it; foreign and missing ids look alike. */
+  getOwned(userId: string, id: string): WebhookRecord | undefined {
+    const w = this.get(id);
+    return w && w.userId === userId ? w : undefined;
+  }
+
+  listForUser(userId: string): WebhookRecord[] {
+    const rows = this.db.prepare(
+      "SELECT * FROM webhooks WHERE user_id = ? ORDER BY created_at DESC, id",
+    ).all(userId) as unknown as Row[];
+    return rows.map(fromRow);
+  }
+
+  delete(userId: string, id: string): boolean {
+    const res = this.db.prepare("DELETE FROM webhooks WHERE id = ? AND user_id = ?").run(
+      id,
+      userId,
+    );
+    if (Number(res.changes) === 0) return false;
+    this.db.prepare("DELETE FROM webhook_deliveries WHERE webhook_id = ?").run(id);
+    return true;
+  }
+
+  /** An earlier delivery with this id, if it happened after `since` (epoch ms). */
+  delivery(
+    webhookId: string,
+    deliveryId: string,
+    since: number,
+  ): { triggerId: string; sessionId: string | null } | undefined {
+    const r = this.db.prepare(
+      `SELECT trigger_id, session_id FROM webhook_deliveries
+       WHERE webhook_id = ? AND delivery_id = ? AND created_at > ?`,
+    ).get(webhookId, deliveryId, since) as
+      | { trigger_id: string; session_id: string | null }
+      | undefined;
+    return r && { triggerId: r.trigger_id, sessionId: r.session_id };
+  }
+
+  recordDelivery(
+    webhookId: string,
+    deliveryId: string,
+    triggerId: string,
+    sessionId: string | null,
+    at: number,
+  ): void {
+    this.db.prepare(
+      `INSERT INTO webhook_deliveries (webhook_id, delivery_id, trigger_id, session_id, created_at)
+       VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT (webhook_id, delivery_id) DO UPDATE SET trigger_id = excluded.trigger_id,
+         session_id = excluded.session_id, created_at = excluded.created_at`,
+    ).run(webhookId, deliveryId, triggerId, sessionId, at);
+  }
+
+  /** Forgets delivery ids older than `before` (epoch ms). */
+  pruneDeliveries(before: number): void {
+    this.db.prepare("DELETE FROM webhook_deliveries WHERE created_at < ?").run(before);
+  }
+}

@@ -1,0 +1,252 @@
+/**
+ * Webhooks: signed HTTP calls from other systems that start an agent. Each
+ * webhook belongs to one user and names the runner, folder, model and prompt
+ * of the sessions it spawns; the request body reaches the new session as a
+ * trigger with source `external:<source>`.
+ *
+ * @module
+ */
+import { z } from "zod";
+import type { DeliveredTrigger, ModelRef } from "../shared/protocol.ts";
+import { filtersMatch, type TriggerFilter } from "../shared/triggers.ts";
+import { badRequest, HttpError, notFound } from "./errors.ts";
+import type { Hub } from "./hub.ts";
+import type { SecretBox } from "./secret_box.ts";
+import type { Store, WebhookRecord } from "./store/mod.ts";
+import { FilterModeSchema, FiltersSchema, ModelSchema, type Triggers } from "./triggers.ts";
+import { MAX_SKEW_MS, verifyWebhook } from "./webhook_signing.ts";
+
+/** Largest webhook body accepted. */
+export const MAX_WEBHOOK_BODY = 1024 * 1024;
+/** How long GitHub and Standard Webhooks delivery ids are remembered. */
+const DELIVERY_TTL_MS = 24 * 60 * 60_000;
+
+const Name = z.string().trim().min(1).max(200);
+const Source = z.string().trim().min(1).max(100).regex(
+  /^[A-Za-z0-9_.-]+$/,
+  "letters, digits, '.', '_' or '-'",
+);
+const EventFilter = z.array(z.string().min(1).max(200)).max(100);
+
+export const WebhookCreate = z.object({
+  name: Name,
+  source: Source,
+  runnerId: z.string().min(1).max(100).nullable().optional(),
+  cwd: z.string().max(4096).nullable().optional(),
+  prompt: z.string().max(200_000).nullable().optional(),
+  model: ModelSchema.nullable().optional(),
+  eventFilter: EventFilter.nullable().optional(),
+  filters: FiltersSchema.nullable().optional(),
+  filterMode: FilterModeSchema.nullable().optional(),
+}).strict();
+
+export const WebhookUpdate = z.object({
+  name: Name.optional(),
+  source: Source.optional(),
+  runnerId: z.string().min(1).max(100).nullable().optional(),
+  cwd: z.string().max(4096).nullable().optional(),
+  prompt: z.string().max(200_000).nullable().optional(),
+  model: ModelSchema.nullable().optional(),
+  eventFilter: EventFilter.nullable().optional(),
+  filters: FiltersSchema.nullable().optional(),
+  filterMode: FilterModeSchema.nullable().optional(),
+  enabled: z.boolean().optional(),
+}).strict();
+
+/** The outcome of a fire: the HTTP status and body to answer. */
+export interface FireResult {
+  status: 200;
+  body: Record<string, unknown>;
+}
+
+/** Webhook CRUD and firing. */
+export class Webhooks {
+  /** Nonces of successful enhanced deliveries: `<webhook>:<nonce>` → expiry (this process only). */
+  readonly #nonces = new Map<string, number>();
+
+  constructor(
+    readonly hub: Hub,
+    readonly store: Store,
+    readonly triggers: Triggers,
+    readonly box: SecretBox,
+    readonly options: { baseUrl: string; connectTimeoutMs: number },
+  ) {}
+
+  /** The API view of a webhook; the secret only when asked for. */
+  async view(w: WebhookRecord, withSecret: boolean) {
+    return {
+      id: w.id,
+      userId: w.userId,
+      name: w.name,
+      source: w.source,
+      ...(withSecret ? { secret: await this.box.open(w.secretEnc) } : {}),
+      runnerId: w.runnerId,
+      cwd: w.cwd,
+      prompt: w.prompt,
+      model: w.model,
+      eventFilter: w.eventFilter,
+      filters: w.filters,
+      filterMode: w.filterMode,
+      enabled: w.enabled,
+      url: `${this.options.baseUrl}/api/webhooks/${w.id}/fire`,
+      createdAt: w.createdAt,
+      updatedAt: w.updatedAt,
+    };
+  }
+
+  #checkRunner(userId: string, runnerId: string | null | undefined): void {
+    if (runnerId && !this.store.runners.getOwned(userId, runnerId)) {
+      throw badRequest(`Unknown runner: '${runnerId}'`, "unknown_runner");
+    }
+  }
+
+  async create(userId: string, body: z.infer<typeof WebhookCreate>) {
+    this.#checkRunner(userId, body.runnerId);
+    const secret = Array.from(
+      crypto.getRandomValues(new Uint8Array(32)),
+      (b) => b.toString(16).padStart(2, "0"),
+    ).join("");
+    const now = new Date().toISOString();
+    const w: WebhookRecord = {
+      id: crypto.randomUUID(),
+      userId,
+      name: body.name,
+      source: body.source,
+      secretEnc: await this.box.seal(secret),
+      runnerId: body.runnerId ?? null,
+      cwd: body.cwd?.trim() ? body.cwd : null,
+      prompt: body.prompt ?? null,
+      model: (body.model ?? null) as ModelRef | null,
+      eventFilter: body.eventFilter ?? [],
+      filters: (body.filters ?? []) as TriggerFilter[],
+      filterMode: body.filterMode ?? "and",
+      enabled: true,
+      createdAt: now,
+      updatedAt: now,
+    };
+    this.store.webhooks.save(w);
+    return await this.view(w, true);
+  }
+
+  async update(userId: string, id: string, body: z.infer<typeof WebhookUpdate>) {
+    const w = this.store.webhooks.getOwned(userId, id);
+    if (!w) throw notFound("Webhook");
+    this.#checkRunner(userId, body.runnerId);
+    if (body.name !== undefined) w.name = body.name;
+    if (body.source !== undefined) w.source = body.source;
+    if (body.runnerId !== undefined) w.runnerId = body.runnerId;
+    if (body.cwd !== undefined) w.cwd = body.cwd?.trim() ? body.cwd : null;
+    if (body.prompt !== undefined) w.prompt = body.prompt;
+    if (body.model !== undefined) w.model = (body.model ?? null) as ModelRef | null;
+    if (body.eventFilter !== undefined) w.eventFilter = body.eventFilter ?? [];
+    if (body.filters !== undefined) w.filters = (body.filters ?? []) as TriggerFilter[];
+    if (body.filterMode !== undefined) w.filterMode = body.filterMode ?? "and";
+    if (body.enabled !== undefined) w.enabled = body.enabled;
+    w.updatedAt = new Date().toISOString();
+    this.store.webhooks.save(w);
+    return await this.view(w, false);
+  }
+
+  /**
+   * Handles `POST /api/webhooks/{id}/fire` in the spec's order: signature,
+   * then JSON, then the event filter, then a session is spawned on the
+   * webhook's runner with the body as its trigger. Errors are HttpErrors
+   * with the spec's statuses.
+   */
+  async fire(id: string, headers: Headers, raw: Uint8Array): Promise<FireResult> {
+    const w = this.store.webhooks.get(id);
+    // Missing, deleted and disabled answer alike.
+    if (!w || !w.enabled) throw notFound("Webhook");
+    const now = Date.now();
+    const v = await verifyWebhook(await this.box.open(w.secretEnc), headers, raw, now);
+    if (!v.ok) throw new HttpError(401, "bad_signature", v.message);
+
+    const nonceKey = v.nonce !== undefined ? `${w.id}:${v.nonce}` : null;
+    if (nonceKey) {
+      this.#sweepNonces(now);
+      if ((this.#nonces.get(nonceKey) ?? 0) > now) {
+        throw new HttpError(
+          409,
+          "nonce_reused",
+          "This nonce was already used in the last 5 minutes",
+        );
+      }
+    }
+    if (v.deliveryId) {
+      const earlier = this.store.webhooks.delivery(w.id, v.deliveryId, now - DELIVERY_TTL_MS);
+      if (earlier) {
+        // A redelivery (retry) of something already handled: answer success, do nothing.
+        return { status: 200, body: { ok: true, duplicate: true, ...earlier } };
+      }
+    }
+
+    let body: unknown;
+    try {
+      body = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(raw));
+    } catch {
+      throw new HttpError(400, "bad_json", "Body is not valid JSON");
+    }
+    if (typeof body !== "object" || body === null || Array.isArray(body)) {
+      throw new HttpError(400, "bad_json", "Body must be a JSON object");
+    }
+    const payload = body as Record<string, unknown>;
+    const type = typeof payload.type === "string"
+      ? payload.type
+      : headers.get("x-github-event") ?? "webhook";
+    const action = typeof payload.action === "string" ? payload.action : null;
+    if (
+      w.eventFilter.length > 0 &&
+      !w.eventFilter.some((f) => f === type || (action !== null && f === `${type}.${action}`))
+    ) {
+      return { status: 200, body: { ok: true, filtered: true } };
+    }
+    if (!filtersMatch(payload, w.filters, w.filterMode)) {
+      return { status: 200, body: { ok: true, filtered: true } };
+    }
+
+    if (!w.runnerId || !this.store.runners.getOwned(w.userId, w.runnerId)) {
+      throw new HttpError(500, "no_runner", "This webhook has no runner to start sessions on");
+    }
+    if (!this.hub.link(w.runnerId)) {
+      throw new HttpError(503, "runner_offline", "The webhook's runner is not connected");
+    }
+    if (nonceKey) this.#nonces.set(nonceKey, now + MAX_SKEW_MS);
+    const trigger: DeliveredTrigger = {
+      triggerId: crypto.randomUUID(),
+      type,
+      source: `external:${w.source}`,
+      summary: `${w.name}: ${action ? `${type} ${action}` : type}`,
+      payload,
+      deliverAs: "steer",
+      expectsResponse: false,
+    };
+    let sessionId: string;
+    try {
+      sessionId = await this.triggers.spawnWithTrigger(w.userId, w.runnerId, w, trigger);
+    } catch (err) {
+      if (nonceKey) this.#nonces.delete(nonceKey);
+      if (err instanceof HttpError && err.status === 503) throw err;
+      const why = err instanceof Error ? err.message : String(err);
+      throw new HttpError(502, "runner_rejected", `The runner did not start the session: ${why}`);
+    }
+    const state = await this.hub.waitRunning(sessionId, this.options.connectTimeoutMs);
+    if (state !== "running") {
+      if (nonceKey) this.#nonces.delete(nonceKey);
+      // Do not leave a session that may start later and surprise a retrying sender.
+      await this.hub.input(w.userId, sessionId, "end", "").catch(() => {});
+      if (state === "timeout") {
+        throw new HttpError(504, "session_timeout", "The session did not start in time");
+      }
+      throw new HttpError(502, "runner_rejected", "The session ended before it started");
+    }
+    if (v.deliveryId) {
+      this.store.webhooks.recordDelivery(w.id, v.deliveryId, trigger.triggerId, sessionId, now);
+    }
+    return { status: 200, body: { ok: true, triggerId: trigger.triggerId, sessionId } };
+  }
+
+  #sweepNonces(now: number): void {
+    if (this.#nonces.size < 1000) return;
+    for (const [k, exp] of this.#nonces) if (exp <= now) this.#nonces.delete(k);
+  }
+}
