@@ -18,6 +18,7 @@ Commands:
   relay     Start the relay server
   runner    Start a runner that connects to a relay
   setup     Sign in to a relay and save an API key for the runner and CLI
+  webhook   Send a signed test delivery to a webhook (baton webhook fire <id>)
 
 Options:
   -h, --help       Show help (also: baton <command> --help)
@@ -47,6 +48,10 @@ const COMMANDS: Record<string, Command> = {
   setup: {
     help: async () => (await import("./cli/setup.ts")).SETUP_HELP,
     run: async (argv) => (await import("./cli/setup.ts")).setupMain(argv),
+  },
+  webhook: {
+    help: async () => (await import("./cli/webhook.ts")).WEBHOOK_HELP,
+    run: async (argv) => (await import("./cli/webhook.ts")).webhookMain(argv),
   },
   // Internal: started by `baton runner`, not by people.
   _daemon: {
