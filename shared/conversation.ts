@@ -36,7 +36,18 @@ export type Item =
     error: string | null;
     model: string | null;
   }
-  | { kind: "notice"; key: string; level: "info" | "error"; text: string };
+  | { kind: "notice"; key: string; level: "info" | "error"; text: string }
+  | {
+    kind: "trigger";
+    key: string;
+    triggerId: string;
+    type: string;
+    source: string;
+    summary: string | null;
+    payload: unknown;
+    deliverAs: string;
+    instruction: string | null;
+  };
 
 /** Tokens and cost of the session so far. */
 export interface Usage {
@@ -204,6 +215,21 @@ function apply(
       if (e.errorMessage) notice("error", `Compaction failed: ${e.errorMessage}`);
       else if (!e.aborted) notice("info", "Conversation compacted");
       return;
+    case "trigger_delivered": {
+      const t = (e.trigger ?? {}) as Record<string, unknown>;
+      items().push({
+        kind: "trigger",
+        key: `t${ev.seq}`,
+        triggerId: String(t.triggerId ?? ""),
+        type: String(t.type ?? "trigger"),
+        source: String(t.source ?? ""),
+        summary: typeof t.summary === "string" ? t.summary : null,
+        payload: t.payload ?? null,
+        deliverAs: String(t.deliverAs ?? "steer"),
+        instruction: typeof e.instruction === "string" ? e.instruction : null,
+      });
+      return;
+    }
     case "event_too_large":
       notice("error", `An event of type ${e.originalType} was too large to keep`);
       return;
@@ -219,6 +245,9 @@ function messageStart(
   const m = e.message as { role?: string; content?: unknown; model?: string } | undefined;
   if (m?.role === "user") {
     const { text, images } = userContent(m.content);
+    // A trigger's message is already shown as its trigger card.
+    const id = text.match(/<trigger id="([^"]+)"/)?.[1];
+    if (id && c.items.some((i) => i.kind === "trigger" && i.triggerId === id)) return;
     items().push({ kind: "user", key: `u${ev.seq}`, text, images });
   } else if (m?.role === "assistant") {
     finishStreaming(c, items);

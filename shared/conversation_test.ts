@@ -154,3 +154,38 @@ Deno.test("errors, aborts and the end of a session become notices", () => {
   ]);
   assert.deepEqual(c.ended, { reason: "crashed", message: "worker exited (signal SIGKILL)" });
 });
+
+Deno.test("a delivered trigger shows as one card, not also as the user message carrying it", () => {
+  const trigger = {
+    triggerId: "t-1",
+    type: "ci:build_failed",
+    source: "external:ci",
+    summary: "main is red",
+    payload: { branch: "main" },
+    deliverAs: "steer",
+    expectsResponse: false,
+  };
+  const c = applyEvents(
+    emptyConversation(),
+    log(
+      { type: "trigger_delivered", trigger, instruction: "Fix it" },
+      {
+        type: "message_start",
+        message: {
+          role: "user",
+          content: [{ type: "text", text: 'Fix it\n\n<trigger id="t-1" type="ci:build_failed">' }],
+        },
+      },
+      {
+        type: "message_start",
+        message: { role: "user", content: [{ type: "text", text: "hello" }] },
+      },
+    ),
+  );
+  assert.deepEqual(c.items.map((i) => i.kind), ["trigger", "user"]);
+  const card = c.items[0];
+  assert.ok(card?.kind === "trigger");
+  assert.equal(card.summary, "main is red");
+  assert.equal(card.instruction, "Fix it");
+  assert.deepEqual(card.payload, { branch: "main" });
+});

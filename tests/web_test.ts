@@ -371,7 +371,7 @@ Deno.test("main screens pass an accessibility audit in light and dark", async ()
         await page.getByLabel("Password").fill(w.user.password);
         await page.getByRole("button", { name: "Sign in" }).click();
         await page.getByText("The folder has one file.").waitFor();
-        for (const path of [`/session/${id}`, "/new", "/settings"]) {
+        for (const path of [`/session/${id}`, "/new", "/settings", "/automations"]) {
           await page.goto(`${w.relay.url}${path}`);
           await page.locator("main").first().waitFor();
           await page.waitForLoadState("networkidle");
@@ -413,4 +413,78 @@ Deno.test("the committed web bundle is current and its core stays under 150 KB g
   } finally {
     await Deno.remove(out, { recursive: true });
   }
+});
+
+Deno.test("automations: a webhook is created with its secret shown once, toggled and deleted; triggers show in the session", async () => {
+  await withWorld(async (w) => {
+    await Deno.writeTextFile(
+      join(w.home, ".baton", "triggers.json"),
+      JSON.stringify([{
+        type: "ci:build_failed",
+        label: "Build failed",
+        params: [{ name: "branch", type: "string" }],
+      }]),
+    );
+    // The runner announces its catalog when it connects: reconnect it.
+    w.relay.relay.hub.link(w.runnerId)?.close(1012, "reload");
+    await w.runner.connected(2);
+    const { page, errors } = await newPage(w.browser);
+    await page.goto(`${w.relay.url}/automations`);
+    await signInUi(page, w);
+    await page.getByRole("button", { name: "New webhook" }).click();
+    await page.getByLabel("Name").fill("Issues");
+    await page.getByLabel("Source").fill("github");
+    await page.getByLabel("Folder").first().fill(w.home);
+    await page.getByLabel("Event filter").fill("issues.opened");
+    await page.getByRole("button", { name: "Create webhook" }).click();
+    const secret = await page.locator("#new-key-value").innerText();
+    assert.match(secret, /^[0-9a-f]{64}$/);
+    assert.match(await page.locator(".new-key pre").innerText(), /openssl dgst -sha256 -hmac/);
+    const [hook] = (await (await w.user.api("/api/webhooks")).json()).webhooks;
+    assert.equal(hook.name, "Issues");
+    assert.deepEqual(hook.eventFilter, ["issues.opened"]);
+    assert.equal(hook.runnerId, w.runnerId);
+    await page.getByRole("button", { name: "Done" }).click();
+    assert.equal(await page.locator("#new-key-value").count(), 0, "the secret is shown once");
+
+    await page.getByRole("checkbox", { name: "Enabled" }).uncheck();
+    await page.getByText("disabled", { exact: true }).waitFor();
+    assert.equal(
+      (await (await w.user.api(`/api/webhooks/${hook.id}`)).json()).webhook.enabled,
+      false,
+    );
+
+    // Listener through the UI.
+    await page.getByLabel("Trigger").selectOption("ci:build_failed");
+    await page.getByLabel("Only when branch is").fill("main");
+    await page.getByLabel("Prompt").last().fill("Fix the build");
+    await page.getByRole("button", { name: "Add listener" }).click();
+    await page.locator(".history code", { hasText: "ci:build_failed" }).waitFor();
+    const { listeners } = await (await w.user.api(`/api/runners/${w.runnerId}/trigger-listeners`))
+      .json();
+    assert.deepEqual(listeners.map((l: { params: unknown }) => l.params), [{ branch: "main" }]);
+
+    const item = page.locator(".webhook-item", { hasText: "Issues" });
+    await item.getByRole("button", { name: "Delete" }).click();
+    await item.getByText(/Deleting Issues in \d/).waitFor();
+    await item.waitFor({ state: "detached", timeout: 6000 });
+    assert.deepEqual((await (await w.user.api("/api/webhooks")).json()).webhooks, []);
+
+    // A trigger posted into a session shows as a card and in the panel's history.
+    const id = await spawnApi(w, "TOOL-RUN with a trigger");
+    await page.goto(`${w.relay.url}/session/${id}`);
+    await page.getByText("The folder has one file.").waitFor();
+    await w.user.api(
+      `/api/sessions/${id}/trigger`,
+      json("POST", {
+        type: "ci:build_failed",
+        summary: "main is red",
+        payload: { branch: "main" },
+      }),
+    );
+    await page.locator(".msg.trigger", { hasText: "main is red" }).waitFor();
+    await page.getByRole("button", { name: "Triggers" }).click();
+    await page.locator(".history li", { hasText: "main is red" }).waitFor();
+    assert.deepEqual(errors, []);
+  });
 });

@@ -64,7 +64,9 @@ export async function webRoutes(): Promise<Hono> {
         "x-frame-options": "DENY",
       },
     });
-  for (const path of ["/", "/new", "/settings", "/session/:id"]) app.get(path, shell);
+  for (const path of ["/", "/new", "/settings", "/automations", "/session/:id"]) {
+    app.get(path, shell);
+  }
   for (const [path, a] of Object.entries(assets)) {
     app.get(path, (c) => {
       const versioned = a.version !== undefined && c.req.query("v") === a.version;

@@ -40,6 +40,15 @@ export async function takeScreenshots(): Promise<string[]> {
   await Deno.writeTextFile(join(project, "parse.ts"), "export const x = 1;\n");
   const user = await signUp(relay.url, { email: "ada@example.com", name: "Ada" });
   await llm.writeModelsJson(home, ["mock-1", "mock-large"]);
+  await Deno.writeTextFile(
+    join(home, ".baton", "triggers.json"),
+    JSON.stringify([{
+      type: "ci:build_failed",
+      label: "Build failed",
+      description: "A CI job failed on a branch",
+      params: [{ name: "branch", type: "string" }],
+    }]),
+  );
   const runner = await startRunner({
     relayUrl: relay.url,
     apiKey: user.apiKey,
@@ -84,6 +93,36 @@ export async function takeScreenshots(): Promise<string[]> {
     await spawn("Document the CLI flags in the README");
     const working = await spawn("Refactor the tokenizer into its own module");
     await user.api(`/api/sessions/${main}/pin`, { method: "PUT" });
+    await user.api(
+      "/api/webhooks",
+      json("POST", {
+        name: "GitHub issues",
+        source: "github",
+        runnerId: r.id,
+        cwd: project,
+        prompt: "Triage the new issue and label it.",
+        eventFilter: ["issues.opened"],
+      }),
+    );
+    await user.api(
+      `/api/runners/${r.id}/trigger-listeners`,
+      json("POST", {
+        triggerType: "ci:build_failed",
+        prompt: "A build failed: find out why and fix it.",
+        cwd: project,
+        params: { branch: "main" },
+      }),
+    );
+    await user.api(
+      `/api/sessions/${main}/trigger`,
+      json("POST", {
+        type: "ci:build_failed",
+        source: "ci",
+        summary: "main is red: test job failed",
+        payload: { branch: "main", job: "test", url: "https://ci.example.com/run/812" },
+        deliverAs: "followUp",
+      }),
+    );
 
     for (const dark of [false, true]) {
       const suffix = dark ? "-dark" : "";
@@ -98,6 +137,14 @@ export async function takeScreenshots(): Promise<string[]> {
       await page.waitForSelector("text=all 42 tests pass");
       await page.locator("details.tool summary").first().click();
       await shot(page, `session-desktop${suffix}`);
+      await page.getByRole("button", { name: "Triggers" }).click();
+      await page.waitForSelector(".history li");
+      await page.locator(".msg.trigger").scrollIntoViewIfNeeded();
+      await shot(page, `session-triggers-desktop${suffix}`);
+
+      await page.goto(`${relay.url}/automations`);
+      await page.waitForSelector(".webhook-item");
+      await shot(page, `automations-desktop${suffix}`);
 
       await page.goto(`${relay.url}/session/${working}`);
       await page.waitForSelector(".seg");

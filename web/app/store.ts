@@ -26,12 +26,14 @@ export type Route =
   | { page: "home" }
   | { page: "new" }
   | { page: "session"; id: string }
-  | { page: "settings" };
+  | { page: "settings" }
+  | { page: "automations" };
 
 function parseRoute(path: string): Route {
   const m = path.match(/^\/session\/([A-Za-z0-9_-]{1,64})\/?$/);
   if (m) return { page: "session", id: m[1]! };
   if (path === "/settings") return { page: "settings" };
+  if (path === "/automations") return { page: "automations" };
   if (path === "/new") return { page: "new" };
   return { page: "home" };
 }

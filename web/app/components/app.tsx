@@ -1,6 +1,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { linkState } from "../live.ts";
 import { me, navigate, route, sessionOrder, sessions } from "../store.ts";
+import { Automations } from "./automations.tsx";
 import { Icon } from "./icon.tsx";
 import { NewSession } from "./new_session.tsx";
 import { SessionView } from "./session_view.tsx";
@@ -68,6 +69,8 @@ function Shell() {
       ? `${current?.title || "Session"} · baton`
       : r.page === "settings"
       ? "Settings · baton"
+      : r.page === "automations"
+      ? "Automations · baton"
       : r.page === "new"
       ? "New session · baton"
       : "baton";
@@ -77,6 +80,8 @@ function Shell() {
     ? current?.title || "Session"
     : r.page === "settings"
     ? "Settings"
+    : r.page === "automations"
+    ? "Automations"
     : r.page === "new"
     ? "New session"
     : "baton";
@@ -107,6 +112,7 @@ function Shell() {
         </div>
         {r.page === "session" && <SessionView key={r.id} id={r.id} />}
         {r.page === "settings" && <Settings />}
+        {r.page === "automations" && <Automations />}
         {r.page === "new" && <NewSession />}
         {r.page === "home" && (
           <div class="home">

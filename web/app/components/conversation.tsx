@@ -89,6 +89,27 @@ const ItemView = memo(function ItemView(
       </article>
     );
   }
+  if (item.kind === "trigger") {
+    return (
+      <article class="msg trigger" aria-label={`Trigger ${item.type}`}>
+        <div class="trigger-head">
+          <Icon name="bolt" size={15} />
+          <strong>{item.summary ?? item.type}</strong>
+          <span class="badge">{item.source}</span>
+          <span class="badge">{item.deliverAs === "followUp" ? "follow-up" : "steer"}</span>
+        </div>
+        {item.instruction && <p class="trigger-instruction">{item.instruction}</p>}
+        <details class="trigger-payload">
+          <summary>
+            Payload of <code>{item.type}</code>
+          </summary>
+          <pre class="code"><code class="hljs" dangerouslySetInnerHTML={{
+            __html: highlight(JSON.stringify(item.payload, null, 2), "json"),
+          }} /></pre>
+        </details>
+      </article>
+    );
+  }
   if (item.kind === "notice") {
     return (
       <p class={`notice ${item.level}`} role={item.level === "error" ? "alert" : undefined}>

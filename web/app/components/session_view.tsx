@@ -4,6 +4,7 @@ import { api } from "../api.ts";
 import { baseName, cost, tokens } from "../format.ts";
 import { link, openSession, runnerName, runners } from "../store.ts";
 import { ConversationView } from "./conversation.tsx";
+import { SessionTriggers } from "./session_triggers.tsx";
 import { Icon } from "./icon.tsx";
 import { statusOf } from "./sidebar.tsx";
 
@@ -14,6 +15,7 @@ export function SessionView({ id }: { id: string }) {
   const conv = open.conv.value;
   const scroller = useRef<HTMLDivElement>(null);
   const [stuck, setStuck] = useState(true);
+  const [panel, setPanel] = useState(false);
 
   // Follow the stream while the reader is at the bottom; stop when they scroll up.
   useLayoutEffect(() => {
@@ -70,24 +72,41 @@ export function SessionView({ id }: { id: string }) {
             {" "}
             {cost(conv.usage.cost)}
           </span>
+          <button
+            type="button"
+            class={`btn small ${panel ? "on" : ""}`}
+            aria-pressed={panel}
+            onClick={() => setPanel(!panel)}
+          >
+            <Icon name="bolt" size={14} /> Triggers
+          </button>
           {info && <SessionMenu id={id} pinned={info.isPinned} ended={ended} />}
         </div>
       </header>
-      <div
-        class="scroller"
-        ref={scroller}
-        onScroll={(e) => {
-          const el = e.currentTarget;
-          setStuck(el.scrollHeight - el.scrollTop - el.clientHeight < 40);
-        }}
-      >
-        {!open.caughtUp.value && conv.items.length === 0 && (
-          <p class="muted pad" aria-busy="true">Loading the conversation…</p>
+      <div class="session-body">
+        <div
+          class="scroller"
+          ref={scroller}
+          onScroll={(e) => {
+            const el = e.currentTarget;
+            setStuck(el.scrollHeight - el.scrollTop - el.clientHeight < 40);
+          }}
+        >
+          {!open.caughtUp.value && conv.items.length === 0 && (
+            <p class="muted pad" aria-busy="true">Loading the conversation…</p>
+          )}
+          {open.caughtUp.value && conv.items.length === 0 && !conv.working && (
+            <p class="muted pad">Nothing here yet. Send the agent a message below.</p>
+          )}
+          <ConversationView conv={conv} />
+        </div>
+        {panel && (
+          <SessionTriggers
+            id={id}
+            version={conv.items.length}
+            onClose={() => setPanel(false)}
+          />
         )}
-        {open.caughtUp.value && conv.items.length === 0 && !conv.working && (
-          <p class="muted pad">Nothing here yet. Send the agent a message below.</p>
-        )}
-        <ConversationView conv={conv} />
       </div>
       {!stuck && (
         <button type="button" class="btn jump" onClick={() => setStuck(true)}>
@@ -130,7 +149,9 @@ function SessionMenu({ id, pinned, ended }: { id: string; pinned: boolean; ended
         )
         : (
           <button type="button" class="btn small" onClick={() => setConfirming(true)}>
-            End<span class="wide-only">&nbsp;session</span>
+            <span>
+              End<span class="wide-only">&nbsp;session</span>
+            </span>
           </button>
         ))}
     </div>

@@ -70,7 +70,8 @@ export function UndoableAction(
   );
 }
 
-function CopyButton({ text }: { text: string }) {
+/** Copies `text`, saying so for two seconds. */
+export function CopyButton({ text }: { text: string }) {
   const [copied, setCopied] = useState(false);
   return (
     <button

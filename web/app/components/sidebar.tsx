@@ -179,8 +179,20 @@ export function Sidebar({ onNavigate }: { onNavigate?: () => void }) {
 
       <div class="side-bottom">
         <a
+          href="/automations"
+          class="side-link"
+          aria-current={route.value.page === "automations" ? "page" : undefined}
+          onClick={(e) => {
+            e.preventDefault();
+            navigate("/automations");
+          }}
+        >
+          <Icon name="bolt" /> Automations
+        </a>
+        <a
           href="/settings"
           class="side-link"
+          aria-current={route.value.page === "settings" ? "page" : undefined}
           onClick={(e) => {
             e.preventDefault();
             navigate("/settings");
