@@ -77,7 +77,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   const trustProxy = options.trustProxy ?? false;
   const secret = options.authSecret ?? await loadSecret(options.dataDir);
   const allowSignup = options.allowSignup ?? false;
-  const { auth, authenticate, principalFromKey, userIdByEmail } = await createAuth({
+  const { auth, authenticate, principalFromKey, userIdByEmail, forgetSessions } = await createAuth({
     db,
     store,
     baseUrl,
@@ -156,6 +156,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     const signingOut = c.req.path === "/api/auth/sign-out";
     const before = signingOut ? await authenticate(c.req.raw.headers) : null;
     const res = await auth.handler(req);
+    if (raw.method !== "GET") forgetSessions();
     if (signingOut && res.ok && before?.authSessionId) hub.revokeAuthSession(before.authSessionId);
     return res;
   });

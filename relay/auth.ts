@@ -5,6 +5,9 @@ import type { Database } from "./db.ts";
 import type { Store } from "./store/mod.ts";
 import { hashKey, looksLikeKey } from "./keys.ts";
 
+/** How long a checked session cookie is trusted without checking it again. */
+const COOKIE_CACHE_MS = 10_000;
+
 /** Header the relay sets (after dropping any client copy) so better-auth sees the peer IP. */
 export const CLIENT_IP_HEADER = "x-baton-client-ip";
 
@@ -92,14 +95,23 @@ export async function createAuth(options: AuthOptions) {
   await runMigrations();
   const auth = betterAuth(config);
 
+  // Cookie sessions seen in the last few seconds, so a busy client does not
+  // cost a database lookup and a signature check per request. Any change made
+  // through /api/auth (sign-out, password change) empties it at once.
+  const cookieCache = new Map<string, { principal: Principal; until: number }>();
+
   /** The principal of a request: API key headers first, then the session cookie. */
   async function authenticate(headers: Headers): Promise<Principal | null> {
     const key = keyFromHeaders(headers);
     if (key !== null) return await principalFromKey(key);
-    if (!headers.get("cookie")) return null;
+    const cookie = headers.get("cookie");
+    if (!cookie) return null;
+    const now = Date.now();
+    const hit = cookieCache.get(cookie);
+    if (hit && hit.until > now) return hit.principal;
     const s = await auth.api.getSession({ headers });
     if (!s) return null;
-    return {
+    const principal: Principal = {
       userId: s.user.id,
       email: s.user.email,
       name: s.user.name,
@@ -107,6 +119,15 @@ export async function createAuth(options: AuthOptions) {
       keyId: null,
       authSessionId: s.session.id,
     };
+    if (cookieCache.size > 10_000) cookieCache.clear();
+    const expires = new Date(s.session.expiresAt).getTime();
+    cookieCache.set(cookie, { principal, until: Math.min(now + COOKIE_CACHE_MS, expires) });
+    return principal;
+  }
+
+  /** Forgets every cached cookie session (after any change through /api/auth). */
+  function forgetSessions(): void {
+    cookieCache.clear();
   }
 
   /** The principal a raw API key or runner token stands for, when it is valid. */
@@ -141,7 +162,7 @@ export async function createAuth(options: AuthOptions) {
     return r?.id;
   }
 
-  return { auth, authenticate, principalFromKey, userIdByEmail };
+  return { auth, authenticate, principalFromKey, userIdByEmail, forgetSessions };
 }
 
 /** The key from `x-api-key` or `Authorization: Bearer`, or null when neither is sent. */

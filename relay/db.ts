@@ -156,6 +156,14 @@ const MIGRATIONS: Migration[] = [
       ALTER TABLE runners ADD COLUMN trigger_defs TEXT NOT NULL DEFAULT '[]';
     `,
   },
+  {
+    version: 3,
+    name: "session listing in index order",
+    sql: `
+      DROP INDEX sessions_user;
+      CREATE INDEX sessions_user ON sessions (user_id, created_at, id);
+    `,
+  },
 ];
 
 /** The relay's SQLite handle with WAL on and migrations applied. */

@@ -96,6 +96,8 @@ export class Hub {
   readonly #dirty = new Set<LiveSession>();
   /** Checks to run when a session's status changes (see waitRunning). */
   readonly #statusWaiters = new Map<string, Set<() => void>>();
+  /** Per user, bumped on every change to one of their sessions (see sessionsVersion). */
+  readonly #versions = new Map<string, number>();
   #flushScheduled = false;
   #closed = false;
 
@@ -202,6 +204,7 @@ export class Hub {
     const link = this.connectedRunner(userId, req.runnerId);
     const sessionId = crypto.randomUUID();
     const now = new Date().toISOString();
+    this.#bump(userId);
     this.store.sessions.insert({
       sessionId,
       userId,
@@ -244,6 +247,7 @@ export class Hub {
         this.store.sessions.delete(sessionId);
       });
       this.#live.delete(sessionId);
+      this.#bump(userId);
       throw err;
     } finally {
       link.pendingSpawns.delete(sessionId);
@@ -434,6 +438,7 @@ export class Hub {
       return;
     }
     for (const live of batch) {
+      this.#bump(live.userId);
       const fresh = live.pending;
       const patch = live.pendingPatch;
       live.pending = [];
@@ -664,10 +669,23 @@ export class Hub {
   #notifySession(sessionId: string): void {
     const s = this.store.sessions.get(sessionId);
     if (!s) return;
+    this.#bump(s.userId);
     const viewers = this.#viewersByUser.get(s.userId);
     if (!viewers) return;
     const session = this.sessionInfo(s);
     for (const v of viewers) if (v.watching) v.send({ t: "session", session });
+  }
+
+  /**
+   * A number that changes whenever any session of `userId` changes (state,
+   * pin, title, last seq): listings can be reused while it stays the same.
+   */
+  sessionsVersion(userId: string): number {
+    return this.#versions.get(userId) ?? 0;
+  }
+
+  #bump(userId: string): void {
+    this.#versions.set(userId, (this.#versions.get(userId) ?? 0) + 1);
   }
 
   /** Tells the owner's feed that a session changed outside the event log (a pin). */

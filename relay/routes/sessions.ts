@@ -15,19 +15,33 @@ export function sessionRoutes(hub: Hub): Hono<RelayEnv> {
   const app = new Hono<RelayEnv>();
   const { store } = hub;
 
+  // The last listing per user and query, reused while none of their sessions changes.
+  const listings = new Map<string, { version: number; body: string }>();
+
   app.get("/", (c) => {
     const userId = principal(c).userId;
     const q = c.req.query("includePersisted");
     const includePersisted = !(q === "false" || q === "0");
-    const runnerId = c.req.query("runnerId");
-    const all = store.sessions.listForUser(userId)
-      .filter((s) => !runnerId || s.runnerId === runnerId)
-      .map((s) => hub.sessionInfo(s));
-    const isLive = (s: { status: string }) => s.status === "starting" || s.status === "running";
-    return c.json({
-      sessions: all.filter(isLive),
-      persistedSessions: includePersisted ? all.filter((s) => !isLive(s)) : [],
-    });
+    const runnerId = c.req.query("runnerId") ?? "";
+    const key = `${userId}\n${includePersisted}\n${runnerId}`;
+    const version = hub.sessionsVersion(userId);
+    let cached = listings.get(key);
+    if (!cached || cached.version !== version) {
+      const all = store.sessions.listForUser(userId)
+        .filter((s) => !runnerId || s.runnerId === runnerId)
+        .map((s) => hub.sessionInfo(s));
+      const isLive = (s: { status: string }) => s.status === "starting" || s.status === "running";
+      cached = {
+        version,
+        body: JSON.stringify({
+          sessions: all.filter(isLive),
+          persistedSessions: includePersisted ? all.filter((s) => !isLive(s)) : [],
+        }),
+      };
+      if (listings.size > 1000) listings.clear();
+      listings.set(key, cached);
+    }
+    return c.body(cached.body, 200, { "content-type": "application/json" });
   });
 
   app.get("/pinned", (c) => {

@@ -30,6 +30,20 @@ interface SessionRow {
   pinned: number;
 }
 
+/** Parsed models by their JSON: a listing has thousands of rows but few distinct models. */
+const MODELS = new Map<string, ModelRef>();
+
+function parseModel(json: string): ModelRef {
+  let m = MODELS.get(json);
+  if (!m) {
+    m = JSON.parse(json) as ModelRef;
+    if (MODELS.size > 1000) MODELS.clear();
+    MODELS.set(json, m);
+  }
+  // A copy: callers may change what they get.
+  return { provider: m.provider, id: m.id };
+}
+
 function fromRow(r: SessionRow): SessionRecord {
   return {
     sessionId: r.id,
@@ -38,7 +52,7 @@ function fromRow(r: SessionRow): SessionRecord {
     status: r.status as SessionStatus,
     activity: r.activity as SessionActivity,
     cwd: r.cwd,
-    model: r.model ? JSON.parse(r.model) as ModelRef : null,
+    model: r.model ? parseModel(r.model) : null,
     prompt: r.prompt,
     title: r.title,
     createdAt: r.created_at,
@@ -115,16 +129,46 @@ export class SessionsRepo {
     return s && s.userId === userId ? s : undefined;
   }
 
-  listForUser(userId: string, options: { live?: boolean } = {}): SessionRecord[] {
-    const where = options.live === undefined
-      ? ""
-      : options.live
-      ? " AND status IN ('starting', 'running')"
-      : " AND status NOT IN ('starting', 'running')";
-    const rows = this.#prepare(
-      `SELECT * FROM sessions WHERE user_id = ?${where} ORDER BY created_at DESC, id`,
-    ).all(userId) as unknown as SessionRow[];
-    return rows.map(fromRow);
+  /**
+   * Every session of a user, newest first, without their prompts (a listing
+   * shows titles; the prompt can be long). Rows come back as arrays: on a
+   * listing of thousands they cost half as much as objects.
+   */
+  listForUser(userId: string): SessionRecord[] {
+    const st = this.#arrays(
+      `SELECT id, user_id, runner_id, status, activity, cwd, model, title, created_at,
+         updated_at, ended_at, end_reason, last_seq, pinned
+       FROM sessions WHERE user_id = ? ORDER BY created_at DESC, id DESC`,
+    );
+    return (st.all(userId) as unknown as unknown[][]).map((r) =>
+      fromRow({
+        id: r[0] as string,
+        user_id: r[1] as string,
+        runner_id: r[2] as string,
+        status: r[3] as string,
+        activity: r[4] as string,
+        cwd: r[5] as string,
+        model: r[6] as string | null,
+        prompt: "",
+        title: r[7] as string,
+        created_at: r[8] as string,
+        updated_at: r[9] as string,
+        ended_at: r[10] as string | null,
+        end_reason: r[11] as string | null,
+        last_seq: r[12] as number,
+        pinned: r[13] as number,
+      })
+    );
+  }
+
+  #arrays(sql: string): ReturnType<Database["prepare"]> {
+    let st = this.#statements.get(sql);
+    if (!st) {
+      st = this.db.prepare(sql);
+      (st as unknown as { setReturnArrays(on: boolean): void }).setReturnArrays(true);
+      this.#statements.set(sql, st);
+    }
+    return st;
   }
 
   listLiveForRunner(runnerId: string): SessionRecord[] {
@@ -136,7 +180,7 @@ export class SessionsRepo {
 
   listPinned(userId: string): SessionRecord[] {
     const rows = this.#prepare(
-      "SELECT * FROM sessions WHERE user_id = ? AND pinned = 1 ORDER BY created_at DESC, id",
+      "SELECT * FROM sessions WHERE user_id = ? AND pinned = 1 ORDER BY created_at DESC, id DESC",
     ).all(userId) as unknown as SessionRow[];
     return rows.map(fromRow);
   }

@@ -2,7 +2,7 @@
  * `deno task bench`: measures the relay against bare baselines on this
  * machine, in one run, and prints ratios. See docs/performance.md.
  *
- *   deno task bench [--quick] [--only fanout,replay,durability,spawn,memory,http]
+ *   deno task bench [--quick] [--only fanout,replay,durability,spawn,memory,http,ui]
  *                   [--client native|ws] [--out tests/bench/results/latest.json]
  *
  * @module
@@ -18,8 +18,9 @@ import { hasWrk, http } from "./scenarios/http.ts";
 import { memory } from "./scenarios/memory.ts";
 import { replay } from "./scenarios/replay.ts";
 import { spawnLatency } from "./scenarios/spawn.ts";
+import { uiRender } from "./scenarios/ui.ts";
 
-const SCENARIOS = ["fanout", "replay", "durability", "spawn", "memory", "http"] as const;
+const SCENARIOS = ["fanout", "replay", "durability", "spawn", "memory", "http", "ui"] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
 async function main(): Promise<number> {
@@ -138,6 +139,8 @@ async function run(s: Scenario, ctx: BenchContext, client: ClientImpl): Promise<
       return await memory(ctx);
     case "http":
       return await http(ctx);
+    case "ui":
+      return await uiRender(ctx);
   }
 }
 
