@@ -1,6 +1,7 @@
 import { betterAuth } from "better-auth";
 import { APIError } from "better-auth/api";
 import { getMigrations } from "better-auth/db/migration";
+import { NodeSqliteDialect } from "@better-auth/kysely-adapter/node-sqlite-dialect";
 import type { Database } from "./db.ts";
 import type { Store } from "./store/mod.ts";
 import { hashKey, looksLikeKey } from "./keys.ts";
@@ -42,7 +43,14 @@ export type Auth = Awaited<ReturnType<typeof createAuth>>;
 export async function createAuth(options: AuthOptions) {
   const { store } = options;
   const config = {
-    database: options.db,
+    // better-auth's queries are async and its transactions span awaits; on the
+    // connection the relay writes to synchronously, one of those would swallow
+    // (or break) the relay's own transactions, so it runs without them.
+    database: {
+      dialect: new NodeSqliteDialect({ database: options.db }),
+      type: "sqlite" as const,
+      transaction: false,
+    },
     secret: options.secret,
     baseURL: options.baseUrl,
     basePath: "/api/auth",

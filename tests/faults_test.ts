@@ -712,3 +712,47 @@ Deno.test("a slowloris crowd neither starves normal clients nor keeps hello-less
     await cleanup(relay.home);
   }
 });
+
+// ---------------------------------------------------------------------------
+// 7. Accounts busy while events stream
+
+Deno.test("sign-ups and sign-ins while a session streams never break the relay's event commits", async () => {
+  const relay = await RelayProcess.start({ args: ["--allow-signup"] });
+  try {
+    const user = await signUp(relay.url);
+    const fake = await FakeRunner.connect(relay.url, { apiKey: await runnerToken(user) });
+    const id = await spawnSession(user, fake.runnerId);
+    const total = 6000;
+    // better-auth's own statements (sign-up writes a user, an account and a
+    // session, across awaits) run in between the relay's commits.
+    const accounts = Promise.all(
+      Array.from({ length: 8 }, async (_, i) => {
+        const email = `busy-${i}@example.com`;
+        const res = await fetch(
+          `${relay.url}/api/auth/sign-up/email`,
+          json("POST", { email, password: "long enough password", name: `Busy ${i}` }),
+        );
+        assert.equal(res.status, 200, await res.text());
+        await signIn(relay.url, email, "long enough password");
+      }),
+    );
+    await fake.stream(id, total, (seq) => textDelta(`d${seq} `), {
+      frameEvents: 20,
+      windowEvents: 400,
+    });
+    await accounts;
+    assert.equal(fake.closeEvent, null, "the relay never dropped the runner");
+    assert.equal(fake.acked(id), total);
+    const stored = await storedLog(user, id);
+    assert.equal(stored.length, total);
+    assertContiguous(stored);
+    assert.equal(
+      relay.proc.lines.some((l) => /storing events failed|internal error/.test(l)),
+      false,
+    );
+    fake.close();
+  } finally {
+    await relay.stop();
+    await cleanup(relay.home);
+  }
+});
