@@ -5,7 +5,7 @@ import { z } from "zod";
 import { join } from "node:path";
 import { RUNNER_WS_PATH, VIEWER_WS_PATH } from "../shared/protocol.ts";
 import { CLIENT_IP_HEADER, createAuth, type Principal } from "./auth.ts";
-import { type Database, openDatabase } from "./db.ts";
+import { type Database, openDatabase, startCheckpointer } from "./db.ts";
 import { errorResponse, HttpError } from "./errors.ts";
 import { clientIp, readJson, type RelayEnv } from "./_http.ts";
 import { Hub } from "./hub.ts";
@@ -56,7 +56,7 @@ export interface Relay {
   /** `Deno.serve` handler (passes connection info through to the app). */
   fetch: (req: Request, info?: Deno.ServeHandlerInfo) => Response | Promise<Response>;
   /** Closes every socket and the database. */
-  close(): void;
+  close(): Promise<void>;
 }
 
 const Register = z.object({
@@ -69,7 +69,9 @@ const Register = z.object({
 export async function createRelay(options: RelayOptions): Promise<Relay> {
   // The folder holds the database and the signing secret: owner-only.
   await Deno.mkdir(options.dataDir, { recursive: true, mode: 0o700 });
-  const db: Database = openDatabase(join(options.dataDir, "relay.db"));
+  const dbPath = join(options.dataDir, "relay.db");
+  const db: Database = openDatabase(dbPath);
+  const checkpointer = startCheckpointer(db, dbPath);
   const store = options.store?.(db) ?? new Store(db);
   const baseUrl = options.baseUrl.replace(/\/+$/, "");
   const baseOrigin = new URL(baseUrl).origin;
@@ -253,11 +255,12 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     hub,
     store,
     fetch: (req, info) => app.fetch(req, info),
-    close() {
+    async close() {
       if (closed) return;
       closed = true;
       triggers.close();
       hub.close();
+      await checkpointer.stop();
       db.close();
     },
   };

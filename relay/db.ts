@@ -202,6 +202,64 @@ function migrate(db: Database): void {
   }
 }
 
+// The checkpointer's code, run in a worker thread from a blob URL so that it
+// needs no file of its own at run time (bundles, compiled binaries).
+const CHECKPOINTER = `
+import { DatabaseSync } from "node:sqlite";
+let db = null;
+let timer = null;
+self.onmessage = (e) => {
+  const m = e.data;
+  if (m.open) {
+    db = new DatabaseSync(m.open);
+    db.exec("PRAGMA busy_timeout = 5000");
+    timer = setInterval(() => {
+      try { db.exec("PRAGMA wal_checkpoint(PASSIVE)"); } catch { /* busy: next time */ }
+    }, m.intervalMs);
+  } else if (m.stop) {
+    clearInterval(timer);
+    try { db?.exec("PRAGMA wal_checkpoint(TRUNCATE)"); } catch { /* the writer closes it too */ }
+    db?.close();
+    self.postMessage({ stopped: true });
+  }
+};`;
+
+/** A worker thread that checkpoints the WAL of a database (see {@linkcode startCheckpointer}). */
+export interface Checkpointer {
+  /** Runs a last checkpoint and stops the thread. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Moves WAL checkpoints off the main thread: the relay's connection stops
+ * checkpointing by itself (each one copies pages and fsyncs the database,
+ * which blocked the event loop) and a worker thread checkpoints every
+ * `intervalMs` without blocking writers (PASSIVE).
+ */
+export function startCheckpointer(db: Database, path: string, intervalMs = 200): Checkpointer {
+  db.exec("PRAGMA wal_autocheckpoint = 0");
+  const url = URL.createObjectURL(new Blob([CHECKPOINTER], { type: "application/javascript" }));
+  const worker = new Worker(url, { type: "module" });
+  URL.revokeObjectURL(url);
+  worker.postMessage({ open: path, intervalMs });
+  let stopping: Promise<void> | null = null;
+  return {
+    stop() {
+      stopping ??= new Promise<void>((resolve) => {
+        const done = () => {
+          clearTimeout(timer);
+          worker.terminate();
+          resolve();
+        };
+        const timer = setTimeout(done, 5000);
+        worker.onmessage = (e) => e.data?.stopped && done();
+        worker.postMessage({ stop: true });
+      });
+      return stopping;
+    },
+  };
+}
+
 /** Runs `fn` inside BEGIN/COMMIT, rolling back when it throws. */
 export function transaction<T>(db: Database, fn: () => T): T {
   db.exec("BEGIN IMMEDIATE");

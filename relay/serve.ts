@@ -53,7 +53,7 @@ export async function serveRelay(options: ServeRelayOptions): Promise<ServedRela
         built.hub.close();
         const deadline = new Promise<void>((r) => setTimeout(r, 5000));
         await Promise.race([server.shutdown(), deadline]);
-        built.close();
+        await built.close();
       })();
       return done;
     },

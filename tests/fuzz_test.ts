@@ -132,7 +132,7 @@ async function relayRoutes(): Promise<{ method: string; path: string }[]> {
     }
     return routes;
   } finally {
-    relay.close();
+    await relay.close();
     await Deno.remove(dataDir, { recursive: true }).catch(() => {});
   }
 }
