@@ -287,6 +287,13 @@ export class Hub {
     });
   }
 
+  /** Ends a session on the relay's side (its runner is told to drop it when it asks). */
+  abandonSession(sessionId: string, reason: string): void {
+    const s = this.store.sessions.get(sessionId);
+    if (!s || s.status === "ended" || s.status === "error") return;
+    this.#endSession(s, "error", reason);
+  }
+
   /** Delivers a trigger into a running session through its runner. */
   async deliverTrigger(
     s: SessionRecord,
@@ -449,6 +456,10 @@ export class Hub {
       this.#links.get(live.runnerId)?.send({ t: "ack", sessionId: live.id, seq: live.lastSeq });
       this.#broadcast(live, fresh);
       if (patch) {
+        if (patch.status === "ended" || patch.status === "error") {
+          // An ended session receives no more triggers: its subscriptions go with it.
+          this.store.triggers.deleteSubscriptionsOfSession(live.id);
+        }
         if (patch.status) {
           for (const check of [...this.#statusWaiters.get(live.id) ?? []]) check();
         }
@@ -744,6 +755,8 @@ export function eventsFrame(sessionId: string, events: StoredEvent[]): string {
 function statePatch(rec: SessionRecord, e: SessionEventBody): SessionPatch {
   switch (e.type) {
     case "session_start": {
+      // A session the relay already ended (say, it started too late) stays ended.
+      if (rec.status === "ended" || rec.status === "error") return {};
       const patch: SessionPatch = { status: "running" };
       if (typeof e.cwd === "string") patch.cwd = e.cwd;
       if (isModelRef(e.model)) patch.model = { provider: e.model.provider, id: e.model.id };

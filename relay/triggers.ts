@@ -286,6 +286,9 @@ export class Triggers {
 
   subscribe(userId: string, sessionId: string, body: z.infer<typeof SubscriptionBody>) {
     const s = this.#session(userId, sessionId);
+    if (s.status === "ended" || s.status === "error") {
+      throw new HttpError(409, "session_ended", "Session has ended");
+    }
     const def = this.#def(s.runnerId, body.triggerType);
     const params = body.params ?? {};
     const bad = invalidParams(def, params);
@@ -360,6 +363,7 @@ export class Triggers {
         label: d.label,
         description: d.description ?? "",
         params: d.params,
+        schema: d.schema ?? null,
       })),
       listeners: this.store.triggers.listenersOf(runnerId).map(listenerView),
     };
@@ -441,6 +445,9 @@ export class Triggers {
   async broadcast(userId: string, runnerId: string, body: z.infer<typeof BroadcastBody>) {
     this.#runner(userId, runnerId);
     this.#def(runnerId, body.type);
+    if (!this.hub.link(runnerId)) {
+      throw new HttpError(503, "runner_offline", "Runner is not connected");
+    }
     const triggerId = crypto.randomUUID();
     const trigger: DeliveredTrigger = {
       triggerId,

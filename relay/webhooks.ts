@@ -63,6 +63,8 @@ export interface FireResult {
 export class Webhooks {
   /** Nonces of successful enhanced deliveries: `<webhook>:<nonce>` → expiry (this process only). */
   readonly #nonces = new Map<string, number>();
+  /** Deliveries (by webhook and delivery id) whose session is still starting. */
+  readonly #inflight = new Map<string, Promise<FireResult>>();
 
   constructor(
     readonly hub: Hub,
@@ -79,7 +81,7 @@ export class Webhooks {
       userId: w.userId,
       name: w.name,
       source: w.source,
-      ...(withSecret ? { secret: await this.box.open(w.secretEnc) } : {}),
+      ...(withSecret ? { secret: await this.#secret(w) } : {}),
       runnerId: w.runnerId,
       cwd: w.cwd,
       prompt: w.prompt,
@@ -158,7 +160,7 @@ export class Webhooks {
     // Missing, deleted and disabled answer alike.
     if (!w || !w.enabled) throw notFound("Webhook");
     const now = Date.now();
-    const v = await verifyWebhook(await this.box.open(w.secretEnc), headers, raw, now);
+    const v = await verifyWebhook(await this.#secret(w), headers, raw, now);
     if (!v.ok) throw new HttpError(401, "bad_signature", v.message);
 
     const nonceKey = v.nonce !== undefined ? `${w.id}:${v.nonce}` : null;
@@ -172,14 +174,53 @@ export class Webhooks {
         );
       }
     }
-    if (v.deliveryId) {
-      const earlier = this.store.webhooks.delivery(w.id, v.deliveryId, now - DELIVERY_TTL_MS);
-      if (earlier) {
-        // A redelivery (retry) of something already handled: answer success, do nothing.
-        return { status: 200, body: { ok: true, duplicate: true, ...earlier } };
-      }
+    if (!v.deliveryId) return await this.#deliver(w, headers, raw, now, nonceKey);
+    const key = `${w.id}:${v.deliveryId}`;
+    const earlier = this.store.webhooks.delivery(w.id, v.deliveryId, now - DELIVERY_TTL_MS);
+    if (earlier) {
+      // A redelivery (retry) of something already handled: answer success, do nothing.
+      return { status: 200, body: { ok: true, duplicate: true, ...earlier } };
     }
+    // A retry while the first attempt is still starting its session waits for
+    // that attempt instead of starting a second session.
+    const running = this.#inflight.get(key);
+    if (running) {
+      const first = await running.catch(() => null);
+      if (first?.body.sessionId) {
+        const { triggerId, sessionId } = first.body;
+        return { status: 200, body: { ok: true, duplicate: true, triggerId, sessionId } };
+      }
+      if (first) return first;
+      // The first attempt failed: this one tries again.
+    }
+    const attempt = this.#deliver(w, headers, raw, now, nonceKey).then((r) => {
+      if (r.body.sessionId) {
+        this.store.webhooks.recordDelivery(
+          w.id,
+          v.deliveryId!,
+          String(r.body.triggerId),
+          String(r.body.sessionId),
+          now,
+        );
+      }
+      return r;
+    });
+    this.#inflight.set(key, attempt);
+    try {
+      return await attempt;
+    } finally {
+      if (this.#inflight.get(key) === attempt) this.#inflight.delete(key);
+    }
+  }
 
+  /** Everything after the signature: JSON, filters, then the session. */
+  async #deliver(
+    w: WebhookRecord,
+    headers: Headers,
+    raw: Uint8Array,
+    now: number,
+    nonceKey: string | null,
+  ): Promise<FireResult> {
     let body: unknown;
     try {
       body = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(raw));
@@ -232,17 +273,30 @@ export class Webhooks {
     const state = await this.hub.waitRunning(sessionId, this.options.connectTimeoutMs);
     if (state !== "running") {
       if (nonceKey) this.#nonces.delete(nonceKey);
-      // Do not leave a session that may start later and surprise a retrying sender.
-      await this.hub.input(w.userId, sessionId, "end", "").catch(() => {});
       if (state === "timeout") {
+        // The sender hears it failed: the session must not start later and
+        // surprise it (or a retry). End it here and ask the runner to drop it.
+        // (The runner is asked before the session is marked ended, which would refuse input.)
+        this.hub.input(w.userId, sessionId, "end", "").catch(() => {});
+        this.hub.abandonSession(sessionId, "The session did not start in time");
         throw new HttpError(504, "session_timeout", "The session did not start in time");
       }
       throw new HttpError(502, "runner_rejected", "The session ended before it started");
     }
-    if (v.deliveryId) {
-      this.store.webhooks.recordDelivery(w.id, v.deliveryId, trigger.triggerId, sessionId, now);
-    }
     return { status: 200, body: { ok: true, triggerId: trigger.triggerId, sessionId } };
+  }
+
+  /** The webhook's secret, or a clear error when the relay's own secret changed. */
+  async #secret(w: WebhookRecord): Promise<string> {
+    try {
+      return await this.box.open(w.secretEnc);
+    } catch {
+      throw new HttpError(
+        500,
+        "secret_unreadable",
+        "This webhook's secret cannot be read (the relay's secret file changed): create a new webhook",
+      );
+    }
   }
 
   #sweepNonces(now: number): void {

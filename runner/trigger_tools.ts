@@ -20,16 +20,38 @@ function attr(v: string): string {
   );
 }
 
-/** The text the agent receives for a trigger (after the instruction, if any). */
+/**
+ * JSON that cannot close the block it sits in: `<`, `>` and `&` become
+ * `\u003c`, `\u003e`, `\u0026` (the same JSON for any parser).
+ */
+function inertJson(value: unknown): string {
+  return JSON.stringify(value, null, 2).replace(
+    /[<>&]/g,
+    (c) => `\\u00${c.charCodeAt(0).toString(16).padStart(2, "0")}`,
+  );
+}
+
+/** One line of plain text from something a sender wrote. */
+function oneLine(s: string): string {
+  // deno-lint-ignore no-control-regex
+  return s.replace(/[\u0000-\u001f\u007f\u2028\u2029]+/g, " ").replace(/[<>&]/g, (c) => attr(c))
+    .slice(0, 500);
+}
+
+/**
+ * The text the agent receives for a trigger (after the instruction, if any).
+ * Everything that comes from the sender is escaped so that it cannot end
+ * the <trigger> block and pass itself off as the user's words.
+ */
 export function triggerMessage(t: DeliveredTrigger, instruction?: string): string {
-  let payload = JSON.stringify(t.payload, null, 2);
+  let payload = inertJson(t.payload);
   if (payload.length > MAX_PAYLOAD_CHARS) {
     payload = payload.slice(0, MAX_PAYLOAD_CHARS) + `\n… (${payload.length} characters, cut)`;
   }
   const lines = [
     ...(instruction?.trim() ? [instruction.trim(), ""] : []),
     `<trigger id="${attr(t.triggerId)}" type="${attr(t.type)}" source="${attr(t.source)}">`,
-    ...(t.summary ? [`Summary: ${t.summary}`] : []),
+    ...(t.summary ? [`Summary: ${oneLine(t.summary)}`] : []),
     "Payload:",
     payload,
     "</trigger>",

@@ -189,11 +189,10 @@ class Worker {
       // pi would answer every prompt with advice for its own terminal (/login).
       this.#noModel = `No model is configured on this runner: set a provider's API key (for ` +
         `example ANTHROPIC_API_KEY) or add a provider in ${join(agentDir, "models.json")}`;
-      this.emit({ type: "session_error", message: this.#noModel });
-      return;
     }
+    // Without a model, the trigger (or prompt) is still shown, followed by the error.
     if (msg.trigger) this.#deliver(msg.trigger, msg.instruction);
-    else if (msg.prompt.trim()) this.#prompt(msg.prompt);
+    else if (msg.prompt.trim() || this.#noModel) this.#prompt(msg.prompt);
   }
 
   /** Hands a trigger to the agent: steer or follow-up while it works, a prompt when idle. */

@@ -150,14 +150,14 @@ export class TriggersRepo {
 
   subscriptionsOf(sessionId: string): SubscriptionRecord[] {
     return (this.db.prepare(
-      "SELECT * FROM trigger_subscriptions WHERE session_id = ? ORDER BY created_at, id",
+      "SELECT * FROM trigger_subscriptions WHERE session_id = ? ORDER BY created_at, rowid",
     ).all(sessionId) as unknown as SubRow[]).map(sub);
   }
 
   /** Subscriptions to `type` of sessions on a runner. */
   subscriptionsFor(runnerId: string, type: string): SubscriptionRecord[] {
     return (this.db.prepare(
-      "SELECT * FROM trigger_subscriptions WHERE runner_id = ? AND trigger_type = ? ORDER BY created_at, id",
+      "SELECT * FROM trigger_subscriptions WHERE runner_id = ? AND trigger_type = ? ORDER BY created_at, rowid",
     ).all(runnerId, type) as unknown as SubRow[]).map(sub);
   }
 
@@ -198,10 +198,10 @@ export class TriggersRepo {
   listenersOf(runnerId: string, type?: string): ListenerRecord[] {
     const rows = type === undefined
       ? this.db.prepare(
-        "SELECT * FROM trigger_listeners WHERE runner_id = ? ORDER BY created_at, id",
+        "SELECT * FROM trigger_listeners WHERE runner_id = ? ORDER BY created_at, rowid",
       ).all(runnerId)
       : this.db.prepare(
-        "SELECT * FROM trigger_listeners WHERE runner_id = ? AND trigger_type = ? ORDER BY created_at, id",
+        "SELECT * FROM trigger_listeners WHERE runner_id = ? AND trigger_type = ? ORDER BY created_at, rowid",
       ).all(runnerId, type);
     return (rows as unknown as ListenerRow[]).map(listener);
   }

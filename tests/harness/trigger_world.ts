@@ -1,0 +1,310 @@
+/**
+ * What the trigger and webhook tests share: a relay served in-process (with
+ * every relay option passed through), a real runner whose HOME declares a
+ * trigger catalog in `~/.baton/triggers.json`, a scripted model whose
+ * requests can be awaited and read as text, and a viewer that watches the
+ * sessions.
+ *
+ * @module
+ */
+import { join } from "node:path";
+import { type ServedRelay, serveRelay, type ServeRelayOptions } from "../../relay/serve.ts";
+import { json, signUp, type User, Viewer } from "./client.ts";
+import { type ChatRequest, MockLlm, type Turn } from "./mock_llm.ts";
+import { type RunnerProcess, startRunner, tempDir } from "./procs.ts";
+
+/** The scripted model every session of these tests uses. */
+export const MODEL = { provider: "mock", id: "mock-1" };
+
+/** Status and parsed JSON body of a response (null for an empty body). */
+// deno-lint-ignore no-explicit-any
+export async function answer(res: Response): Promise<{ status: number; body: any }> {
+  const text = await res.text();
+  return { status: res.status, body: text === "" ? null : JSON.parse(text) };
+}
+
+/** The text of one chat message (string content or text parts). */
+export function messageText(m: ChatRequest["messages"][number]): string {
+  if (typeof m.content === "string") return m.content;
+  if (Array.isArray(m.content)) {
+    return m.content
+      .map((p) => (p && typeof p === "object" && "text" in p ? String(p.text) : ""))
+      .join("");
+  }
+  return "";
+}
+
+/** The texts of the user messages of a model request, oldest first. */
+export function userTexts(req: ChatRequest): string[] {
+  return req.messages.filter((m) => m.role === "user").map(messageText);
+}
+
+/** Every message of a request as plain text (tool results included). */
+export function requestText(req: ChatRequest): string {
+  return req.messages.map(messageText).join("\n");
+}
+
+/** A `<trigger>` block as the agent reads it. */
+export interface TriggerBlock {
+  id: string;
+  type: string;
+  source: string;
+  summary?: string;
+  /** The payload parsed back from the message (undefined when it was cut). */
+  payload: unknown;
+  /** Text before the block (the listener's or webhook's instruction). */
+  before: string;
+  /** Text after the block (the request to answer, if any). */
+  after: string;
+}
+
+/** Parses the `<trigger ...>` blocks of a message, in order. */
+export function triggerBlocks(text: string): TriggerBlock[] {
+  const out: TriggerBlock[] = [];
+  const re =
+    /<trigger id="([^"]*)" type="([^"]*)" source="([^"]*)">\n(?:Summary: (.*)\n)?Payload:\n([\s\S]*?)\n<\/trigger>/g;
+  let last = 0;
+  for (const m of text.matchAll(re)) {
+    let payload: unknown;
+    try {
+      payload = JSON.parse(m[5]!);
+    } catch {
+      payload = undefined;
+    }
+    out.push({
+      id: m[1]!,
+      type: m[2]!,
+      source: m[3]!,
+      ...(m[4] !== undefined ? { summary: m[4] } : {}),
+      payload,
+      before: text.slice(last, m.index).trim(),
+      after: "",
+    });
+    last = m.index! + m[0].length;
+  }
+  if (out.length > 0) out[out.length - 1]!.after = text.slice(last).trim();
+  return out;
+}
+
+/** Scripted answers by rule; the first rule that returns a turn wins. */
+export type Rule = (req: ChatRequest) => Turn | undefined;
+
+/**
+ * The model's requests as they arrive: await the first one matching a
+ * predicate, and answer by rules (else from the mock's queue, else "OK.").
+ */
+export class ModelWatch {
+  rules: Rule[] = [];
+  readonly #waiters: { pred: () => boolean; resolve: () => void }[] = [];
+
+  constructor(readonly llm: MockLlm) {
+    llm.responder = (req) => {
+      // The request is already in llm.requests: wake whoever waits for it.
+      for (const w of [...this.#waiters]) {
+        if (w.pred()) {
+          this.#waiters.splice(this.#waiters.indexOf(w), 1);
+          w.resolve();
+        }
+      }
+      for (const rule of this.rules) {
+        const turn = rule(req);
+        if (turn) return turn;
+      }
+      return undefined;
+    };
+  }
+
+  get requests(): ChatRequest[] {
+    return this.llm.requests;
+  }
+
+  /** The requests (so far) matching `pred`. */
+  matching(pred: (req: ChatRequest) => boolean): ChatRequest[] {
+    return this.requests.filter(pred);
+  }
+
+  /** Resolves once `pred` holds (checked on every new request). */
+  until(pred: () => boolean, what: string, timeoutMs = 20_000): Promise<void> {
+    if (pred()) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const w = {
+        pred,
+        resolve: () => {
+          clearTimeout(timer);
+          resolve();
+        },
+      };
+      const timer = setTimeout(() => {
+        this.#waiters.splice(this.#waiters.indexOf(w), 1);
+        reject(
+          new Error(`model: timed out waiting for ${what} (${this.requests.length} requests)`),
+        );
+      }, timeoutMs);
+      this.#waiters.push(w);
+    });
+  }
+
+  /** The first request (past or future) whose text contains `marker`. */
+  async withText(marker: string, timeoutMs = 20_000): Promise<ChatRequest> {
+    const has = (r: ChatRequest) => requestText(r).includes(marker);
+    await this.until(() => this.requests.some(has), `a request containing '${marker}'`, timeoutMs);
+    return this.requests.find(has)!;
+  }
+}
+
+/** Options of {@linkcode startWorld}. */
+export interface WorldOptions {
+  /** Written to the runner's `~/.baton/triggers.json` before it starts. */
+  triggerDefs?: unknown[];
+  /** Extra environment of the runner. */
+  runnerEnv?: Record<string, string>;
+  /** Relay options passed through to serveRelay/createRelay. */
+  relay?: Partial<Omit<ServeRelayOptions, "hostname" | "port" | "dataDir">>;
+}
+
+/** One relay, one runner, one scripted model and a viewer. */
+export interface World {
+  relay: ServedRelay;
+  dataDir: string;
+  relayLog: string[];
+  llm: MockLlm;
+  model: ModelWatch;
+  user: User;
+  runner: RunnerProcess;
+  runnerId: string;
+  /** The runner's HOME. */
+  home: string;
+  /** The runner's only workspace root; sessions work in it. */
+  root: string;
+  viewer: Viewer;
+}
+
+/** Writes a runner HOME: models.json pointing at the mock model, and the trigger catalog. */
+export async function prepareHome(
+  llm: MockLlm,
+  triggerDefs: unknown[] | undefined,
+  home?: string,
+): Promise<string> {
+  const dir = home ?? await tempDir("baton-trigger-home-");
+  await llm.writeModelsJson(dir, ["mock-1"]);
+  if (triggerDefs) {
+    await Deno.writeTextFile(join(dir, ".baton", "triggers.json"), JSON.stringify(triggerDefs));
+  }
+  return dir;
+}
+
+/** Starts the world; call {@linkcode closeWorld} in `finally`. */
+export async function startWorld(options: WorldOptions = {}): Promise<World> {
+  const llm = MockLlm.start();
+  const model = new ModelWatch(llm);
+  const dataDir = await tempDir("baton-trigger-relay-");
+  const relayLog: string[] = [];
+  const relay = await serveRelay({
+    hostname: "127.0.0.1",
+    port: 0,
+    dataDir,
+    log: (line) => relayLog.push(line),
+    ...options.relay,
+  });
+  let runner: RunnerProcess | undefined;
+  try {
+    const user = await signUp(relay.url, { name: "Alice" });
+    const home = await prepareHome(llm, options.triggerDefs);
+    const root = join(home, "work");
+    await Deno.mkdir(root, { recursive: true });
+    runner = await startRunner({
+      relayUrl: relay.url,
+      apiKey: user.apiKey,
+      home,
+      env: { BATON_WORKSPACE_ROOTS: root, ...options.runnerEnv },
+    });
+    const [r] = await (await user.api("/api/runners")).json();
+    const viewer = await Viewer.connect(relay.url, { apiKey: user.apiKey });
+    return {
+      relay,
+      dataDir,
+      relayLog,
+      llm,
+      model,
+      user,
+      runner,
+      runnerId: r.id,
+      home,
+      root,
+      viewer,
+    };
+  } catch (err) {
+    if (runner) console.error(runner.proc.output());
+    await runner?.stop();
+    await relay.shutdown();
+    await llm.close();
+    throw err;
+  }
+}
+
+/** Stops everything; prints the runner's and relay's output when the test failed. */
+export async function closeWorld(w: World | undefined, ok: boolean): Promise<void> {
+  if (!w) return;
+  if (!ok) {
+    console.error(w.runner.proc.output());
+    console.error(w.relayLog.map((l) => `    relay| ${l}`).join("\n"));
+  }
+  await w.viewer.close();
+  await w.runner.stop();
+  await w.relay.shutdown();
+  await w.llm.close();
+  await Deno.remove(w.dataDir, { recursive: true }).catch(() => {});
+  await Deno.remove(w.home, { recursive: true }).catch(() => {});
+}
+
+/** The number of finished agent runs of a session the viewer saw. */
+export function runs(v: Viewer, sessionId: string): number {
+  return v.eventsOf(sessionId).filter((e) => e.e.type === "agent_end").length;
+}
+
+/** Spawns a session with `prompt` in the world's root; resolves with its id once it has started. */
+export async function spawn(
+  w: World,
+  prompt: string,
+  extra: Record<string, unknown> = {},
+): Promise<string> {
+  const res = await w.user.api(
+    "/api/runners/spawn",
+    json("POST", { runnerId: w.runnerId, cwd: w.root, model: MODEL, prompt, ...extra }),
+  );
+  const { status, body } = await answer(res);
+  if (status !== 200) throw new Error(`spawn: ${status} ${JSON.stringify(body)}`);
+  w.viewer.subscribe(body.sessionId);
+  await w.viewer.waitForEvent(body.sessionId, "session_start");
+  return body.sessionId;
+}
+
+/** Ends a session and waits until the relay lists it as ended. */
+export async function endSession(w: World, sessionId: string): Promise<void> {
+  const res = await w.user.api(`/api/sessions/${sessionId}/input`, json("POST", { kind: "end" }));
+  if (res.status !== 200) throw new Error(`end: ${res.status} ${await res.text()}`);
+  await res.body?.cancel();
+  w.viewer.subscribe(sessionId);
+  await w.viewer.waitForEvent(sessionId, "session_end");
+}
+
+/** Every session id of the user, live and past. */
+export async function allSessionIds(user: User): Promise<string[]> {
+  const { sessions, persistedSessions } = await (await user.api("/api/sessions")).json();
+  return [...sessions, ...persistedSessions].map((s: { sessionId: string }) => s.sessionId).sort();
+}
+
+/** Polls `fn` until it returns a value (for process-level state only), with a deadline. */
+export async function eventually<T>(
+  what: string,
+  fn: () => Promise<T | undefined>,
+  timeoutMs = 30_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  while (true) {
+    const v = await fn();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
