@@ -9,7 +9,8 @@ Start a runner: a supervisor that keeps the runner daemon alive. The daemon
 dials out to the relay and starts one agent worker per session.
 
 Options:
-  --name <name>    Runner name shown in the UI (env BATON_RUNNER_NAME, default hostname)
+  --name <name>    Runner name shown in the UI (env BATON_RUNNER_NAME, config runnerName,
+                   default the hostname)
   --safe-mode      Skip MCP servers, plugins, hooks and the relay
   --no-mcp         Skip MCP servers (env BATON_NO_MCP=1)
   --no-plugins     Skip plugins and pi extensions (env BATON_NO_PLUGINS=1)
@@ -18,7 +19,7 @@ Options:
                    a runner needs one, so with this (or --safe-mode) it exits with a message
   -h, --help       Show this help
 
-Environment (each falls back to ~/.baton/config.json):
+Environment (those naming a config key fall back to ~/.baton/config.json):
   BATON_RELAY_URL        Relay address, http(s):// or ws(s):// (config: relayUrl)
   BATON_API_KEY          Runner token or API key (config: apiKey)
   BATON_WORKSPACE_ROOTS  Comma-separated folders sessions may use; or

@@ -28,7 +28,7 @@ Options:
 Environment:
   BATON_OWNER_PASSWORD   Owner password on first start (else asked or generated)
   Runner variables (BATON_WORKSPACE_ROOTS, BATON_NO_*, ...) apply to the local runner,
-  which connects to --base-url. Stopping that runner (from the web client or the API)
+  which connects to --base-url. Stopping that runner (POST /api/runners/stop)
   ends 'up', relay included.
 `;
 
