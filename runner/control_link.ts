@@ -183,6 +183,14 @@ export class ControlLink {
         if (!rejected && ev.code === CloseCode.forbidden) {
           rejected = new RelayRejectedError("forbidden", ev.reason || "Runner refused");
         }
+        // Another process connected with this runner id (a second daemon on
+        // the same HOME): the newest one wins, instead of both taking turns.
+        if (!rejected && ev.code === CloseCode.replaced) {
+          rejected = new RelayRejectedError(
+            "replaced",
+            "Another runner with this runner id connected to the relay; this one stops",
+          );
+        }
         resolve({ reason: `code ${ev.code}${ev.reason ? `: ${ev.reason}` : ""}`, rejected });
       };
     });

@@ -299,6 +299,18 @@ export class Daemon {
     s.inputs.clear();
     // During shutdown the session stays registered and comes back at next start.
     if (this.#stopping) return;
+    if (!s.ended && st.signal === "SIGTERM") {
+      // A service manager stopping the whole unit signals every process at
+      // once: give the daemon's own SIGTERM a moment to arrive before calling
+      // this a crash (a stopped runner keeps its sessions for the next start).
+      setTimeout(() => this.#workerGone(s, st), 1000);
+      return;
+    }
+    this.#workerGone(s, st);
+  }
+
+  #workerGone(s: DaemonSession, st: Deno.CommandStatus): void {
+    if (this.#stopping) return;
     if (!s.ended) {
       const how = st.signal ? `signal ${st.signal}` : `exit code ${st.code}`;
       this.#opts.log(`session ${s.entry.sessionId}: worker exited unexpectedly (${how})`);
