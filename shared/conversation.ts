@@ -271,6 +271,8 @@ function messageUpdate(c: Conversation, e: SessionEventBody, items: Mut<Item[]>)
       delta?: string;
       content?: string;
       toolCall?: ToolCallLike;
+      toolName?: string;
+      toolCallId?: string;
     }
     | undefined;
   if (!ame) return;
@@ -309,13 +311,24 @@ function messageUpdate(c: Conversation, e: SessionEventBody, items: Mut<Item[]>)
       };
       break;
     case "toolcall_start":
-      blocks[i] = { type: "toolCall", id: "", name: "", args: {}, argsText: "" };
+      blocks[i] = {
+        type: "toolCall",
+        id: ame.toolCallId ?? "",
+        name: ame.toolName ?? "",
+        args: {},
+        argsText: "",
+      };
       break;
     case "toolcall_delta": {
       const prev = block?.type === "toolCall"
         ? block
         : { type: "toolCall" as const, id: "", name: "", args: {}, argsText: "" };
-      blocks[i] = { ...prev, argsText: prev.argsText + (ame.delta ?? "") };
+      blocks[i] = {
+        ...prev,
+        id: prev.id || (ame.toolCallId ?? ""),
+        name: prev.name || (ame.toolName ?? ""),
+        argsText: prev.argsText + (ame.delta ?? ""),
+      };
       break;
     }
     case "toolcall_end":

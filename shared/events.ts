@@ -13,6 +13,15 @@ export function slimPiEvent(ev: { type: string; [k: string]: unknown }): Session
   switch (ev.type) {
     case "message_update": {
       const ame = { ...(ev.assistantMessageEvent as Record<string, unknown>) };
+      if (typeof ame.type === "string" && ame.type.startsWith("toolcall_")) {
+        // Keep who is being called (from the partial message) so a viewer can
+        // name the tool while its arguments still stream.
+        const block = (ame.partial as { content?: unknown[] } | undefined)?.content?.[
+          ame.contentIndex as number
+        ] as { id?: unknown; name?: unknown } | undefined;
+        if (typeof block?.name === "string" && block.name) ame.toolName = block.name;
+        if (typeof block?.id === "string" && block.id) ame.toolCallId = block.id;
+      }
       delete ame.partial;
       delete ame.message;
       delete ame.error;

@@ -52,3 +52,27 @@ Deno.test("oversized events are replaced by a marker that keeps their type", () 
   const small = { type: "x", a: 1 };
   assert.equal(capEvent(small), small);
 });
+
+Deno.test("a streaming tool call keeps the tool's name and id from pi's partial message", () => {
+  const partial = {
+    role: "assistant",
+    content: [{ type: "text", text: "hi" }, {
+      type: "toolCall",
+      id: "c9",
+      name: "bash",
+      arguments: {},
+    }],
+  };
+  const slim = slimPiEvent({
+    type: "message_update",
+    message: partial,
+    assistantMessageEvent: { type: "toolcall_delta", contentIndex: 1, delta: '{"comm', partial },
+  });
+  assert.deepEqual(slim.assistantMessageEvent, {
+    type: "toolcall_delta",
+    contentIndex: 1,
+    delta: '{"comm',
+    toolName: "bash",
+    toolCallId: "c9",
+  });
+});

@@ -172,8 +172,7 @@ Deno.test("the web client spawns a session, streams a tool call, steers, aborts 
       await page.getByRole("button", { name: "Start session" }).click();
       await page.waitForURL(/\/session\/[0-9a-f-]{36}$/);
       const card = page.locator("details.tool");
-      await card.waitFor();
-      assert.match(await card.locator("summary").innerText(), /bash/);
+      await card.locator("summary", { hasText: "bash" }).waitFor();
       await card.locator(".badge.done").waitFor();
       assert.match(await card.innerText(), /tool-output-line/);
       await page.getByText("The folder has one file.").waitFor();
@@ -342,6 +341,13 @@ Deno.test("settings: a new key is shown once, revoking waits 3 seconds and can b
       (await fetch(`${w.relay.url}/api/runners`, { headers: { "x-api-key": value } })).status,
       401,
     );
+
+    // The runner can be restarted from here: it comes back with the same id.
+    const runnerRow = page.locator("li", { has: page.getByText("connected", { exact: true }) });
+    await runnerRow.getByRole("button", { name: "Restart" }).click();
+    await page.getByText("is restarting.").waitFor();
+    await w.runner.connected(2);
+    assert.equal((await (await w.user.api("/api/runners")).json())[0].id, w.runnerId);
 
     // Hidden models leave the spawn form's list.
     await page.getByRole("checkbox", { name: "mock/mock-1" }).uncheck();
