@@ -139,8 +139,8 @@ async function measure(
 
 /** Runs the spawn scenario. */
 export async function spawnLatency(ctx: BenchContext): Promise<void> {
-  const warmRuns = await measure(ctx, 1, ctx.quick ? 4 : 20, ctx.quick ? 1000 : 2500);
-  const coldRuns = await measure(ctx, 0, ctx.quick ? 2 : 10, 300);
+  const warmRuns = await measure(ctx, 1, ctx.quick ? 3 : 20, ctx.quick ? 800 : 2500);
+  const coldRuns = await measure(ctx, 0, ctx.quick ? 1 : 10, 300);
   const p = (runs: SpawnTiming[], key: "firstEvent" | "firstText" | "response", q: number) =>
     percentileOf(runs.map((r) => r[key]), q);
   for (

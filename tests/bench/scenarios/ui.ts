@@ -121,7 +121,7 @@ async function seed(runner: FakeRunner, sessionId: string, bodies: SessionEventB
 }
 
 export async function uiRender(ctx: BenchContext): Promise<void> {
-  const runs = ctx.quick ? 3 : 7;
+  const runs = ctx.quick ? 1 : 7;
   const relay = await startTestRelay();
   const browser = await launchBrowser();
   let runner: FakeRunner | undefined;
