@@ -1,4 +1,6 @@
+import { join } from "node:path";
 import { parseArgs } from "node:util";
+import { normalizeRelayUrl, readUserConfig } from "../runner/config.ts";
 
 /** A command-line mistake: printed as one line, exit code 2. */
 export class UsageError extends Error {
@@ -99,6 +101,24 @@ export function parseHttpUrl(value: string, what: string): string {
     throw new UsageError(`Invalid ${what}: '${value}' (expected an http(s) URL)`);
   }
   return url.href.replace(/\/+$/, "");
+}
+
+/**
+ * The relay a command talks to: its flag (or variable) when given, else
+ * `relayUrl` in `~/.baton/config.json`, else the local default.
+ */
+export async function relayUrlFrom(flag: string | undefined): Promise<string> {
+  const saved = await readUserConfig(join(homeDir(), ".baton")).catch(
+    () => ({} as Record<string, unknown>),
+  );
+  const raw = flag ??
+    (typeof saved.relayUrl === "string" && saved.relayUrl !== "off" ? saved.relayUrl : undefined) ??
+    "http://127.0.0.1:7420";
+  try {
+    return normalizeRelayUrl(raw);
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
 }
 
 /** `<home>`: `$HOME` (or `%USERPROFILE%`). */

@@ -1,6 +1,6 @@
 import { join } from "node:path";
-import { normalizeRelayUrl, readUserConfig, updateUserConfig } from "../runner/config.ts";
-import { homeDir, parseFlags, UsageError } from "./_args.ts";
+import { updateUserConfig } from "../runner/config.ts";
+import { homeDir, parseFlags, relayUrlFrom, UsageError } from "./_args.ts";
 import { ask, askSecret, interactive, readStdin } from "./_prompt.ts";
 
 export const SETUP_HELP = `Usage: baton setup [options]
@@ -28,16 +28,7 @@ export async function setupMain(argv: string[]): Promise<number> {
     "password-stdin": { type: "boolean" },
   });
   const batonDir = join(homeDir(), ".baton");
-  const saved = await readUserConfig(batonDir).catch(() => ({} as Record<string, unknown>));
-  const rawRelay = values.relay ??
-    (typeof saved.relayUrl === "string" && saved.relayUrl !== "off" ? saved.relayUrl : undefined) ??
-    "http://127.0.0.1:7420";
-  let relayUrl: string;
-  try {
-    relayUrl = normalizeRelayUrl(rawRelay);
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
+  const relayUrl = await relayUrlFrom(values.relay);
   const tty = interactive();
   const email = values.email ?? (tty ? ask("Email:") : "");
   if (!email) throw new UsageError("Missing --email");

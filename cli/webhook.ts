@@ -1,7 +1,5 @@
-import { join } from "node:path";
 import { enhancedPayload, signHex } from "../relay/webhook_signing.ts";
-import { normalizeRelayUrl, readUserConfig } from "../runner/config.ts";
-import { homeDir, parseFlags, UsageError } from "./_args.ts";
+import { parseFlags, relayUrlFrom, UsageError } from "./_args.ts";
 import { readStdin } from "./_prompt.ts";
 
 export const WEBHOOK_HELP = `Usage: baton webhook fire <webhook-id> [options]
@@ -57,18 +55,7 @@ export async function webhookMain(argv: string[]): Promise<number> {
     throw new UsageError("The body is not valid JSON");
   }
 
-  const saved = await readUserConfig(join(homeDir(), ".baton")).catch(
-    () => ({} as Record<string, unknown>),
-  );
-  const relayRaw = values.relay ??
-    (typeof saved.relayUrl === "string" && saved.relayUrl !== "off" ? saved.relayUrl : undefined) ??
-    "http://127.0.0.1:7420";
-  let relay: string;
-  try {
-    relay = normalizeRelayUrl(relayRaw);
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
+  const relay = await relayUrlFrom(values.relay);
 
   const body = new TextEncoder().encode(text);
   const headers: Record<string, string> = { "content-type": "application/json" };

@@ -1,4 +1,5 @@
 import { timingSafeEqual } from "node:crypto";
+import { concatBytes } from "../shared/bytes.ts";
 
 /** How far a signed timestamp may be from the relay's clock. */
 export const MAX_SKEW_MS = 5 * 60_000;
@@ -31,16 +32,6 @@ async function hmac(secret: string, data: Uint8Array): Promise<Uint8Array> {
   return new Uint8Array(await crypto.subtle.sign("HMAC", key, data as BufferSource));
 }
 
-function concat(...parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let off = 0;
-  for (const p of parts) {
-    out.set(p, off);
-    off += p.length;
-  }
-  return out;
-}
-
 function fromHex(hex: string): Uint8Array | null {
   if (!/^[0-9a-fA-F]*$/.test(hex) || hex.length % 2) return null;
   const out = new Uint8Array(hex.length / 2);
@@ -68,7 +59,7 @@ export async function signHex(secret: string, data: Uint8Array): Promise<string>
 
 /** The string signed in enhanced mode: `<timestamp>.<nonce>.<raw body>`. */
 export function enhancedPayload(timestamp: string, nonce: string, body: Uint8Array): Uint8Array {
-  return concat(encoder.encode(`${timestamp}.${nonce}.`), body);
+  return concatBytes(encoder.encode(`${timestamp}.${nonce}.`), body);
 }
 
 const fail = (message: string): Verification => ({ ok: false, message });
@@ -96,7 +87,7 @@ export async function verifyWebhook(
     if (Math.abs(now - Number(ts) * 1000) > MAX_SKEW_MS) {
       return fail("webhook-timestamp is more than 5 minutes from the relay's clock");
     }
-    const expected = await hmac(secret, concat(encoder.encode(`${id}.${ts}.`), body));
+    const expected = await hmac(secret, concatBytes(encoder.encode(`${id}.${ts}.`), body));
     // Several space-separated signatures may be sent (key rotation); any v1 match counts.
     const match = standard.split(" ").some((part) => {
       const [version, sig] = part.split(",", 2);

@@ -40,16 +40,8 @@ export const WebhookCreate = z.object({
   filterMode: FilterModeSchema.nullable().optional(),
 }).strict();
 
-export const WebhookUpdate = z.object({
-  name: Name.optional(),
-  source: Source.optional(),
-  runnerId: z.string().min(1).max(100).nullable().optional(),
-  cwd: z.string().max(4096).nullable().optional(),
-  prompt: z.string().max(200_000).nullable().optional(),
-  model: ModelSchema.nullable().optional(),
-  eventFilter: EventFilter.nullable().optional(),
-  filters: FiltersSchema.nullable().optional(),
-  filterMode: FilterModeSchema.nullable().optional(),
+/** Any subset of the create fields (`null` clears one), plus `enabled`. */
+export const WebhookUpdate = WebhookCreate.partial().extend({
   enabled: z.boolean().optional(),
 }).strict();
 

@@ -7,6 +7,7 @@
  */
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { concatBytes } from "../shared/bytes.ts";
 
 const WEB = dirname(fileURLToPath(import.meta.url));
 
@@ -102,13 +103,7 @@ async function encodePng(w: number, h: number, rgba: Uint8Array): Promise<Uint8A
     chunk("IDAT", idat),
     chunk("IEND", new Uint8Array()),
   ];
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let off = 0;
-  for (const p of parts) {
-    out.set(p, off);
-    off += p.length;
-  }
-  return out;
+  return concatBytes(...parts);
 }
 
 const CRC_TABLE = Array.from({ length: 256 }, (_, n) => {

@@ -1,5 +1,5 @@
 import type { Database } from "../db.ts";
-import type { ModelRef } from "../../shared/protocol.ts";
+import type { DeliveredTrigger, ModelRef } from "../../shared/protocol.ts";
 import type { FilterMode, TriggerFilter } from "../../shared/triggers.ts";
 
 /** A session's subscription to a trigger type. */
@@ -29,17 +29,10 @@ export interface ListenerRecord {
   updatedAt: string;
 }
 
-/** One entry of a session's trigger history. */
-export interface HistoryEntry {
-  triggerId: string;
-  type: string;
-  source: string;
-  summary?: string;
-  payload: Record<string, unknown>;
-  deliverAs: "steer" | "followUp";
+/** One entry of a session's trigger history: a delivered (or sent) trigger and its answer. */
+export interface HistoryEntry extends DeliveredTrigger {
   ts: string;
   direction: "inbound" | "outbound";
-  expectsResponse: boolean;
   response?: { action?: string; text?: string; ts: string };
 }
 

@@ -5,6 +5,8 @@
  *
  * @module
  */
+import { concatBytes } from "../../shared/bytes.ts";
+
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
@@ -53,7 +55,7 @@ export async function rawRequest(port: number, req: RawRequest): Promise<RawResp
     for (const [k, v] of Object.entries(headers)) head += `${k}: ${v}\r\n`;
     if (body) head += `content-length: ${body.byteLength}\r\n`;
     head += "\r\n";
-    await writeAll(conn, concat([encoder.encode(head), body ?? new Uint8Array()]));
+    await writeAll(conn, concatBytes(encoder.encode(head), body ?? new Uint8Array()));
     const chunks: Uint8Array[] = [];
     let size = 0;
     const buf = new Uint8Array(64 * 1024);
@@ -75,10 +77,10 @@ export async function rawRequest(port: number, req: RawRequest): Promise<RawResp
       size += n;
       // Most answers are one read: only parse when the end may be there.
       if (size < 4 * 1024 * 1024 || n < buf.length) {
-        parsed = parseResponse(concat(chunks), req.method === "HEAD", false);
+        parsed = parseResponse(concatBytes(...chunks), req.method === "HEAD", false);
       }
     }
-    parsed ??= parseResponse(concat(chunks), req.method === "HEAD", true);
+    parsed ??= parseResponse(concatBytes(...chunks), req.method === "HEAD", true);
     if (!parsed) {
       if (timedOut) throw new RawTimeoutError(`${req.method} ${req.target}`);
       throw new Error(`Incomplete HTTP answer to '${req.method} ${req.target}': ${size} bytes`);
@@ -126,7 +128,7 @@ function dechunk(data: Uint8Array): Uint8Array | null {
     if (eol < 0) return null;
     const size = parseInt(decoder.decode(data.subarray(i, eol)), 16);
     if (Number.isNaN(size)) return null;
-    if (size === 0) return concat(parts);
+    if (size === 0) return concatBytes(...parts);
     if (eol + 2 + size > data.length) return null;
     parts.push(data.subarray(eol + 2, eol + 2 + size));
     i = eol + 2 + size + 2;
@@ -139,16 +141,6 @@ function indexOf(hay: Uint8Array, needle: Uint8Array, from = 0): number {
     return i;
   }
   return -1;
-}
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let o = 0;
-  for (const p of parts) {
-    out.set(p, o);
-    o += p.length;
-  }
-  return out;
 }
 
 async function writeAll(conn: Deno.Conn, data: Uint8Array): Promise<void> {
