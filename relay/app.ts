@@ -21,6 +21,7 @@ import { SecretBox } from "./secret_box.ts";
 import { Triggers } from "./triggers.ts";
 import { Webhooks } from "./webhooks.ts";
 import { Store } from "./store/mod.ts";
+import { EventWriterThread } from "./store/event_writer.ts";
 import { acceptViewerSocket } from "./viewer.ts";
 import { webRoutes } from "../web/mod.ts";
 
@@ -44,7 +45,11 @@ export interface RelayOptions {
   log?: (line: string) => void;
   /** How long a webhook fire waits for its session to start (default 15 s). */
   webhookConnectTimeoutMs?: number;
-  /** Builds the repositories over the opened database (the bench swaps in one without a durable log); default {@linkcode Store}. */
+  /**
+   * Builds the repositories over the opened database (the bench swaps in one
+   * without a durable log); default {@linkcode Store}. A custom store also
+   * receives the session events on this thread, instead of the writer thread.
+   */
   store?: (db: Database) => Store;
 }
 
@@ -87,8 +92,12 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     allowSignup,
     trustedOrigins,
   });
+  // The event log is written by a thread of its own, unless a custom store
+  // must receive the writes (it is then written through, on this thread).
+  const writer = options.store ? null : new EventWriterThread(dbPath);
   const hub = new Hub({
     store,
+    ...(writer ? { commit: writer.commit } : {}),
     eventBufferSize: options.eventBufferSize ?? 1000,
     baseUrl,
     ...(options.log ? { log: options.log } : {}),
@@ -259,7 +268,8 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
       if (closed) return;
       closed = true;
       triggers.close();
-      hub.close();
+      await hub.close();
+      await writer?.close();
       await checkpointer.stop();
       db.close();
     },

@@ -9,6 +9,7 @@ import {
   type SessionEvent,
   type SessionEventBody,
   type SessionInfo,
+  type SessionStatus,
   type SpawnRequest,
   type SpawnResult,
   type TriggerRequest,
@@ -17,6 +18,7 @@ import { setImmediate } from "node:timers";
 import { HttpError, notFound } from "./errors.ts";
 import { EventRing } from "./session_log.ts";
 import type { SessionPatch, SessionRecord, Store, StoredEvent } from "./store/mod.ts";
+import { type CommitEvents, inlineCommit } from "./store/event_writer.ts";
 import type { RunnerLink } from "./runner_link.ts";
 import type { Viewer } from "./viewer.ts";
 
@@ -28,6 +30,8 @@ export interface HubOptions {
   baseUrl: string;
   /** Receives one line per notable incident; the CLI prints them. */
   log?: (line: string) => void;
+  /** Writes committed events (default: on this thread, through the store). */
+  commit?: CommitEvents;
 }
 
 /** Largest single event body the relay stores; bigger ones are replaced by a marker. */
@@ -63,6 +67,8 @@ interface LiveSession {
   pending: StoredEvent[];
   /** How the pending events change the session's listed state. */
   pendingPatch: SessionPatch | null;
+  /** The session's status and title once everything received is committed. */
+  view: { status: SessionStatus; title: string };
   ring: EventRing;
   subs: Set<Subscription>;
   touchedAt: number;
@@ -99,11 +105,15 @@ export class Hub {
   /** Per user, bumped on every change to one of their sessions (see sessionsVersion). */
   readonly #versions = new Map<string, number>();
   #flushScheduled = false;
+  /** The commit in flight (one at a time, so events are stored in order). */
+  #committing: Promise<void> | null = null;
+  readonly #commit: CommitEvents;
   #closed = false;
 
   constructor(options: HubOptions) {
     this.#opts = options;
     this.store = options.store;
+    this.#commit = options.commit ?? inlineCommit(options.store);
     this.#timers.push(setInterval(() => this.#evictIdle(), 60_000));
   }
 
@@ -241,7 +251,7 @@ export class Hub {
       this.store.sessions.update(sessionId, { cwd: res.cwd }, new Date().toISOString());
     } catch (err) {
       // Nothing started: the session leaves no trace.
-      this.flush();
+      await this.settle();
       this.store.tx(() => {
         this.store.events.deleteSession(sessionId);
         this.store.sessions.delete(sessionId);
@@ -290,7 +300,9 @@ export class Hub {
   /** Ends a session on the relay's side (its runner is told to drop it when it asks). */
   abandonSession(sessionId: string, reason: string): void {
     const s = this.store.sessions.get(sessionId);
-    if (!s || s.status === "ended" || s.status === "error") return;
+    if (!s) return;
+    const status = this.#live.get(sessionId)?.view.status ?? s.status;
+    if (status === "ended" || status === "error") return;
     this.#endSession(s, "error", reason);
   }
 
@@ -389,14 +401,7 @@ export class Hub {
         });
       }
       live.pending.push({ seq: ev.seq, json });
-      if (STATEFUL_EVENTS.has(ev.e.type)) {
-        // Rare (a few per turn): read the record for the fields the patch depends on.
-        const rec = this.store.sessions.get(live.id);
-        if (rec) {
-          if (live.pendingPatch?.title) rec.title = live.pendingPatch.title;
-          live.pendingPatch = Object.assign(live.pendingPatch ?? {}, statePatch(rec, ev.e));
-        }
-      }
+      if (STATEFUL_EVENTS.has(ev.e.type)) this.#patch(live, statePatch(live.view, ev.e));
     }
     live.receivedSeq = seq;
     if (seq === before) {
@@ -406,6 +411,17 @@ export class Hub {
       }
       return;
     }
+    this.#markDirty(live);
+  }
+
+  /** Adds a state change to the session's pending ones (and to its view). */
+  #patch(live: LiveSession, patch: SessionPatch): void {
+    live.pendingPatch = Object.assign(live.pendingPatch ?? {}, patch);
+    if (patch.status) live.view.status = patch.status;
+    if (patch.title !== undefined) live.view.title = patch.title;
+  }
+
+  #markDirty(live: LiveSession): void {
     this.#dirty.add(live);
     if (!this.#flushScheduled) {
       this.#flushScheduled = true;
@@ -416,85 +432,101 @@ export class Hub {
   /**
    * Commits every pending event in one transaction, then acks each session's
    * runner and sends each live viewer one frame with the new events. Runs by
-   * itself after each I/O turn; call it to settle pending events at once.
+   * itself after each I/O turn, one commit at a time; what arrives meanwhile
+   * goes into the next one.
    */
   flush(): void {
     this.#flushScheduled = false;
-    if (this.#dirty.size === 0) return;
-    const batch = [...this.#dirty];
-    this.#dirty.clear();
-    if (this.#closed) return;
-    const now = new Date().toISOString();
-    try {
-      this.store.tx(() => {
-        for (const live of batch) {
-          this.store.events.appendMany(live.id, live.pending);
-          this.store.sessions.setLastSeq(live.id, live.receivedSeq);
-          if (live.pendingPatch) this.store.sessions.update(live.id, live.pendingPatch, now);
-        }
-      });
-    } catch (err) {
-      // Nothing was acked: forget the batch and make the runners send it again.
-      this.log(`storing events failed: ${err}`);
-      for (const live of batch) {
-        live.pending = [];
-        live.pendingPatch = null;
-        live.receivedSeq = live.lastSeq;
-        this.#links.get(live.runnerId)?.close(1011, "Relay failed to store events");
-      }
-      return;
-    }
-    for (const live of batch) {
-      this.#bump(live.userId);
-      const fresh = live.pending;
-      const patch = live.pendingPatch;
+    if (this.#committing || this.#dirty.size === 0 || this.#closed) return;
+    const at = new Date().toISOString();
+    const work = [...this.#dirty].map((live) => {
+      const w = { live, events: live.pending, patch: live.pendingPatch, seq: live.receivedSeq };
       live.pending = [];
       live.pendingPatch = null;
-      live.lastSeq = live.receivedSeq;
+      return w;
+    });
+    this.#dirty.clear();
+    this.#committing = this.#commit(work.map((w) => ({
+      sessionId: w.live.id,
+      events: w.events,
+      lastSeq: w.seq,
+      patch: w.patch,
+      at,
+    }))).then(
+      () => this.#committed(work),
+      (err) => this.#commitFailed(work, err),
+    ).finally(() => {
+      this.#committing = null;
+      if (this.#dirty.size > 0) this.flush();
+    });
+  }
+
+  /**
+   * Resolves once everything received before the call is committed: the
+   * commit in flight, then one with what was pending. (Events that keep
+   * arriving do not hold it up; they are not acked yet anyway.)
+   */
+  async settle(): Promise<void> {
+    for (let round = 0; round < 2; round++) {
+      if (!this.#committing) this.flush();
+      if (!this.#committing) return;
+      await this.#committing;
+    }
+  }
+
+  #committed(
+    work: { live: LiveSession; events: StoredEvent[]; patch: SessionPatch | null; seq: number }[],
+  ): void {
+    for (const { live, events, patch, seq } of work) {
+      this.#bump(live.userId);
+      live.lastSeq = seq;
       live.touchedAt = Date.now();
-      for (const f of fresh) live.ring.push(f);
-      this.#links.get(live.runnerId)?.send({ t: "ack", sessionId: live.id, seq: live.lastSeq });
-      this.#broadcast(live, fresh);
-      if (patch) {
-        if (patch.status === "ended" || patch.status === "error") {
-          // An ended session receives no more triggers: its subscriptions go with it.
-          this.store.triggers.deleteSubscriptionsOfSession(live.id);
-        }
-        if (patch.status) {
-          for (const check of [...this.#statusWaiters.get(live.id) ?? []]) check();
-        }
-        this.#notifySession(live.id);
-        if (patch.status === "ended" || patch.status === "error") {
-          this.#notifyRunner(live.userId, live.runnerId);
-        }
+      for (const f of events) live.ring.push(f);
+      this.#links.get(live.runnerId)?.send({ t: "ack", sessionId: live.id, seq });
+      if (events.length > 0) this.#broadcast(live, events);
+      if (!patch) continue;
+      if (patch.status === "ended" || patch.status === "error") {
+        // An ended session receives no more triggers: its subscriptions go with it.
+        this.store.triggers.deleteSubscriptionsOfSession(live.id);
       }
+      if (patch.status) {
+        for (const check of [...this.#statusWaiters.get(live.id) ?? []]) check();
+      }
+      this.#notifySession(live.id);
+      if (patch.status === "ended" || patch.status === "error") {
+        this.#notifyRunner(live.userId, live.runnerId);
+      }
+    }
+  }
+
+  /** Nothing of the batch was acked: drop it and make the runners send it again. */
+  #commitFailed(work: { live: LiveSession }[], err: unknown): void {
+    this.log(`storing events failed: ${err}`);
+    for (const { live } of work) {
+      live.pending = [];
+      live.pendingPatch = null;
+      this.#dirty.delete(live);
+      live.receivedSeq = live.lastSeq;
+      const rec = this.store.sessions.get(live.id);
+      if (rec) live.view = { status: rec.status, title: rec.title };
+      this.#links.get(live.runnerId)?.close(1011, "Relay failed to store events");
     }
   }
 
   /** Ends a session the runner lost or can no longer report on. */
   #endSession(s: SessionRecord, status: "ended" | "error", reason: string): void {
-    this.flush();
     const live = this.#liveSession(s);
-    const seq = live.lastSeq + 1;
+    const seq = live.receivedSeq + 1;
     const e: SessionEventBody = { type: "session_end", reason: "lost", message: reason };
-    const json = JSON.stringify({ seq, ts: Date.now(), e });
-    const now = new Date().toISOString();
-    this.store.tx(() => {
-      this.store.events.append(s.sessionId, seq, json);
-      this.store.sessions.setLastSeq(s.sessionId, seq);
-      this.store.sessions.update(s.sessionId, {
-        status,
-        activity: "idle",
-        endedAt: now,
-        endReason: reason,
-      }, now);
-    });
-    live.lastSeq = seq;
     live.receivedSeq = seq;
-    live.ring.push({ seq, json });
-    this.#broadcast(live, [{ seq, json }]);
-    for (const check of [...this.#statusWaiters.get(s.sessionId) ?? []]) check();
-    this.#notifySession(s.sessionId);
+    live.pending.push({ seq, json: JSON.stringify({ seq, ts: Date.now(), e }) });
+    this.#patch(live, {
+      status,
+      activity: "idle",
+      endedAt: new Date().toISOString(),
+      endReason: reason,
+    });
+    this.#markDirty(live);
   }
 
   #lastSeq(s: SessionRecord): number {
@@ -513,6 +545,7 @@ export class Hub {
         receivedSeq: lastSeq,
         pending: [],
         pendingPatch: null,
+        view: { status: s.status, title: s.title },
         ring: new EventRing(this.#opts.eventBufferSize),
         subs: new Set(),
         touchedAt: Date.now(),
@@ -731,9 +764,9 @@ export class Hub {
   }
 
   /** Stores what is pending, closes every socket and stops the timers. */
-  close(): void {
+  async close(): Promise<void> {
     if (this.#closed) return;
-    this.flush();
+    await this.settle();
     this.#closed = true;
     for (const t of this.#timers) clearInterval(t);
     if (this.#lagTimer !== null) clearTimeout(this.#lagTimer);
@@ -752,7 +785,10 @@ export function eventsFrame(sessionId: string, events: StoredEvent[]): string {
 }
 
 /** How an event moves the session's listed state. */
-function statePatch(rec: SessionRecord, e: SessionEventBody): SessionPatch {
+function statePatch(
+  rec: { status: SessionStatus; title: string },
+  e: SessionEventBody,
+): SessionPatch {
   switch (e.type) {
     case "session_start": {
       // A session the relay already ended (say, it started too late) stays ended.

@@ -50,7 +50,7 @@ export async function serveRelay(options: ServeRelayOptions): Promise<ServedRela
     port,
     shutdown() {
       done ??= (async () => {
-        built.hub.close();
+        await built.hub.close();
         const deadline = new Promise<void>((r) => setTimeout(r, 5000));
         await Promise.race([server.shutdown(), deadline]);
         await built.close();
