@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { json, signIn, signUp, type User, Viewer } from "./harness/client.ts";
+import { errorCode, json, signIn, signUp, type User, Viewer } from "./harness/client.ts";
 import { startTestRelay, type TestRelay } from "./harness/in_process.ts";
 import {
   baseEnv,
@@ -8,37 +8,9 @@ import {
   startRunner,
   tempDir,
 } from "./harness/procs.ts";
+import { within } from "./harness/wait.ts";
 
 const PASSWORD = "correct horse battery";
-
-/** Resolves with `p`, or fails with `what` after `ms`. */
-async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  try {
-    return await Promise.race([
-      p,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`Timed out after ${ms} ms: ${what}`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-/** Reads a JSON error response, checks its shape and status, and returns its code. */
-async function errorCode(res: Response, status: number): Promise<string> {
-  const text = await res.text();
-  assert.equal(res.status, status, text);
-  assert.match(res.headers.get("content-type") ?? "", /^application\/json/);
-  const body = JSON.parse(text);
-  assert.deepEqual(Object.keys(body), ["error"], text);
-  assert.deepEqual(Object.keys(body.error).sort(), ["code", "message"], text);
-  assert.equal(typeof body.error.code, "string");
-  assert.equal(typeof body.error.message, "string");
-  assert.ok(body.error.message.length > 0);
-  return body.error.code;
-}
 
 function register(relay: TestRelay, body: unknown, init: RequestInit = json("POST", body)) {
   return fetch(`${relay.url}/api/register`, init);

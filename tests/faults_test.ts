@@ -17,11 +17,10 @@ import {
   textDelta,
   toolOutput,
 } from "./harness/fake_runner.ts";
-import { MockLlm } from "./harness/mock_llm.ts";
+import { MockLlm, MODEL } from "./harness/mock_llm.ts";
 import { RelayProcess, type RunnerProcess, startRunner, tempDir } from "./harness/procs.ts";
 import { openRawWebSocket } from "./harness/raw_http.ts";
-
-const MODEL = { provider: "mock", id: "mock-1" };
+import { eventually } from "./harness/wait.ts";
 
 // ---------------------------------------------------------------------------
 // Helpers
@@ -95,21 +94,6 @@ function streamedText(events: SessionEvent[]): string {
 
 function count(events: SessionEvent[], type: string): number {
   return events.filter((e) => e.e.type === type).length;
-}
-
-/** Polls `fn` until it returns a value (process-level state only). */
-async function eventually<T>(
-  what: string,
-  fn: () => T | undefined | Promise<T | undefined>,
-  timeoutMs = 30_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (true) {
-    const v = await fn();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
 }
 
 /** A body whose content is a pure function of its seq, so a re-send is recognisable. */

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { PROTOCOL_VERSION, type RelayToViewer, RUNNER_WS_PATH } from "../shared/protocol.ts";
 import { json, signUp, Viewer } from "./harness/client.ts";
 import { startTestRelay } from "./harness/in_process.ts";
-import { MockLlm } from "./harness/mock_llm.ts";
+import { MockLlm, MODEL } from "./harness/mock_llm.ts";
 import {
   baseEnv,
   BatonProcess,
@@ -11,25 +11,10 @@ import {
   startRunner,
   tempDir,
 } from "./harness/procs.ts";
+import { within } from "./harness/wait.ts";
 
-const MODEL = { provider: "mock", id: "mock-1" };
 /** Text B tries to slip into A's session; it must never reach the model. */
 const INTRUDER_TEXT = "intruder-prompt-from-b";
-
-/** Resolves with `p`, or fails with `what` after `ms`. */
-async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  try {
-    return await Promise.race([
-      p,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`Timed out after ${ms} ms: ${what}`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /** Status and parsed body of a response. */
 async function answer(res: Response): Promise<{ status: number; body: unknown }> {

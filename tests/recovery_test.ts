@@ -1,27 +1,12 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { assertContiguous, json, signUp, Viewer } from "./harness/client.ts";
-import { MockLlm } from "./harness/mock_llm.ts";
+import { MockLlm, MODEL } from "./harness/mock_llm.ts";
 import { RelayProcess, type RunnerProcess, startRunner, tempDir } from "./harness/procs.ts";
-
-const MODEL = { provider: "mock", id: "mock-1" };
+import { eventually } from "./harness/wait.ts";
 
 async function sessionState(api: (p: string) => Promise<Response>, id: string) {
   return (await (await api(`/api/sessions/${id}`)).json()).session;
-}
-
-async function eventually<T>(
-  what: string,
-  fn: () => Promise<T | undefined>,
-  timeoutMs = 30_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (true) {
-    const v = await fn();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 /** Reads the worker pid the daemon records for a session. */

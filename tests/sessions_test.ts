@@ -1,39 +1,16 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import type { SessionEvent } from "../shared/protocol.ts";
-import { assertContiguous, json, signUp, type User, Viewer } from "./harness/client.ts";
-import { startTestRelay, type TestRelay } from "./harness/in_process.ts";
-import { MockLlm } from "./harness/mock_llm.ts";
+import { assertContiguous, json, signUp, Viewer } from "./harness/client.ts";
+import { type Stack, startTestRelay, withStack } from "./harness/in_process.ts";
+import { MODEL } from "./harness/mock_llm.ts";
 import { type RunnerProcess, startRunner, tempDir } from "./harness/procs.ts";
 
-const MODEL = { provider: "mock", id: "mock-1" };
+type World = Stack;
 
-interface World {
-  relay: TestRelay;
-  llm: MockLlm;
-  user: User;
-  runner: RunnerProcess;
-  runnerId: string;
-  home: string;
-}
-
-/** One relay, one runner and one scripted model shared by the steps of a test. */
-async function withWorld(fn: (w: World) => Promise<void>, runnerEnv: Record<string, string> = {}) {
-  const llm = MockLlm.start();
-  const relay = await startTestRelay();
-  let runner: RunnerProcess | undefined;
-  try {
-    const user = await signUp(relay.url);
-    const home = await tempDir("baton-home-");
-    await llm.writeModelsJson(home, ["mock-1", "mock-2"]);
-    runner = await startRunner({ relayUrl: relay.url, apiKey: user.apiKey, home, env: runnerEnv });
-    const [r] = await (await user.api("/api/runners")).json();
-    await fn({ relay, llm, user, runner, runnerId: r.id, home });
-  } finally {
-    await runner?.stop();
-    await relay[Symbol.asyncDispose]();
-    await llm.close();
-  }
+/** One relay, one runner (models mock-1 and mock-2) and one scripted model shared by the steps of a test. */
+function withWorld(fn: (w: World) => Promise<void>, runnerEnv: Record<string, string> = {}) {
+  return withStack({ models: ["mock-1", "mock-2"], runnerEnv }, fn);
 }
 
 async function spawn(w: World, body: Record<string, unknown>) {

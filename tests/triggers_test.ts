@@ -3,25 +3,25 @@ import { join } from "node:path";
 import type { ChatRequest } from "./harness/mock_llm.ts";
 import { json, signUp, type User } from "./harness/client.ts";
 import { FakeRunner, runnerToken, spawnSession } from "./harness/fake_runner.ts";
-import { MockLlm } from "./harness/mock_llm.ts";
+import { MockLlm, MODEL } from "./harness/mock_llm.ts";
 import { RelayProcess, type RunnerProcess, startRunner } from "./harness/procs.ts";
 import {
   allSessionIds,
   answer,
   closeWorld,
   endSession,
-  eventually,
-  MODEL,
   ModelWatch,
   prepareHome,
   requestText,
   runs,
   spawn,
   startWorld,
+  stepper,
   triggerBlocks,
   userTexts,
   type World,
 } from "./harness/trigger_world.ts";
+import { eventually } from "./harness/wait.ts";
 
 /** What the runner declares in `~/.baton/triggers.json`; the last three are invalid. */
 const DEFS: unknown[] = [
@@ -98,19 +98,6 @@ const AVAILABLE = [
 ];
 
 type Api = User["api"];
-
-/** Runs a step and remembers whether it failed (steps do not throw). */
-function stepper(t: Deno.TestContext) {
-  let failed = false;
-  return {
-    step: async (name: string, fn: () => Promise<void>) => {
-      if (!(await t.step(name, fn))) failed = true;
-    },
-    get ok() {
-      return !failed;
-    },
-  };
-}
 
 async function post(api: Api, path: string, body: unknown) {
   return await answer(await api(path, json("POST", body)));

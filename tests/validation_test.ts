@@ -1,41 +1,24 @@
 import assert from "node:assert/strict";
-import { json, signUp, type User, Viewer } from "./harness/client.ts";
-import { startTestRelay, type TestRelay } from "./harness/in_process.ts";
-import { MockLlm } from "./harness/mock_llm.ts";
-import { type RunnerProcess, startRunner, tempDir } from "./harness/procs.ts";
+import { errorCode, json, signUp, Viewer } from "./harness/client.ts";
+import { type Stack, startTestRelay, type TestRelay, withStack } from "./harness/in_process.ts";
+import { MODEL } from "./harness/mock_llm.ts";
 
-const MODEL = { provider: "mock", id: "mock-1" };
 const FOREIGN_ORIGIN = "https://evil.example";
 
-interface World {
-  relay: TestRelay;
-  llm: MockLlm;
-  user: User;
-  runner: RunnerProcess;
-  runnerId: string;
-  home: string;
+interface World extends Stack {
   /** A session that ran one turn and is idle. */
   sessionId: string;
 }
 
 /** One relay, one runner (models mock-1 and mock-2) and one session that ran a turn. */
-async function withWorld(fn: (w: World) => Promise<void>): Promise<void> {
-  const llm = MockLlm.start();
-  const relay = await startTestRelay();
-  const home = await tempDir("baton-home-");
-  let runner: RunnerProcess | undefined;
-  let ok = false;
-  try {
-    const user = await signUp(relay.url);
-    await llm.writeModelsJson(home, ["mock-1", "mock-2"]);
-    runner = await startRunner({ relayUrl: relay.url, apiKey: user.apiKey, home });
-    const [r] = await (await user.api("/api/runners")).json();
-    const viewer = await Viewer.connect(relay.url, { apiKey: user.apiKey });
+function withWorld(fn: (w: World) => Promise<void>): Promise<void> {
+  return withStack({ models: ["mock-1", "mock-2"] }, async (s) => {
+    const viewer = await Viewer.connect(s.relay.url, { apiKey: s.user.apiKey });
     let sessionId: string;
     try {
-      const res = await user.api(
+      const res = await s.user.api(
         "/api/runners/spawn",
-        json("POST", { runnerId: r.id, cwd: home, model: MODEL, prompt: "hello" }),
+        json("POST", { runnerId: s.runnerId, cwd: s.home, model: MODEL, prompt: "hello" }),
       );
       const body = await res.json();
       assert.equal(res.status, 200, JSON.stringify(body));
@@ -45,29 +28,8 @@ async function withWorld(fn: (w: World) => Promise<void>): Promise<void> {
     } finally {
       await viewer.close();
     }
-    await fn({ relay, llm, user, runner, runnerId: r.id, home, sessionId });
-    ok = true;
-  } finally {
-    if (runner && !ok) console.error(runner.proc.output());
-    await runner?.stop();
-    await relay[Symbol.asyncDispose]();
-    await llm.close();
-    await Deno.remove(home, { recursive: true }).catch(() => {});
-  }
-}
-
-/** Reads a JSON error response, checks its shape and status, and returns its code. */
-async function errorCode(res: Response, status: number, what = ""): Promise<string> {
-  const text = await res.text();
-  assert.equal(res.status, status, `${what}: ${text}`);
-  assert.match(res.headers.get("content-type") ?? "", /^application\/json/, what);
-  const body = JSON.parse(text);
-  assert.deepEqual(Object.keys(body), ["error"], `${what}: ${text}`);
-  assert.deepEqual(Object.keys(body.error).sort(), ["code", "message"], `${what}: ${text}`);
-  assert.equal(typeof body.error.code, "string", what);
-  assert.equal(typeof body.error.message, "string", what);
-  assert.ok(body.error.message.length > 0, what);
-  return body.error.code;
+    await fn({ ...s, sessionId });
+  });
 }
 
 /** Everything a bad request could have changed, minus clocks that tick on their own. */

@@ -6,11 +6,11 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import axe from "axe-core";
 import type { Browser, Page } from "playwright-core";
-import { json, signUp, type User } from "./harness/client.ts";
+import { json } from "./harness/client.ts";
 import { DESKTOP, launchBrowser, newPage, PHONE } from "./harness/browser.ts";
-import { startTestRelay, type TestRelay } from "./harness/in_process.ts";
-import { type ChatRequest, MockLlm, type Turn } from "./harness/mock_llm.ts";
-import { ROOT, type RunnerProcess, startRunner, tempDir } from "./harness/procs.ts";
+import { type Stack, startTestRelay, withStack } from "./harness/in_process.ts";
+import { type ChatRequest, MODEL, type Turn } from "./harness/mock_llm.ts";
+import { ROOT, tempDir } from "./harness/procs.ts";
 import { buildWeb } from "../web/build.ts";
 
 const XSS = [
@@ -49,37 +49,19 @@ function responder(req: ChatRequest): Turn | undefined {
   return undefined;
 }
 
-interface World {
-  relay: TestRelay;
-  llm: MockLlm;
-  user: User;
-  runner: RunnerProcess;
-  runnerId: string;
-  home: string;
+interface World extends Stack {
   browser: Browser;
 }
 
-async function withWorld(fn: (w: World) => Promise<void>) {
-  const llm = MockLlm.start();
-  llm.responder = responder;
-  const relay = await startTestRelay();
-  const home = await tempDir("baton-web-");
-  let runner: RunnerProcess | undefined;
-  let browser: Browser | undefined;
-  try {
-    const user = await signUp(relay.url, { name: "Ada" });
-    await llm.writeModelsJson(home, ["mock-1"]);
-    runner = await startRunner({ relayUrl: relay.url, apiKey: user.apiKey, home });
-    const [r] = await (await user.api("/api/runners")).json();
-    browser = await launchBrowser();
-    await fn({ relay, llm, user, runner, runnerId: r.id, home, browser });
-  } finally {
-    await browser?.close();
-    await runner?.stop();
-    await relay[Symbol.asyncDispose]();
-    await llm.close();
-    await Deno.remove(home, { recursive: true }).catch(() => {});
-  }
+function withWorld(fn: (w: World) => Promise<void>): Promise<void> {
+  return withStack({ responder, name: "Ada" }, async (s) => {
+    const browser = await launchBrowser();
+    try {
+      await fn({ ...s, browser });
+    } finally {
+      await browser.close();
+    }
+  });
 }
 
 async function signInUi(page: Page, w: World) {
@@ -95,7 +77,7 @@ async function spawnApi(w: World, prompt: string): Promise<string> {
     json("POST", {
       runnerId: w.runnerId,
       cwd: w.home,
-      model: { provider: "mock", id: "mock-1" },
+      model: MODEL,
       prompt,
     }),
   );

@@ -8,19 +8,20 @@ import { serveRelay } from "../relay/serve.ts";
 import type { SpawnRequest } from "../shared/protocol.ts";
 import { json, signUp, type User } from "./harness/client.ts";
 import { defaultAnswer, FakeRunner } from "./harness/fake_runner.ts";
+import { MODEL } from "./harness/mock_llm.ts";
 import { tempDir } from "./harness/procs.ts";
 import {
   allSessionIds,
   answer,
   closeWorld,
   endSession,
-  eventually,
-  MODEL,
   startWorld,
+  stepper,
   triggerBlocks,
   userTexts,
   type World,
 } from "./harness/trigger_world.ts";
+import { eventually } from "./harness/wait.ts";
 
 /** A webhook as the API shows it (with its secret, from create or get). */
 interface Hook {
@@ -100,19 +101,6 @@ async function createHook(user: User, body: Record<string, unknown>): Promise<Ho
 
 async function getHook(user: User, id: string) {
   return await answer(await user.web(`/api/webhooks/${id}`));
-}
-
-/** Runs a step and remembers whether it failed (steps do not throw). */
-function stepper(t: Deno.TestContext) {
-  let failed = false;
-  return {
-    step: async (name: string, fn: () => Promise<void>) => {
-      if (!(await t.step(name, fn))) failed = true;
-    },
-    get ok() {
-      return !failed;
-    },
-  };
 }
 
 /** Every file under `dir`, as bytes. */

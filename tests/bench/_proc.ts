@@ -9,6 +9,7 @@
 import { join } from "node:path";
 import { readLines } from "../../runner/_lines.ts";
 import { ROOT } from "../harness/procs.ts";
+import { Conditions } from "../harness/wait.ts";
 
 export const BENCH_DIR = join(ROOT, "tests", "bench");
 
@@ -58,7 +59,9 @@ export class BenchProcess {
   readonly status: Promise<Deno.CommandStatus>;
   readonly #child: Deno.ChildProcess;
   readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
-  readonly #waiters: { pred: () => boolean; resolve: () => void; reject: () => void }[] = [];
+  readonly #conditions = new Conditions((what, ms) =>
+    `${this.name}: no ${what} within ${ms} ms\n${this.output()}`
+  );
   #exited = false;
 
   private constructor(readonly name: string, child: Deno.ChildProcess, verbose: boolean) {
@@ -165,40 +168,21 @@ export class BenchProcess {
   }
 
   #until(pred: () => boolean, what: string, timeoutMs: number): Promise<void> {
-    if (pred()) return Promise.resolve();
-    if (this.#exited) {
-      return Promise.reject(new Error(`${this.name} exited before ${what}\n${this.output()}`));
+    if (!pred() && this.#exited) {
+      return Promise.reject(new Error(this.#exitedBefore(what)));
     }
-    return new Promise((resolve, reject) => {
-      const w = {
-        pred,
-        resolve: () => {
-          clearTimeout(timer);
-          resolve();
-        },
-        reject: () => {
-          clearTimeout(timer);
-          reject(new Error(`${this.name} exited before ${what}\n${this.output()}`));
-        },
-      };
-      const timer = setTimeout(() => {
-        this.#waiters.splice(this.#waiters.indexOf(w), 1);
-        reject(new Error(`${this.name}: no ${what} within ${timeoutMs} ms\n${this.output()}`));
-      }, timeoutMs);
-      this.#waiters.push(w);
-    });
+    return this.#conditions.until(pred, what, timeoutMs);
   }
 
   #check(): void {
-    for (const w of [...this.#waiters]) {
-      if (w.pred()) {
-        this.#waiters.splice(this.#waiters.indexOf(w), 1);
-        w.resolve();
-      } else if (this.#exited) {
-        this.#waiters.splice(this.#waiters.indexOf(w), 1);
-        w.reject();
-      }
+    this.#conditions.check();
+    if (this.#exited) {
+      this.#conditions.failAll((what) => this.#exitedBefore(what));
     }
+  }
+
+  #exitedBefore(what: string): string {
+    return `${this.name} exited before ${what}\n${this.output()}`;
   }
 }
 

@@ -4,7 +4,9 @@
  *
  * @module
  */
+import assert from "node:assert/strict";
 import type { RelayToViewer, SessionEvent } from "../../shared/protocol.ts";
+import { Conditions } from "./wait.ts";
 
 /** A signed-in user of a relay: cookie, API key and helpers. */
 export interface User {
@@ -73,7 +75,7 @@ export class Viewer {
   readonly messages: RelayToViewer[] = [];
   /** Events per session, in arrival order. */
   readonly events = new Map<string, SessionEvent[]>();
-  readonly #waiters: { pred: () => boolean; resolve: () => void }[] = [];
+  readonly #conditions = new Conditions((what) => `viewer: timed out waiting for ${what}`);
   closeEvent: CloseEvent | null = null;
   readonly opened: Promise<void>;
   readonly closed: Promise<CloseEvent>;
@@ -86,7 +88,7 @@ export class Viewer {
     this.closed = new Promise((resolve) => {
       ws.addEventListener("close", (ev) => {
         this.closeEvent = ev;
-        this.#check();
+        this.#conditions.check();
         resolve(ev);
       });
     });
@@ -100,7 +102,7 @@ export class Viewer {
       } else if (msg.t === "reset") {
         this.events.set(msg.sessionId, []);
       }
-      this.#check();
+      this.#conditions.check();
     });
   }
 
@@ -136,21 +138,7 @@ export class Viewer {
 
   /** Resolves when `pred` holds for the state (checked on every message). */
   until(pred: () => boolean, what = "condition", timeoutMs = 30_000): Promise<void> {
-    if (pred()) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.#waiters.splice(this.#waiters.indexOf(w), 1);
-        reject(new Error(`viewer: timed out waiting for ${what}`));
-      }, timeoutMs);
-      const w = {
-        pred,
-        resolve: () => {
-          clearTimeout(timer);
-          resolve();
-        },
-      };
-      this.#waiters.push(w);
-    });
+    return this.#conditions.until(pred, what, timeoutMs);
   }
 
   /** Resolves with the first message (past or future) matching `pred`. */
@@ -176,15 +164,6 @@ export class Viewer {
     if (this.ws.readyState < WebSocket.CLOSING) this.ws.close();
     return this.closed;
   }
-
-  #check(): void {
-    for (const w of [...this.#waiters]) {
-      if (w.pred()) {
-        this.#waiters.splice(this.#waiters.indexOf(w), 1);
-        w.resolve();
-      }
-    }
-  }
 }
 
 /** Asserts a list of events has seqs 1..n with no gap and no duplicate. */
@@ -198,4 +177,18 @@ export function assertContiguous(events: SessionEvent[], from = 1): void {
       );
     }
   });
+}
+
+/** Reads a JSON error response, checks its shape and status, and returns its code. */
+export async function errorCode(res: Response, status: number, what = ""): Promise<string> {
+  const text = await res.text();
+  assert.equal(res.status, status, `${what}: ${text}`);
+  assert.match(res.headers.get("content-type") ?? "", /^application\/json/, what);
+  const body = JSON.parse(text);
+  assert.deepEqual(Object.keys(body), ["error"], `${what}: ${text}`);
+  assert.deepEqual(Object.keys(body.error).sort(), ["code", "message"], `${what}: ${text}`);
+  assert.equal(typeof body.error.code, "string", what);
+  assert.equal(typeof body.error.message, "string", what);
+  assert.ok(body.error.message.length > 0, what);
+  return body.error.code;
 }

@@ -17,6 +17,7 @@ import {
   type SessionEventBody,
 } from "../../shared/protocol.ts";
 import { json, type User } from "./client.ts";
+import { Conditions } from "./wait.ts";
 
 /** What the fake runner answers to a request: `res` fields, or null to stay silent. */
 export type FakeAnswer =
@@ -76,7 +77,7 @@ export class FakeRunner {
   readonly closed: Promise<CloseEvent>;
   closeEvent: CloseEvent | null = null;
   welcome!: RelayWelcome;
-  readonly #waiters: { pred: () => boolean; resolve: () => void }[] = [];
+  readonly #conditions = new Conditions((what) => `fake runner: timed out waiting for ${what}`);
   #answer: (req: ControlRequest) => FakeAnswer | Promise<FakeAnswer>;
 
   private constructor(
@@ -88,7 +89,7 @@ export class FakeRunner {
     this.closed = new Promise((resolve) => {
       ws.addEventListener("close", (ev) => {
         this.closeEvent = ev;
-        this.#check();
+        this.#conditions.check();
         resolve(ev);
       });
     });
@@ -224,21 +225,7 @@ export class FakeRunner {
 
   /** Resolves when `pred` holds (checked on every received frame and on close). */
   until(pred: () => boolean, what = "condition", timeoutMs = 30_000): Promise<void> {
-    if (pred()) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const w = {
-        pred,
-        resolve: () => {
-          clearTimeout(timer);
-          resolve();
-        },
-      };
-      const timer = setTimeout(() => {
-        this.#waiters.splice(this.#waiters.indexOf(w), 1);
-        reject(new Error(`fake runner: timed out waiting for ${what}`));
-      }, timeoutMs);
-      this.#waiters.push(w);
-    });
+    return this.#conditions.until(pred, what, timeoutMs);
   }
 
   close(code = 1000, reason = ""): Promise<CloseEvent> {
@@ -280,16 +267,7 @@ export class FakeRunner {
         break;
       }
     }
-    this.#check();
-  }
-
-  #check(): void {
-    for (const w of [...this.#waiters]) {
-      if (w.pred()) {
-        this.#waiters.splice(this.#waiters.indexOf(w), 1);
-        w.resolve();
-      }
-    }
+    this.#conditions.check();
   }
 }
 

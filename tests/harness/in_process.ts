@@ -1,5 +1,7 @@
 import { type ServedRelay, serveRelay } from "../../relay/serve.ts";
-import { tempDir } from "./procs.ts";
+import { signUp, type User } from "./client.ts";
+import { MockLlm, type Responder } from "./mock_llm.ts";
+import { type RunnerProcess, startRunner, tempDir } from "./procs.ts";
 
 /** A relay served inside the test process on a free port, with a temporary data folder. */
 export interface TestRelay extends ServedRelay {
@@ -30,4 +32,61 @@ export async function startTestRelay(
       if (!options.dataDir) await Deno.remove(dataDir, { recursive: true }).catch(() => {});
     },
   };
+}
+
+/** An in-process relay, its first user, and a real runner of theirs on a scripted model. */
+export interface Stack {
+  relay: TestRelay;
+  llm: MockLlm;
+  user: User;
+  runner: RunnerProcess;
+  runnerId: string;
+  /** The runner's HOME, also the folder sessions run in. */
+  home: string;
+}
+
+export interface StackOptions {
+  /** Model ids the runner offers (default: the mock's one model). */
+  models?: string[];
+  /** Answers the model's requests (default: the mock's queue). */
+  responder?: Responder;
+  /** The user's display name. */
+  name?: string;
+  /** Extra environment for the runner. */
+  runnerEnv?: Record<string, string>;
+}
+
+/**
+ * Runs `fn` against a fresh {@linkcode Stack} and tears it down after, printing
+ * the runner's output when `fn` failed.
+ */
+export async function withStack(
+  options: StackOptions,
+  fn: (s: Stack) => Promise<void>,
+): Promise<void> {
+  const llm = MockLlm.start();
+  if (options.responder) llm.responder = options.responder;
+  const relay = await startTestRelay();
+  const home = await tempDir("baton-home-");
+  let runner: RunnerProcess | undefined;
+  let ok = false;
+  try {
+    const user = await signUp(relay.url, { name: options.name });
+    await llm.writeModelsJson(home, options.models);
+    runner = await startRunner({
+      relayUrl: relay.url,
+      apiKey: user.apiKey,
+      home,
+      env: options.runnerEnv,
+    });
+    const [r] = await (await user.api("/api/runners")).json();
+    await fn({ relay, llm, user, runner, runnerId: r.id, home });
+    ok = true;
+  } finally {
+    if (runner && !ok) console.error(runner.proc.output());
+    await runner?.stop();
+    await relay[Symbol.asyncDispose]();
+    await llm.close();
+    await Deno.remove(home, { recursive: true }).catch(() => {});
+  }
 }

@@ -41,6 +41,9 @@ export type Responder = (req: ChatRequest, index: number) => Turn | undefined;
 
 const encoder = new TextEncoder();
 
+/** The model a runner offers once `writeModelsJson` has run (its default list). */
+export const MODEL = { provider: "mock", id: "mock-1" };
+
 /** A running mock model server. */
 export class MockLlm {
   readonly requests: ChatRequest[] = [];
@@ -93,7 +96,7 @@ export class MockLlm {
    * Writes `<home>/.baton/models.json` pointing provider `mock` at this
    * server, with the given model ids.
    */
-  async writeModelsJson(home: string, models: string[] = ["mock-1"]): Promise<void> {
+  async writeModelsJson(home: string, models: string[] = [MODEL.id]): Promise<void> {
     const dir = join(home, ".baton");
     await Deno.mkdir(dir, { recursive: true });
     await Deno.writeTextFile(

@@ -10,11 +10,9 @@
 import { join } from "node:path";
 import { type ServedRelay, serveRelay, type ServeRelayOptions } from "../../relay/serve.ts";
 import { json, signUp, type User, Viewer } from "./client.ts";
-import { type ChatRequest, MockLlm, type Turn } from "./mock_llm.ts";
+import { type ChatRequest, MockLlm, MODEL, type Turn } from "./mock_llm.ts";
 import { type RunnerProcess, startRunner, tempDir } from "./procs.ts";
-
-/** The scripted model every session of these tests uses. */
-export const MODEL = { provider: "mock", id: "mock-1" };
+import { Conditions } from "./wait.ts";
 
 /** Status and parsed JSON body of a response (null for an empty body). */
 // deno-lint-ignore no-explicit-any
@@ -95,17 +93,14 @@ export type Rule = (req: ChatRequest) => Turn | undefined;
  */
 export class ModelWatch {
   rules: Rule[] = [];
-  readonly #waiters: { pred: () => boolean; resolve: () => void }[] = [];
+  readonly #conditions = new Conditions((what) =>
+    `model: timed out waiting for ${what} (${this.requests.length} requests)`
+  );
 
   constructor(readonly llm: MockLlm) {
     llm.responder = (req) => {
       // The request is already in llm.requests: wake whoever waits for it.
-      for (const w of [...this.#waiters]) {
-        if (w.pred()) {
-          this.#waiters.splice(this.#waiters.indexOf(w), 1);
-          w.resolve();
-        }
-      }
+      this.#conditions.check();
       for (const rule of this.rules) {
         const turn = rule(req);
         if (turn) return turn;
@@ -125,23 +120,7 @@ export class ModelWatch {
 
   /** Resolves once `pred` holds (checked on every new request). */
   until(pred: () => boolean, what: string, timeoutMs = 20_000): Promise<void> {
-    if (pred()) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const w = {
-        pred,
-        resolve: () => {
-          clearTimeout(timer);
-          resolve();
-        },
-      };
-      const timer = setTimeout(() => {
-        this.#waiters.splice(this.#waiters.indexOf(w), 1);
-        reject(
-          new Error(`model: timed out waiting for ${what} (${this.requests.length} requests)`),
-        );
-      }, timeoutMs);
-      this.#waiters.push(w);
-    });
+    return this.#conditions.until(pred, what, timeoutMs);
   }
 
   /** The first request (past or future) whose text contains `marker`. */
@@ -294,17 +273,15 @@ export async function allSessionIds(user: User): Promise<string[]> {
   return [...sessions, ...persistedSessions].map((s: { sessionId: string }) => s.sessionId).sort();
 }
 
-/** Polls `fn` until it returns a value (for process-level state only), with a deadline. */
-export async function eventually<T>(
-  what: string,
-  fn: () => Promise<T | undefined>,
-  timeoutMs = 30_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (true) {
-    const v = await fn();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+/** Runs a step and remembers whether it failed (steps do not throw). */
+export function stepper(t: Deno.TestContext) {
+  let failed = false;
+  return {
+    step: async (name: string, fn: () => Promise<void>) => {
+      if (!(await t.step(name, fn))) failed = true;
+    },
+    get ok() {
+      return !failed;
+    },
+  };
 }

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { json, signUp } from "../harness/client.ts";
 import { DESKTOP, launchBrowser, newPage, PHONE } from "../harness/browser.ts";
 import { startTestRelay } from "../harness/in_process.ts";
-import { MockLlm, type Turn } from "../harness/mock_llm.ts";
+import { MockLlm, MODEL, type Turn } from "../harness/mock_llm.ts";
 import { ROOT, startRunner, tempDir } from "../harness/procs.ts";
 
 const OUT = join(ROOT, "docs", "screenshots");
@@ -65,7 +65,7 @@ export async function takeScreenshots(): Promise<string[]> {
         json("POST", {
           runnerId: r.id,
           cwd: project,
-          model: { provider: "mock", id: "mock-1" },
+          model: MODEL,
           prompt,
         }),
       )).json()).sessionId as string;
