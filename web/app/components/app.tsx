@@ -64,19 +64,8 @@ function Shell() {
   }, []);
 
   const current = r.page === "session" ? sessions.value.find((s) => s.sessionId === r.id) : null;
-  useEffect(() => {
-    document.title = r.page === "session"
-      ? `${current?.title || "Session"} · baton`
-      : r.page === "settings"
-      ? "Settings · baton"
-      : r.page === "automations"
-      ? "Automations · baton"
-      : r.page === "new"
-      ? "New session · baton"
-      : "baton";
-  }, [r, current?.title]);
-
-  const title = r.page === "session"
+  /** The page's own name; none at home, where the product's name stands alone. */
+  const pageTitle = r.page === "session"
     ? current?.title || "Session"
     : r.page === "settings"
     ? "Settings"
@@ -84,7 +73,11 @@ function Shell() {
     ? "Automations"
     : r.page === "new"
     ? "New session"
-    : "baton";
+    : null;
+  const title = pageTitle ?? "baton";
+  useEffect(() => {
+    document.title = pageTitle ? `${pageTitle} · baton` : "baton";
+  }, [pageTitle]);
   return (
     <div class={`shell ${drawer ? "drawer-open" : ""} ${r.page === "home" ? "at-home" : ""}`}>
       <a class="skip" href="#main">Skip to content</a>
