@@ -1,4 +1,10 @@
-import { ConfigError, ensureRunnerId, loadRunnerConfig } from "../runner/config.ts";
+import {
+  ConfigError,
+  ensureRunnerId,
+  loadRunnerConfig,
+  RUNNER_FLAGS,
+  runnerFlags,
+} from "../runner/config.ts";
 import { supervise } from "../runner/supervisor.ts";
 import { parseFlags, UsageError } from "./_args.ts";
 import { untilSignal } from "./relay.ts";
@@ -32,28 +38,12 @@ The runner id is kept in ~/.baton/runner.json. Models: pi's built-in providers
 with their API keys, plus custom providers in ~/.baton/models.json.
 `;
 
-const FLAGS = {
-  name: { type: "string" },
-  "safe-mode": { type: "boolean" },
-  "no-mcp": { type: "boolean" },
-  "no-plugins": { type: "boolean" },
-  "no-hooks": { type: "boolean" },
-  "no-relay": { type: "boolean" },
-} as const;
-
 /** `baton runner`. */
 export async function runnerMain(argv: string[]): Promise<number> {
-  const { values } = parseFlags(argv, FLAGS);
+  const { values } = parseFlags(argv, RUNNER_FLAGS);
   let config;
   try {
-    config = await loadRunnerConfig((k) => Deno.env.get(k), {
-      ...(values.name !== undefined ? { name: values.name } : {}),
-      safeMode: values["safe-mode"] ?? false,
-      noMcp: values["no-mcp"] ?? false,
-      noPlugins: values["no-plugins"] ?? false,
-      noHooks: values["no-hooks"] ?? false,
-      noRelay: values["no-relay"] ?? false,
-    });
+    config = await loadRunnerConfig((k) => Deno.env.get(k), runnerFlags(values));
   } catch (err) {
     if (err instanceof ConfigError) throw new UsageError(err.message);
     throw err;

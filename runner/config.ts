@@ -124,6 +124,35 @@ export interface RunnerFlags {
   noRelay?: boolean;
 }
 
+/** The flags of `baton runner`, which the supervisor passes on to its daemon. */
+export const RUNNER_FLAGS = {
+  name: { type: "string" },
+  "safe-mode": { type: "boolean" },
+  "no-mcp": { type: "boolean" },
+  "no-plugins": { type: "boolean" },
+  "no-hooks": { type: "boolean" },
+  "no-relay": { type: "boolean" },
+} as const;
+
+/** {@linkcode RunnerFlags} from the parsed values of {@linkcode RUNNER_FLAGS}. */
+export function runnerFlags(values: {
+  name?: string;
+  "safe-mode"?: boolean;
+  "no-mcp"?: boolean;
+  "no-plugins"?: boolean;
+  "no-hooks"?: boolean;
+  "no-relay"?: boolean;
+}): RunnerFlags {
+  return {
+    ...(values.name !== undefined ? { name: values.name } : {}),
+    safeMode: values["safe-mode"] ?? false,
+    noMcp: values["no-mcp"] ?? false,
+    noPlugins: values["no-plugins"] ?? false,
+    noHooks: values["no-hooks"] ?? false,
+    noRelay: values["no-relay"] ?? false,
+  };
+}
+
 /** Resolves the runner configuration: flags > environment > config file. */
 export async function loadRunnerConfig(
   env: EnvGetter,

@@ -32,7 +32,9 @@ import {
   controlUrl,
   ensureRunnerId,
   loadRunnerConfig,
+  RUNNER_FLAGS,
   type RunnerConfig,
+  runnerFlags,
 } from "./config.ts";
 import { ControlLink, RelayRejectedError, RequestError } from "./control_link.ts";
 import { type SessionEntry, SessionRegistry } from "./registry.ts";
@@ -605,25 +607,11 @@ async function assertModelKnown(batonDir: string, model: ModelRef): Promise<void
 
 /** `baton _daemon` (started by the supervisor). */
 export async function daemonMain(argv: string[]): Promise<number> {
-  const { values } = parseFlags(argv, {
-    name: { type: "string" },
-    "safe-mode": { type: "boolean" },
-    "no-mcp": { type: "boolean" },
-    "no-plugins": { type: "boolean" },
-    "no-hooks": { type: "boolean" },
-    "no-relay": { type: "boolean" },
-  });
+  const { values } = parseFlags(argv, RUNNER_FLAGS);
   const log = (line: string) => console.error(`[daemon] ${line}`);
   let config: RunnerConfig;
   try {
-    config = await loadRunnerConfig((k) => Deno.env.get(k), {
-      ...(values.name !== undefined ? { name: values.name } : {}),
-      safeMode: values["safe-mode"] ?? false,
-      noMcp: values["no-mcp"] ?? false,
-      noPlugins: values["no-plugins"] ?? false,
-      noHooks: values["no-hooks"] ?? false,
-      noRelay: values["no-relay"] ?? false,
-    });
+    config = await loadRunnerConfig((k) => Deno.env.get(k), runnerFlags(values));
   } catch (err) {
     if (err instanceof ConfigError) {
       log(err.message);
