@@ -101,6 +101,19 @@ export const RespondBody = z.object({
 });
 
 /** A subscription as the API shows it. */
+/**
+ * The records a route's `target` names: the one with that id (preferred) or,
+ * legacy, every one of that trigger type.
+ */
+function named<T extends { triggerType: string }>(
+  all: T[],
+  id: (r: T) => string,
+  target: string,
+): T[] {
+  const byId = all.filter((r) => id(r) === target);
+  return byId.length > 0 ? byId : all.filter((r) => r.triggerType === target);
+}
+
 function subscriptionView(s: SubscriptionRecord) {
   return {
     subscriptionId: s.subscriptionId,
@@ -308,11 +321,9 @@ export class Triggers {
     return subscriptionView(rec);
   }
 
-  /** Subscriptions named by `target`: an id (preferred) or, legacy, every one of a type. */
+  /** Subscriptions of a session that `target` names. */
   #targets(sessionId: string, target: string): SubscriptionRecord[] {
-    const all = this.store.triggers.subscriptionsOf(sessionId);
-    const byId = all.filter((s) => s.subscriptionId === target);
-    return byId.length > 0 ? byId : all.filter((s) => s.triggerType === target);
+    return named(this.store.triggers.subscriptionsOf(sessionId), (r) => r.subscriptionId, target);
   }
 
   updateSubscription(
@@ -397,10 +408,9 @@ export class Triggers {
     return listenerView(rec);
   }
 
+  /** Listeners of a runner that `target` names. */
   #listenerTargets(runnerId: string, target: string): ListenerRecord[] {
-    const all = this.store.triggers.listenersOf(runnerId);
-    const byId = all.filter((l) => l.listenerId === target);
-    return byId.length > 0 ? byId : all.filter((l) => l.triggerType === target);
+    return named(this.store.triggers.listenersOf(runnerId), (r) => r.listenerId, target);
   }
 
   updateListener(
