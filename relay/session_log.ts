@@ -1,7 +1,7 @@
 import type { StoredEvent } from "./store/mod.ts";
 
 /** Default cap on the bytes of one session's ring (its events' JSON). */
-export const RING_MAX_BYTES = 4 * 1024 * 1024;
+export const RING_MAX_BYTES = 1024 * 1024;
 
 /**
  * The in-memory tail of one session's event log: the last `capacity` events
@@ -11,7 +11,8 @@ export const RING_MAX_BYTES = 4 * 1024 * 1024;
  * events are read from the database instead.
  */
 export class EventRing {
-  #items: StoredEvent[] = [];
+  /** Held events from `#start` on; evicted slots are emptied at once so their JSON can be collected. */
+  #items: (StoredEvent | undefined)[] = [];
   /** Index of the oldest event held; the ones before it are dropped. */
   #start = 0;
   #bytes = 0;
@@ -30,7 +31,8 @@ export class EventRing {
       this.#items.length - this.#start > 1 &&
       (this.#items.length - this.#start > this.#capacity || this.#bytes > this.#maxBytes)
     ) {
-      this.#bytes -= this.#items[this.#start++]!.json.length;
+      this.#bytes -= this.#items[this.#start]!.json.length;
+      this.#items[this.#start++] = undefined;
     }
     // Compact in bulk so pushes stay O(1) amortised.
     if (this.#start >= this.#capacity && this.#start * 2 >= this.#items.length) {
@@ -61,6 +63,6 @@ export class EventRing {
       if (this.#items[mid]!.seq <= afterSeq) lo = mid + 1;
       else hi = mid;
     }
-    return this.#items.slice(lo, lo + limit);
+    return this.#items.slice(lo, lo + limit) as StoredEvent[];
   }
 }

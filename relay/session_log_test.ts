@@ -35,3 +35,30 @@ Deno.test("event ring holds at most its byte budget but always the newest event"
   assert.equal(tiny.size, 1);
   assert.deepEqual(tiny.after(0, 10)?.map((e) => e.seq), [1]);
 });
+
+Deno.test("events the ring evicts can be garbage-collected at once", async () => {
+  // In a child with V8's gc() exposed: WeakRefs tell which evicted events
+  // something still holds. (The ring once kept up to `capacity` evicted
+  // events reachable until it compacted: 32 MB of 32 KB tool outputs.)
+  const code = `
+    import { EventRing } from ${JSON.stringify(new URL("./session_log.ts", import.meta.url).href)};
+    const ring = new EventRing(1000, 64 * 1024);
+    const refs = [];
+    for (let seq = 1; seq <= 100; seq++) {
+      const ev = { seq, json: String(seq).padEnd(32 * 1024, "x") };
+      refs.push(new WeakRef(ev));
+      ring.push(ev);
+    }
+    await new Promise((r) => setTimeout(r, 0));
+    globalThis.gc();
+    console.log(JSON.stringify({ held: ring.size, alive: refs.filter((r) => r.deref()).length }));
+  `;
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["eval", "--v8-flags=--expose-gc", code],
+    stderr: "inherit",
+  }).output();
+  assert.ok(out.success, "the child ran");
+  const { held, alive } = JSON.parse(new TextDecoder().decode(out.stdout));
+  assert.equal(held, 2, "64 KB holds the last two 32 KB events");
+  assert.equal(alive, held, "nothing but the held events stays reachable");
+});
