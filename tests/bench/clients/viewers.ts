@@ -12,7 +12,7 @@ import { VIEWER_WS_PATH } from "../../../shared/protocol.ts";
 /** Which server a load generator talks to. */
 export type ServerKind = "baton" | "bare" | "socketio";
 /** Which WebSocket client the baton and bare viewers use. */
-export type ClientImpl = "native" | "ws";
+export type ClientImpl = "native" | "ws" | "c";
 
 /** Where a viewer connects and, for baton, as whom and to which session. */
 export interface ViewerTarget {

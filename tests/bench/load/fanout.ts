@@ -14,6 +14,7 @@
  * @module
  */
 import { io as ioClient } from "socket.io-client";
+import { readLines } from "../../../runner/_lines.ts";
 import { commands, cpuShare, emit, type ProcStat, procStat } from "../_proc.ts";
 import { Histogram } from "../_stats.ts";
 import { EventSource, frameSeqs } from "../_workload.ts";
@@ -38,6 +39,8 @@ export interface FanoutConfig {
   durationMs: number;
   /** Pid of the server under test, for its CPU and RSS. */
   serverPid: number;
+  /** With client "c" (rate mode only): the built `load/wsview.c`. */
+  wsview?: string;
 }
 
 /** What the load generator reports. */
@@ -77,6 +80,59 @@ function grow(seq: number): void {
     const c = new Uint16Array(counts.length * 2);
     c.set(counts);
     counts = c;
+  }
+}
+
+/**
+ * The viewers in the C client (`load/wsview.c`), a process of their own: it
+ * reads event send times from each frame's `ts`, on its clock.
+ */
+class NativeViewers {
+  readonly #child: Deno.ChildProcess;
+  readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
+  readonly #lines: AsyncIterator<string>;
+
+  constructor(binary: string, args: string[]) {
+    this.#child = new Deno.Command(binary, {
+      args,
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "inherit",
+    }).spawn();
+    this.#writer = this.#child.stdin.getWriter();
+    this.#lines = readLines(this.#child.stdout)[Symbol.asyncIterator]();
+  }
+
+  get pid(): number {
+    return this.#child.pid;
+  }
+
+  async send(cmd: string): Promise<void> {
+    await this.#writer.write(new TextEncoder().encode(cmd + "\n"));
+  }
+
+  async line(): Promise<string> {
+    const r = await this.#lines.next();
+    if (r.done) throw new Error("wsview exited");
+    return r.value;
+  }
+
+  /** Its clock minus ours (ms), from the exchange with the shortest round trip. */
+  async clockOffset(): Promise<number> {
+    let best = { rtt: Infinity, offset: 0 };
+    for (let i = 0; i < 9; i++) {
+      const t1 = performance.now();
+      await this.send("clock");
+      const { clock } = JSON.parse(await this.line()) as { clock: number };
+      const t2 = performance.now();
+      if (t2 - t1 < best.rtt) best = { rtt: t2 - t1, offset: clock - (t1 + t2) / 2 };
+    }
+    return best.offset;
+  }
+
+  async close(): Promise<void> {
+    await this.send("quit").catch(() => {});
+    await this.#child.status;
   }
 }
 
@@ -125,6 +181,9 @@ if (cfg.kind === "baton") {
   publish = (frame) => s.emit("events", frame);
 }
 
+/** Added to performance.now() for each event's `ts`: 0 but with the C client. */
+let tsOffset = 0;
+
 function sendNext(): void {
   const first = sent + 1;
   const last = sent + cfg.batch;
@@ -132,7 +191,7 @@ function sendNext(): void {
   const now = performance.now();
   for (let s = first; s <= last; s++) sendTime[s] = now;
   sent = last;
-  publish(events.frame(sessionId, first, last, Date.now()));
+  publish(events.frame(sessionId, first, last, native ? now + tsOffset : Date.now()));
 }
 
 function pump(): void {
@@ -182,12 +241,30 @@ function onAcked(seq: number): void {
   pump();
 }
 
-const conns = await openViewers(
+if (cfg.client === "c" && (cfg.mode !== "rate" || !cfg.wsview)) {
+  throw new Error("The C client runs the rate mode only, and needs the wsview binary");
+}
+const native = cfg.client === "c"
+  ? new NativeViewers(cfg.wsview!, [
+    cfg.kind,
+    new URL(cfg.url).hostname,
+    new URL(cfg.url).port,
+    String(cfg.viewers),
+    cfg.apiKey ?? "",
+    sessionId,
+  ])
+  : null;
+const conns = native ? [] : await openViewers(
   cfg.viewers,
   { kind: cfg.kind, url: cfg.url, apiKey: cfg.apiKey ?? "", sessionId, since: 0 },
-  cfg.client,
+  cfg.client as ClientImpl,
   onFrame,
 );
+if (native) {
+  const line = await native.line();
+  if (line !== "ready") throw new Error(`wsview: ${line}`);
+  tsOffset = await native.clockOffset();
+}
 emit("ready", { connectMs: Math.round(performance.now() - t0), sessionId });
 
 for await (const cmd of commands()) {
@@ -211,18 +288,63 @@ if (cfg.mode === "rate") {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 await sleep(cfg.warmupMs);
+/** CPU of the load generator: this process and the C client if any. */
+const selfStat = (): ProcStat => {
+  const me = procStat(Deno.pid);
+  if (!native) return me;
+  const c = procStat(native.pid);
+  return { ...me, cpuMs: me.cpuMs + c.cpuMs };
+};
 let serverBefore: ProcStat = procStat(cfg.serverPid);
-let selfBefore: ProcStat = procStat(Deno.pid);
+let selfBefore: ProcStat = selfStat();
 windowStart = performance.now();
 ackedAtStart = acked;
+await native?.send("measure");
 measuring = true;
 await sleep(cfg.durationMs);
 measuring = false;
+await native?.send("stop");
 const elapsed = performance.now() - windowStart;
 const serverAfter = procStat(cfg.serverPid);
-const selfAfter = procStat(Deno.pid);
+const selfAfter = selfStat();
 stopping = true;
 clearTimeout(rateTimer);
+
+if (native) {
+  // The C client drains on its own and reports what it measured.
+  await native.send(`drain ${sent} 15000`);
+  const r = JSON.parse(await native.line()) as {
+    frames: number;
+    deliveries: number;
+    gaps: number;
+    closed: number;
+    latency: { count: number; mean: number; p50: number; p90: number; p99: number; max: number };
+  };
+  const { undelivered } = JSON.parse(await native.line()) as { undelivered: number };
+  emit(
+    "result",
+    {
+      kind: cfg.kind,
+      viewers: cfg.viewers,
+      mode: cfg.mode,
+      deliveriesPerSec: (r.deliveries / elapsed) * 1000,
+      eventsPerSec: (r.deliveries / cfg.viewers / elapsed) * 1000,
+      latency: { ...r.latency, n: r.latency.count },
+      serverCpu: cpuShare(serverBefore, serverAfter, elapsed),
+      clientCpu: cpuShare(selfBefore, selfAfter, elapsed),
+      serverRss: serverAfter.rss,
+      serverHwm: serverAfter.hwm,
+      framesPerSec: (r.frames / elapsed) * 1000,
+      sent,
+      undelivered: undelivered + (r.closed > 0 ? sent : 0),
+      gaps: r.gaps,
+      connectMs: Math.round(windowStart - t0),
+    } satisfies FanoutResult as unknown as Record<string, unknown>,
+  );
+  await native.close();
+  runner?.close();
+  Deno.exit(0);
+}
 
 // Every event sent must reach every viewer (or be acked) before we report.
 const drainDeadline = performance.now() + 15_000;
