@@ -10,6 +10,7 @@ import {
   type RunnerHello,
   type WireError,
 } from "../shared/protocol.ts";
+import { OPEN, openRelaySocket, type RelaySocket } from "./relay_socket.ts";
 
 /** The relay refused the runner for good (bad key, foreign runner id): retrying cannot help. */
 export class RelayRejectedError extends Error {
@@ -50,7 +51,7 @@ export class RequestError extends Error {
  */
 export class ControlLink {
   readonly #opts: ControlLinkOptions;
-  #socket: WebSocket | null = null;
+  #socket: RelaySocket | null = null;
   #welcomed = false;
   readonly #backoff = new Backoff({ initialMs: 500, maxMs: 15_000 });
   readonly #calls = new Map<
@@ -65,7 +66,7 @@ export class ControlLink {
 
   /** True between the relay's welcome and the loss of the connection. */
   get connected(): boolean {
-    return this.#welcomed && this.#socket?.readyState === WebSocket.OPEN;
+    return this.#welcomed && this.#socket?.readyState === OPEN;
   }
 
   /** Sends a message when connected; false when it could not be sent. */
@@ -103,7 +104,7 @@ export class ControlLink {
 
   /** Closes the current connection so that the loop dials again. */
   drop(): void {
-    this.#socket?.close(CloseCode.goingAway, "Reconnecting");
+    if (this.#socket) closeSoon(this.#socket, CloseCode.goingAway, "Reconnecting");
   }
 
   /**
@@ -129,9 +130,9 @@ export class ControlLink {
 
   #connectOnce(signal: AbortSignal): Promise<{ reason: string; rejected?: RelayRejectedError }> {
     return new Promise((resolve) => {
-      let socket: WebSocket;
+      let socket: RelaySocket;
       try {
-        socket = new WebSocket(this.#opts.url);
+        socket = openRelaySocket(this.#opts.url);
       } catch (err) {
         resolve({ reason: String(err) });
         return;
@@ -143,30 +144,33 @@ export class ControlLink {
       const silence = this.#opts.silenceMs ?? 45_000;
       const heartbeat = setInterval(() => {
         if (Date.now() - lastHeard > silence) {
-          socket.close(CloseCode.goingAway, "Relay went silent");
+          // Nobody is there to answer a closing handshake.
+          socket.terminate();
           return;
         }
-        if (socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ t: "ping" }));
+        if (socket.readyState === OPEN) socket.send(JSON.stringify({ t: "ping" }));
       }, Math.min(15_000, silence / 3));
-      const onAbort = () => socket.close(CloseCode.normal, "Runner stopping");
+      const onAbort = () => closeSoon(socket, CloseCode.normal, "Runner stopping");
       signal.addEventListener("abort", onAbort, { once: true });
 
-      socket.onopen = () => {
+      socket.on("open", () => {
         socket.send(JSON.stringify({ t: "hello", v: PROTOCOL_VERSION, ...this.#opts.hello() }));
-      };
-      socket.onmessage = (ev) => {
+      });
+      socket.on("message", (data, isBinary) => {
         lastHeard = Date.now();
-        if (typeof ev.data !== "string") return;
+        if (isBinary) return;
         let msg: { t?: string; [k: string]: unknown };
         try {
-          msg = JSON.parse(ev.data);
+          msg = JSON.parse(data.toString());
         } catch {
           return;
         }
         this.#handle(socket, msg, (err) => rejected = err);
-      };
-      socket.onerror = () => {};
-      socket.onclose = (ev) => {
+      });
+      // A failed dial or a broken socket: "close" follows with code 1006.
+      socket.on("error", () => {});
+      socket.on("close", (code, reasonBytes) => {
+        const ev = { code, reason: reasonBytes.toString() };
         clearInterval(heartbeat);
         signal.removeEventListener("abort", onAbort);
         const wasUp = this.#welcomed;
@@ -192,12 +196,12 @@ export class ControlLink {
           );
         }
         resolve({ reason: `code ${ev.code}${ev.reason ? `: ${ev.reason}` : ""}`, rejected });
-      };
+      });
     });
   }
 
   #handle(
-    socket: WebSocket,
+    socket: RelaySocket,
     msg: { t?: string; [k: string]: unknown },
     reject: (err: RelayRejectedError) => void,
   ): void {
@@ -245,7 +249,18 @@ export class ControlLink {
         return;
     }
     function reply(res: unknown) {
-      if (socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify(res));
+      if (socket.readyState === OPEN) socket.send(JSON.stringify(res));
     }
   }
+}
+
+/**
+ * Starts a closing handshake and gives the relay a moment to answer (ws
+ * would wait 30 s) before dropping the connection.
+ */
+function closeSoon(socket: RelaySocket, code: number, reason: string): void {
+  if (socket.readyState === socket.CLOSED) return;
+  socket.close(code, reason);
+  const timer = setTimeout(() => socket.terminate(), 2000);
+  socket.once("close", () => clearTimeout(timer));
 }

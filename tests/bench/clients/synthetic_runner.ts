@@ -6,6 +6,7 @@
  * @module
  */
 import { PROTOCOL_VERSION, RUNNER_WS_PATH } from "../../../shared/protocol.ts";
+import { openRelaySocket, type RelaySocket } from "../../../runner/relay_socket.ts";
 
 /** Options of {@linkcode SyntheticRunner.connect}. */
 export interface SyntheticRunnerOptions {
@@ -23,16 +24,18 @@ export class SyntheticRunner {
   readonly acked = new Map<string, number>();
   /** Called for every ack (after `acked` is updated). */
   onAck: (sessionId: string, seq: number) => void = () => {};
-  readonly closed: Promise<CloseEvent>;
+  /** Resolves with the close code once the connection is gone. */
+  readonly closed: Promise<number>;
 
-  private constructor(readonly ws: WebSocket, readonly runnerId: string) {
-    this.closed = new Promise((resolve) => ws.addEventListener("close", resolve, { once: true }));
+  private constructor(readonly ws: RelaySocket, readonly runnerId: string) {
+    this.closed = new Promise((resolve) => ws.once("close", resolve));
   }
 
   /** Dials the relay, says hello and resolves once welcomed. */
   static connect(options: SyntheticRunnerOptions): Promise<SyntheticRunner> {
     const runnerId = options.runnerId ?? `bench-${crypto.randomUUID().slice(0, 8)}`;
-    const ws = new WebSocket(options.url.replace(/^http/, "ws") + RUNNER_WS_PATH);
+    // The daemon's own socket (see runner/relay_socket.ts for why not Deno's).
+    const ws = openRelaySocket(options.url.replace(/^http/, "ws") + RUNNER_WS_PATH);
     const runner = new SyntheticRunner(ws, runnerId);
     return new Promise((resolve, reject) => {
       ws.onopen = () => {
@@ -72,7 +75,7 @@ export class SyntheticRunner {
   }
 
   close(): void {
-    if (this.ws.readyState < WebSocket.CLOSING) this.ws.close(1000, "Bench done");
+    if (this.ws.readyState < this.ws.CLOSING) this.ws.close(1000, "Bench done");
   }
 
   #handle(msg: { t: string; [k: string]: unknown }): void {
