@@ -279,7 +279,89 @@ async function stalledViewerRun(ctx: BenchContext): Promise<void> {
 }
 
 /** Runs the memory scenario. */
+/** Opens `n` sockets on the bare server's `/replay` (50 at a time), each until caught up. */
+async function bareReplays(url: string, n: number, total: number): Promise<WebSocket[]> {
+  const out: WebSocket[] = [];
+  for (let i = 0; i < n; i += 50) {
+    out.push(
+      ...await Promise.all(
+        Array.from(
+          { length: Math.min(50, n - i) },
+          () =>
+            new Promise<WebSocket>((resolve, reject) => {
+              const ws = new WebSocket(
+                `${url.replace(/^http/, "ws")}/replay?total=${total}&since=0`,
+              );
+              ws.onmessage = (ev) => String(ev.data).includes('"caught_up"') && resolve(ws);
+              ws.onerror = () => reject(new Error("Replay socket failed"));
+            }),
+        ),
+      ),
+    );
+  }
+  return out;
+}
+
+/**
+ * 1,000 viewers joining a session with history at once (a shared link, a
+ * dashboard on many screens): relay RSS once all of them caught up.
+ */
+async function catchUpBurst(ctx: BenchContext): Promise<void> {
+  const viewers = 1000;
+  const events = 1000;
+  const baton = await startServer("baton");
+  const bare = await startServer("bare");
+  const conns: ViewerConn[] = [];
+  const sockets: WebSocket[] = [];
+  try {
+    const sessionId = await seedSession(baton, events);
+    const bIdle = await rss(baton);
+    const t0 = performance.now();
+    conns.push(
+      ...await openViewers(
+        viewers,
+        { kind: "baton", url: baton.url, apiKey: baton.apiKey, sessionId },
+        "native",
+        () => {},
+      ),
+    );
+    const bMs = performance.now() - t0;
+    const bAfter = await rss(baton);
+    const aIdle = await rss(bare);
+    const t1 = performance.now();
+    sockets.push(...await bareReplays(bare.url, viewers, events));
+    const aMs = performance.now() - t1;
+    const aAfter = await rss(bare);
+    ctx.log(
+      `catch-up burst: baton ${mb(bIdle)} → ${mb(bAfter)} in ${bMs.toFixed(0)} ms; ` +
+        `bare ${mb(aIdle)} → ${mb(aAfter)} in ${aMs.toFixed(0)} ms`,
+    );
+    ctx.row({
+      scenario: "5 memory",
+      case: `${viewers} viewers join a ${events}-event session (~540 KB) at once`,
+      metric: "RSS over idle once all caught up",
+      baton: { name: "baton", value: bAfter - bIdle, text: `+${mb(bAfter - bIdle)}` },
+      baselines: [{
+        name: "(a) bare replay",
+        value: aAfter - aIdle,
+        text: `+${mb(aAfter - aIdle)}`,
+      }],
+      ratio: ratioText(bAfter - bIdle, aAfter - aIdle),
+      note: `all caught up in ${(bMs / 1000).toFixed(1)} s (bare ${
+        (aMs / 1000).toFixed(1)
+      } s, 500-event frames from memory); baton sends catch-up frames of up to 64 KB`,
+      detail: { bIdle, bAfter, bMs, aIdle, aAfter, aMs },
+    });
+  } finally {
+    for (const c of conns) c.close();
+    for (const s of sockets) s.close();
+    await baton.proc.stop();
+    await bare.proc.stop();
+  }
+}
+
 export async function memory(ctx: BenchContext): Promise<void> {
   await idleConnections(ctx);
+  await catchUpBurst(ctx);
   await stalledViewerRun(ctx);
 }
