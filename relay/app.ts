@@ -84,14 +84,15 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   const trustProxy = options.trustProxy ?? false;
   const secret = options.authSecret ?? await loadSecret(options.dataDir);
   const allowSignup = options.allowSignup ?? false;
-  const { auth, authenticate, principalFromKey, userIdByEmail, forgetSessions } = await createAuth({
-    db,
-    store,
-    baseUrl,
-    secret,
-    allowSignup,
-    trustedOrigins,
-  });
+  const { auth, authenticate, principalFromKey, userIdByEmail, forgetSessions, authSessionLive } =
+    await createAuth({
+      db,
+      store,
+      baseUrl,
+      secret,
+      allowSignup,
+      trustedOrigins,
+    });
   // The event log is written by a thread of its own, unless a custom store
   // must receive the writes (it is then written through, on this thread).
   const writer = options.store ? null : new EventWriterThread(dbPath);
@@ -164,11 +165,13 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
       headers,
       ...(raw.body ? { body: raw.body, duplex: "half" } : {}),
     } as RequestInit);
-    const signingOut = c.req.path === "/api/auth/sign-out";
-    const before = signingOut ? await authenticate(c.req.raw.headers) : null;
+    const changing = raw.method !== "GET";
+    const before = changing ? await authenticate(c.req.raw.headers) : null;
     const res = await auth.handler(req);
-    if (raw.method !== "GET") forgetSessions();
-    if (signingOut && res.ok && before?.authSessionId) hub.revokeAuthSession(before.authSessionId);
+    if (changing) forgetSessions();
+    // Sign-out, a password change that revokes the other sessions, revoking
+    // sessions: the viewer sockets of browser sessions that are gone close.
+    if (before && res.ok) hub.closeEndedAuthSessions(before.userId, authSessionLive);
     return res;
   });
 

@@ -170,7 +170,15 @@ export async function createAuth(options: AuthOptions) {
     return r?.id;
   }
 
-  return { auth, authenticate, principalFromKey, userIdByEmail, forgetSessions };
+  /** Whether a browser session (better-auth's `session` row) still exists and has not expired. */
+  function authSessionLive(id: string): boolean {
+    const r = options.db.prepare('SELECT "expiresAt" AS e FROM "session" WHERE id = ?').get(id) as
+      | { e: string | number }
+      | undefined;
+    return r !== undefined && new Date(r.e).getTime() > Date.now();
+  }
+
+  return { auth, authenticate, principalFromKey, userIdByEmail, forgetSessions, authSessionLive };
 }
 
 /** The key from `x-api-key` or `Authorization: Bearer`, or null when neither is sent. */

@@ -757,12 +757,18 @@ export class Hub {
     }
   }
 
-  /** Closes every viewer socket of a signed-out browser session. */
-  revokeAuthSession(authSessionId: string): void {
-    for (const set of this.#viewersByUser.values()) {
-      for (const v of [...set]) {
-        if (v.principal.authSessionId === authSessionId) v.close(4401, "Signed out");
-      }
+  /**
+   * Closes the viewer sockets of `userId` opened with a browser session that
+   * no longer exists (signed out, revoked by a password change or by hand).
+   */
+  closeEndedAuthSessions(userId: string, live: (authSessionId: string) => boolean): void {
+    const seen = new Map<string, boolean>();
+    for (const v of [...this.#viewersByUser.get(userId) ?? []]) {
+      const id = v.principal.authSessionId;
+      if (id === null) continue;
+      let ok = seen.get(id);
+      if (ok === undefined) seen.set(id, ok = live(id));
+      if (!ok) v.close(4401, "Signed out");
     }
   }
 

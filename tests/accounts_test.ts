@@ -496,3 +496,56 @@ Deno.test("the relay refuses a runner hello with an unknown or revoked key", asy
   const runners = await (await user.api("/api/runners")).json();
   assert.deepEqual(runners, []);
 });
+
+Deno.test("a password change that signs out the other browsers closes their viewer sockets", async () => {
+  await using relay = await startTestRelay();
+  const user = await signUp(relay.url, { password: PASSWORD });
+  const otherCookie = await signIn(relay.url, user.email, PASSWORD);
+  const here = await Viewer.connect(relay.url, { cookie: user.cookie });
+  const there = await Viewer.connect(relay.url, { cookie: otherCookie });
+  const byKey = await Viewer.connect(relay.url, { apiKey: user.apiKey });
+  let fresh: Viewer | null = null;
+  const served = async (v: Viewer, id: string) => {
+    v.subscribe(id);
+    const err = await v.waitFor((m) => m.t === "error" && m.sessionId === id);
+    assert.equal((err as { code?: string }).code, "not_found");
+  };
+  try {
+    // A change through /api/auth that ends no session closes nothing.
+    const renamed = await fetch(
+      `${relay.url}/api/auth/update-user`,
+      json("POST", { name: "Renamed" }, { cookie: user.cookie, origin: relay.url }),
+    );
+    assert.equal(renamed.status, 200, await renamed.text());
+    await served(here, "no-such-session-1");
+    await served(there, "no-such-session-1");
+
+    const res = await fetch(
+      `${relay.url}/api/auth/change-password`,
+      json("POST", {
+        currentPassword: PASSWORD,
+        newPassword: "a new correct horse",
+        revokeOtherSessions: true,
+      }, { cookie: user.cookie, origin: relay.url }),
+    );
+    const body = await res.json();
+    assert.equal(res.status, 200, JSON.stringify(body));
+    // better-auth ends every session of the user and hands this browser a new one.
+    const newCookie = res.headers.getSetCookie().map((c) => c.split(";")[0]).join("; ");
+    assert.ok(newCookie.startsWith("baton"), "a new session cookie");
+
+    for (const [v, who] of [[there, "the other browser"], [here, "this browser's old session"]]) {
+      const closed = await within((v as Viewer).closed, 10_000, `${who}: viewer socket closed`);
+      assert.equal(closed.code, 4401);
+    }
+    for (const cookie of [otherCookie, user.cookie]) {
+      const r = await fetch(`${relay.url}/api/runners`, { headers: { cookie } });
+      assert.equal(await errorCode(r, 401), "unauthorized");
+    }
+    // API keys keep their sockets, and the new cookie opens one.
+    fresh = await Viewer.connect(relay.url, { cookie: newCookie });
+    for (const v of [byKey, fresh]) await served(v, "no-such-session-2");
+  } finally {
+    for (const v of [here, there, byKey, fresh]) await v?.close();
+  }
+});
