@@ -11,6 +11,7 @@ import { DESKTOP, launchBrowser, newPage, PHONE } from "./harness/browser.ts";
 import { type Stack, startTestRelay, withStack } from "./harness/in_process.ts";
 import { type ChatRequest, MODEL, type Turn } from "./harness/mock_llm.ts";
 import { ROOT, tempDir } from "./harness/procs.ts";
+import { eventually } from "./harness/wait.ts";
 import { buildWeb } from "../web/build.ts";
 
 const XSS = [
@@ -181,6 +182,13 @@ Deno.test("the web client spawns a session, streams a tool call, steers, aborts 
     await t.step("steer while the agent works", async () => {
       await page.goto(`${w.relay.url}/session/${long}`);
       await page.locator(".pill", { hasText: "working" }).waitFor();
+      // "working" can show before the model got the prompt: count from after that request.
+      await eventually(
+        "the long run's request at the model",
+        () =>
+          w.llm.requests.some((r) => JSON.stringify(r.messages).includes("LONG-RUN please")) ||
+          undefined,
+      );
       await page.getByRole("radio", { name: "Steer" }).click();
       await page.locator("#composer-input").fill("STEER-FROM-UI");
       const before = w.llm.requests.length;
