@@ -35,6 +35,8 @@ export interface ControlLinkOptions {
   log: (line: string) => void;
   /** How long to wait for a sign of life before assuming the relay is gone. */
   silenceMs?: number;
+  /** How long a connection may take to open (TCP, TLS, upgrade) before it is dialled again. */
+  handshakeMs?: number;
 }
 
 /** A request failure the daemon reports back with a code. */
@@ -132,7 +134,7 @@ export class ControlLink {
     return new Promise((resolve) => {
       let socket: RelaySocket;
       try {
-        socket = openRelaySocket(this.#opts.url);
+        socket = openRelaySocket(this.#opts.url, this.#opts.handshakeMs);
       } catch (err) {
         resolve({ reason: String(err) });
         return;

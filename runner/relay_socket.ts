@@ -18,7 +18,7 @@ export type RelaySocket = WebSocket;
 /** `readyState` of an open socket. */
 export const OPEN = WebSocket.OPEN;
 
-/** Dials `url` (`ws(s)://host/_runner`). */
-export function openRelaySocket(url: string): RelaySocket {
-  return new WebSocket(url, { perMessageDeflate: false });
+/** Dials `url` (`ws(s)://host/_runner`); a handshake not done within `handshakeMs` fails. */
+export function openRelaySocket(url: string, handshakeMs = 15_000): RelaySocket {
+  return new WebSocket(url, { perMessageDeflate: false, handshakeTimeout: handshakeMs });
 }
