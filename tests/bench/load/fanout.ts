@@ -16,7 +16,7 @@
 import { io as ioClient } from "socket.io-client";
 import { readLines } from "../../../runner/_lines.ts";
 import { commands, cpuShare, emit, type ProcStat, procStat } from "../_proc.ts";
-import { Histogram } from "../_stats.ts";
+import { Histogram, type LatencySummary } from "../_stats.ts";
 import { EventSource, frameSeqs } from "../_workload.ts";
 import { spawnSession, SyntheticRunner } from "../clients/synthetic_runner.ts";
 import { type ClientImpl, openViewers, type ServerKind } from "../clients/viewers.ts";
@@ -295,8 +295,8 @@ const selfStat = (): ProcStat => {
   const c = procStat(native.pid);
   return { ...me, cpuMs: me.cpuMs + c.cpuMs };
 };
-let serverBefore: ProcStat = procStat(cfg.serverPid);
-let selfBefore: ProcStat = selfStat();
+const serverBefore = procStat(cfg.serverPid);
+const selfBefore = selfStat();
 windowStart = performance.now();
 ackedAtStart = acked;
 await native?.send("measure");
@@ -310,6 +310,8 @@ const selfAfter = selfStat();
 stopping = true;
 clearTimeout(rateTimer);
 
+let latency: LatencySummary;
+let undelivered: number;
 if (native) {
   // The C client drains on its own and reports what it measured.
   await native.send(`drain ${sent} 15000`);
@@ -320,36 +322,20 @@ if (native) {
     closed: number;
     latency: { count: number; mean: number; p50: number; p90: number; p99: number; max: number };
   };
-  const { undelivered } = JSON.parse(await native.line()) as { undelivered: number };
-  emit(
-    "result",
-    {
-      kind: cfg.kind,
-      viewers: cfg.viewers,
-      mode: cfg.mode,
-      deliveriesPerSec: (r.deliveries / elapsed) * 1000,
-      eventsPerSec: (r.deliveries / cfg.viewers / elapsed) * 1000,
-      latency: { ...r.latency, n: r.latency.count },
-      serverCpu: cpuShare(serverBefore, serverAfter, elapsed),
-      clientCpu: cpuShare(selfBefore, selfAfter, elapsed),
-      serverRss: serverAfter.rss,
-      serverHwm: serverAfter.hwm,
-      framesPerSec: (r.frames / elapsed) * 1000,
-      sent,
-      undelivered: undelivered + (r.closed > 0 ? sent : 0),
-      gaps: r.gaps,
-      connectMs: Math.round(windowStart - t0),
-    } satisfies FanoutResult as unknown as Record<string, unknown>,
-  );
+  const drained = JSON.parse(await native.line()) as { undelivered: number };
+  ({ frames, deliveries, gaps } = r);
+  const { count, ...percentiles } = r.latency;
+  latency = { n: count, ...percentiles };
+  undelivered = drained.undelivered + (r.closed > 0 ? sent : 0);
   await native.close();
-  runner?.close();
-  Deno.exit(0);
+} else {
+  // Every event sent must reach every viewer (or be acked) before we report.
+  const drainDeadline = performance.now() + 15_000;
+  const target = () => cfg.mode === "ack" ? acked : fully;
+  while (target() < sent && performance.now() < drainDeadline) await sleep(20);
+  latency = hist.summary();
+  undelivered = sent - target();
 }
-
-// Every event sent must reach every viewer (or be acked) before we report.
-const drainDeadline = performance.now() + 15_000;
-const target = () => cfg.mode === "ack" ? acked : fully;
-while (target() < sent && performance.now() < drainDeadline) await sleep(20);
 
 const result: FanoutResult = {
   kind: cfg.kind,
@@ -359,19 +345,17 @@ const result: FanoutResult = {
   eventsPerSec: cfg.mode === "ack"
     ? (ackedInWindow / elapsed) * 1000
     : (deliveries / Math.max(1, cfg.viewers) / elapsed) * 1000,
-  latency: hist.summary(),
+  latency,
   serverCpu: cpuShare(serverBefore, serverAfter, elapsed),
   clientCpu: cpuShare(selfBefore, selfAfter, elapsed),
   serverRss: serverAfter.rss,
   serverHwm: serverAfter.hwm,
   framesPerSec: (frames / elapsed) * 1000,
   sent,
-  undelivered: sent - target(),
+  undelivered,
   gaps,
   connectMs: Math.round(windowStart - t0),
 };
-serverBefore = serverAfter;
-selfBefore = selfAfter;
 emit("result", result as unknown as Record<string, unknown>);
 for (const c of conns) c.close();
 runner?.close();
