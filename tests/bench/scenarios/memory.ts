@@ -13,7 +13,7 @@ import { frameSeqs } from "../_workload.ts";
 import { spawnSession, SyntheticRunner } from "../clients/synthetic_runner.ts";
 import { openViewers, type ViewerConn } from "../clients/viewers.ts";
 import { type Server, startServer } from "./fanout.ts";
-import { seedSession } from "./replay.ts";
+import { replayOnce, seedSession } from "./replay.ts";
 
 const MiB = 1024 * 1024;
 
@@ -279,25 +279,16 @@ async function stalledViewerRun(ctx: BenchContext): Promise<void> {
 }
 
 /** Runs the memory scenario. */
-/** Opens `n` sockets on the bare server's `/replay` (50 at a time), each until caught up. */
+/** Opens `n` viewers on the bare server's `/replay` (50 at a time), each until caught up. */
 async function bareReplays(url: string, n: number, total: number): Promise<WebSocket[]> {
   const out: WebSocket[] = [];
+  const replayUrl = `${url.replace(/^http/, "ws")}/replay?total=${total}&since=0`;
   for (let i = 0; i < n; i += 50) {
-    out.push(
-      ...await Promise.all(
-        Array.from(
-          { length: Math.min(50, n - i) },
-          () =>
-            new Promise<WebSocket>((resolve, reject) => {
-              const ws = new WebSocket(
-                `${url.replace(/^http/, "ws")}/replay?total=${total}&since=0`,
-              );
-              ws.onmessage = (ev) => String(ev.data).includes('"caught_up"') && resolve(ws);
-              ws.onerror = () => reject(new Error("Replay socket failed"));
-            }),
-        ),
-      ),
+    const batch = Array.from(
+      { length: Math.min(50, n - i) },
+      () => replayOnce(replayUrl, {}, null, true),
     );
+    out.push(...(await Promise.all(batch)).map((r) => r.ws));
   }
   return out;
 }

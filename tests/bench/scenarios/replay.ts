@@ -33,13 +33,16 @@ export async function seedSession(server: Server, total: number): Promise<string
 interface ReplayRun {
   ms: number;
   events: number;
+  /** The viewer, still open when asked for (`keepOpen`). */
+  ws: WebSocket;
 }
 
-/** Opens a viewer and times the replay until `caught_up`. */
-function replayOnce(
+/** Opens a viewer and times the replay until `caught_up`; closes it then unless `keepOpen`. */
+export function replayOnce(
   url: string,
   headers: Record<string, string>,
   subscribe: string | null,
+  keepOpen = false,
 ): Promise<ReplayRun> {
   return new Promise((resolve, reject) => {
     // deno-lint-ignore no-explicit-any
@@ -63,8 +66,8 @@ function replayOnce(
         ws.send(subscribe);
       } else if (msg.t === "caught_up") {
         const took = performance.now() - t0;
-        ws.close();
-        resolve({ ms: took, events });
+        if (!keepOpen) ws.close();
+        resolve({ ms: took, events, ws });
       }
     };
   });
