@@ -12,6 +12,13 @@ import type { Hub, Subscription } from "./hub.ts";
 /** Largest message a viewer may send (inputs carry prompts). */
 const MAX_VIEWER_MESSAGE = 1024 * 1024;
 const AUTH_TIMEOUT_MS = 10_000;
+/**
+ * Unread bytes past which a viewer is closed (4429) instead of sent another
+ * reply or notice. Event frames never get here (the hub stops sending them
+ * at the viewer's high water); this bounds what a client that sends requests
+ * and never reads the answers can make the relay hold.
+ */
+export const VIEWER_MAX_UNREAD = 8 * 1024 * 1024;
 
 /** One browser tab or CLI client connected to the viewer socket. */
 export class Viewer {
@@ -19,13 +26,25 @@ export class Viewer {
   watching = false;
   closed = false;
 
-  constructor(readonly socket: WebSocket, readonly principal: Principal) {}
+  constructor(
+    readonly socket: WebSocket,
+    readonly principal: Principal,
+    /** Called once when the relay gives up on this viewer (see VIEWER_MAX_UNREAD). */
+    readonly onDropped: (v: Viewer) => void = () => {},
+  ) {}
 
   get bufferedAmount(): number {
     return this.socket.bufferedAmount;
   }
 
+  /** Sends a reply or notice; closes the socket instead when too much is unread. */
   send(msg: RelayToViewer): void {
+    if (!this.closed && this.socket.bufferedAmount > VIEWER_MAX_UNREAD) {
+      this.closed = true;
+      this.close(4429, "Too slow: more than 8 MB unread");
+      this.onDropped(this);
+      return;
+    }
     this.sendRaw(JSON.stringify(msg));
   }
 
@@ -60,7 +79,7 @@ export function acceptViewerSocket(socket: WebSocket, options: AcceptViewerOptio
 
   function start(principal: Principal): void {
     clearTimeout(authTimer);
-    viewer = new Viewer(socket, principal);
+    viewer = new Viewer(socket, principal, (v) => hub.removeViewer(v));
     hub.addViewer(viewer);
     viewer.send({
       t: "hello",
@@ -115,7 +134,7 @@ export function acceptViewerSocket(socket: WebSocket, options: AcceptViewerOptio
       }, () => socket.close(1011, "Authentication failed"));
       return;
     }
-    handle(hub, viewer, msg);
+    if (!viewer.closed) handle(hub, viewer, msg);
   };
 
   socket.onclose = () => {

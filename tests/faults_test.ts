@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import type { SessionEvent, SessionEventBody } from "../shared/protocol.ts";
+import type { RelayToViewer, SessionEvent, SessionEventBody } from "../shared/protocol.ts";
 import { type ServedRelay, serveRelay } from "../relay/serve.ts";
 import { HELLO_TIMEOUT_MS } from "../relay/runner_link.ts";
 import { assertContiguous, json, signIn, signUp, type User, Viewer } from "./harness/client.ts";
@@ -19,7 +19,7 @@ import {
 } from "./harness/fake_runner.ts";
 import { MockLlm, MODEL } from "./harness/mock_llm.ts";
 import { RelayProcess, type RunnerProcess, startRunner, tempDir } from "./harness/procs.ts";
-import { openRawWebSocket } from "./harness/raw_http.ts";
+import { clientFrame, openRawWebSocket } from "./harness/raw_http.ts";
 import { eventually } from "./harness/wait.ts";
 
 // ---------------------------------------------------------------------------
@@ -512,6 +512,92 @@ Deno.test("a viewer that never reads neither slows a normal viewer nor grows the
     if (!ok) console.error(relay.proc.output());
     await relay.stop();
     await cleanup(relay.home);
+  }
+});
+
+/**
+ * Reads server frames off a raw socket until a close frame or the end of the
+ * connection (code 1006); returns the text frames' count and the close code.
+ */
+async function readUntilClose(conn: Deno.Conn): Promise<{ texts: number; code: number }> {
+  let buf = new Uint8Array(0);
+  let texts = 0;
+  const chunk = new Uint8Array(256 * 1024);
+  while (true) {
+    // Whole frames at the front of the buffer (server frames are not masked).
+    while (buf.length >= 2) {
+      const len7 = buf[1]! & 0x7f;
+      const head = len7 < 126 ? 2 : len7 === 126 ? 4 : 10;
+      if (buf.length < head) break;
+      const view = new DataView(buf.buffer, buf.byteOffset);
+      const len = len7 < 126
+        ? len7
+        : len7 === 126
+        ? view.getUint16(2)
+        : Number(view.getBigUint64(2));
+      if (buf.length < head + len) break;
+      const opcode = buf[0]! & 0x0f;
+      if (opcode === 0x8) return { texts, code: len >= 2 ? view.getUint16(head) : 1005 };
+      if (opcode === 0x1) texts++;
+      buf = buf.subarray(head + len);
+    }
+    const n = await conn.read(chunk);
+    if (n === null) {
+      assert.equal(buf.length, 0, "the connection ended inside a frame");
+      return { texts, code: 1006 };
+    }
+    const next = new Uint8Array(buf.length + n);
+    next.set(buf);
+    next.set(chunk.subarray(0, n), buf.length);
+    buf = next;
+  }
+}
+
+Deno.test("a viewer that keeps asking and never reads the answers is closed at 8 MB unread", async () => {
+  const relay = await startLoggedRelay();
+  const closers: (() => unknown)[] = [];
+  try {
+    const user = await signUp(relay.url);
+    // 50 roots of 4 KB: every runner list the relay sends is ~200 KB.
+    const roots = Array.from({ length: 50 }, (_, i) => `/work/${i}/${"r".repeat(4000)}`);
+    const fake = await FakeRunner.connect(relay.url, { apiKey: await runnerToken(user), roots });
+    closers.push(() => fake.close());
+    const normal = await Viewer.connect(relay.url, { apiKey: user.apiKey });
+    closers.push(() => normal.close());
+
+    const greedy = await openRawWebSocket(relay.port, "/_viewer", { "x-api-key": user.apiKey });
+    closers.push(() => greedy.close());
+    // 150 watches ask for ~30 MB of lists; the client reads none of it yet.
+    const one = clientFrame(new TextEncoder().encode(JSON.stringify({ t: "watch" })));
+    const burst = new Uint8Array(one.length * 150);
+    for (let i = 0; i < 150; i++) burst.set(one, i * one.length);
+    await greedy.conn.write(burst);
+    // A normal viewer is served meanwhile.
+    normal.send({ t: "watch" });
+    const listed = await normal.waitFor<Extract<RelayToViewer, { t: "runners" }>>(
+      (m) => m.t === "runners",
+    );
+    assert.equal(listed.runners[0]!.roots.length, 50);
+
+    // Reading now: what was queued, then the end well before 150 answers. It
+    // is a close frame with 4429, or the bare end of the connection when the
+    // client sent more after the relay gave up (Deno then drops the close frame).
+    const { texts, code } = await readUntilClose(greedy.conn);
+    assert.ok(code === 4429 || code === 1006, `closed with ${code}`);
+    assert.ok(texts < 2 * 150, `got ${texts} frames before the close`);
+    // hello + at most 8 MB of answers (2 frames per watch, ~200 KB each) + the one over the line.
+    assert.ok(texts <= 1 + 2 * Math.ceil(8 * 1024 * 1024 / (200 * 1024)) + 2, `${texts} frames`);
+
+    // The relay carries on: the normal viewer still gets answers, a new one connects.
+    normal.send({ t: "ping" });
+    await normal.waitFor((m) => m.t === "pong");
+    const again = await Viewer.connect(relay.url, { apiKey: user.apiKey });
+    closers.push(() => again.close());
+    assert.equal((await fetch(`${relay.url}/health`)).status, 200);
+    assert.deepEqual(relay.logs.filter((l) => /internal|failed/i.test(l)), []);
+  } finally {
+    for (const close of closers) await close();
+    await relay.dispose();
   }
 });
 
