@@ -37,10 +37,31 @@ export interface HubOptions {
 /** Largest single event body the relay stores; bigger ones are replaced by a marker. */
 export const MAX_EVENT_BYTES = 2 * 1024 * 1024;
 
-/** Socket buffer above which a viewer stops getting live frames and is caught up by pulling. */
+/**
+ * Bytes a viewer's socket may have waiting before it stops getting live
+ * frames and is caught up by pulling from the log instead.
+ */
 export const VIEWER_HIGH_WATER = 1024 * 1024;
-/** Socket buffer below which a lagging viewer gets its next catch-up chunk. */
-export const VIEWER_LOW_WATER = 256 * 1024;
+/**
+ * What all viewers' sockets together may have waiting. Past
+ * `VIEWER_QUEUE_BUDGET / VIEWER_HIGH_WATER` viewers, each one's high water
+ * shrinks (down to VIEWER_MIN_HIGH_WATER), so 1,000 slow phones cannot make
+ * the relay hold a megabyte each.
+ */
+export const VIEWER_QUEUE_BUDGET = 32 * 1024 * 1024;
+const VIEWER_MIN_HIGH_WATER = 16 * 1024;
+
+/**
+ * A viewer's high water with `viewers` connected: VIEWER_HIGH_WATER while
+ * the budget allows, else an equal share of VIEWER_QUEUE_BUDGET. A lagging
+ * viewer gets its next catch-up chunk once below a quarter of it.
+ */
+export function viewerHighWater(viewers: number): number {
+  return Math.max(
+    VIEWER_MIN_HIGH_WATER,
+    Math.min(VIEWER_HIGH_WATER, Math.floor(VIEWER_QUEUE_BUDGET / Math.max(1, viewers))),
+  );
+}
 const CATCH_UP_EVENTS = 500;
 /**
  * Most bytes in one catch-up frame. What the relay keeps after many viewers
@@ -50,6 +71,12 @@ const CATCH_UP_EVENTS = 500;
  * takes ~70 ms: one read of the log feeds several frames.
  */
 const CATCH_UP_BYTES = 64 * 1024;
+/**
+ * Most bytes of events in one live frame. A batch bigger than this (a runner
+ * that fell behind) goes out in several frames, so a viewer's socket never
+ * gets a megabytes-long frame on top of its high water.
+ */
+const LIVE_FRAME_BYTES = 128 * 1024;
 
 /** One viewer's subscription to one session. */
 export interface Subscription {
@@ -105,6 +132,19 @@ export class Hub {
   readonly #links = new Map<string, RunnerLink>();
   readonly #live = new Map<string, LiveSession>();
   readonly #viewersByUser = new Map<string, Set<Viewer>>();
+  /** Every viewer's high water and low water, from how many are connected (see viewerHighWater). */
+  #highWater = VIEWER_HIGH_WATER;
+  #lowWater = VIEWER_HIGH_WATER / 4;
+  #viewerCount = 0;
+  /**
+   * Bytes handed to viewer sockets in this turn of the event loop. Deno copies
+   * each frame per socket and writes them out only once the turn ends, so one
+   * big batch to many viewers would hold frame × viewers at once; past
+   * VIEWER_QUEUE_BUDGET in one turn, the remaining viewers are caught up from
+   * the log in the next turns instead.
+   */
+  #turnBytes = 0;
+  #turnResetScheduled = false;
   readonly #lagging = new Set<Subscription>();
   #lagTimer: ReturnType<typeof setTimeout> | null = null;
   /** Delay of the next look at lagging viewers: short while they drain, longer while stuck. */
@@ -582,14 +622,31 @@ export class Hub {
   addViewer(v: Viewer): void {
     let set = this.#viewersByUser.get(v.principal.userId);
     if (!set) this.#viewersByUser.set(v.principal.userId, set = new Set());
+    if (!set.has(v)) this.#countViewers(1);
     set.add(v);
   }
 
   removeViewer(v: Viewer): void {
     for (const sub of v.subs.values()) this.unsubscribe(sub);
     const set = this.#viewersByUser.get(v.principal.userId);
-    set?.delete(v);
+    if (set?.delete(v)) this.#countViewers(-1);
     if (set?.size === 0) this.#viewersByUser.delete(v.principal.userId);
+  }
+
+  #spend(bytes: number): void {
+    this.#turnBytes += bytes;
+    if (this.#turnResetScheduled) return;
+    this.#turnResetScheduled = true;
+    setImmediate(() => {
+      this.#turnResetScheduled = false;
+      this.#turnBytes = 0;
+    });
+  }
+
+  #countViewers(delta: number): void {
+    this.#viewerCount += delta;
+    this.#highWater = viewerHighWater(this.#viewerCount);
+    this.#lowWater = this.#highWater / 4;
   }
 
   /**
@@ -630,22 +687,37 @@ export class Hub {
     if (live.subs.size === 0) return;
     const first = fresh[0]!.seq;
     const last = fresh[fresh.length - 1]!.seq;
-    // Serialised once for every viewer of the session.
-    const frame = eventsFrame(live.id, fresh);
+    // Serialised once for every viewer of the session, in frames of at most
+    // LIVE_FRAME_BYTES (one event bigger than that goes alone).
+    const frames = liveFrames(fresh);
+    const json = frames.map((f) => eventsFrame(live.id, f));
     for (const sub of live.subs) {
-      if (!sub.live) continue;
-      if (sub.sent < first - 1 || sub.viewer.bufferedAmount > VIEWER_HIGH_WATER) {
+      if (!sub.live || sub.sent >= last) continue;
+      if (sub.sent < first - 1) {
         sub.live = false;
         this.#addLagging(sub);
         continue;
       }
-      if (sub.sent >= last) continue;
-      sub.viewer.sendRaw(
-        sub.sent === first - 1
-          ? frame
-          : eventsFrame(live.id, fresh.filter((f) => f.seq > sub.sent)),
-      );
-      sub.sent = last;
+      for (let i = 0; i < frames.length; i++) {
+        const events = frames[i]!;
+        if (events[events.length - 1]!.seq <= sub.sent) continue;
+        const buffered = sub.viewer.bufferedAmount;
+        if (
+          this.#turnBytes > VIEWER_QUEUE_BUDGET ||
+          (buffered > 0 && buffered + json[i]!.length > this.#highWater)
+        ) {
+          // Too much waiting: the rest comes from the log at the pace of its socket.
+          sub.live = false;
+          this.#addLagging(sub);
+          break;
+        }
+        const out = events[0]!.seq > sub.sent
+          ? json[i]!
+          : eventsFrame(live.id, events.filter((f) => f.seq > sub.sent));
+        sub.viewer.sendRaw(out);
+        this.#spend(out.length);
+        sub.sent = events[events.length - 1]!.seq;
+      }
     }
   }
 
@@ -653,7 +725,7 @@ export class Hub {
   #pump(sub: Subscription, live: LiveSession): void {
     while (sub.sent < live.lastSeq) {
       if (sub.viewer.closed) return;
-      if (sub.viewer.bufferedAmount > VIEWER_LOW_WATER) {
+      if (sub.viewer.bufferedAmount > this.#lowWater || this.#turnBytes > VIEWER_QUEUE_BUDGET) {
         this.#addLagging(sub);
         return;
       }
@@ -667,7 +739,7 @@ export class Hub {
         8,
         Math.min(
           CATCH_UP_EVENTS,
-          Math.ceil((VIEWER_LOW_WATER + CATCH_UP_BYTES) * chunk.length / read),
+          Math.ceil((this.#lowWater + CATCH_UP_BYTES) * chunk.length / read),
         ),
       );
       // As many frames from this read as the socket takes (not one frame per read).
@@ -675,10 +747,14 @@ export class Hub {
         let bytes = 0;
         let n = i;
         while (n < chunk.length && bytes < CATCH_UP_BYTES) bytes += chunk[n++]!.json.length;
-        sub.viewer.sendRaw(eventsFrame(sub.sessionId, chunk.slice(i, n)));
+        const out = eventsFrame(sub.sessionId, chunk.slice(i, n));
+        sub.viewer.sendRaw(out);
+        this.#spend(out.length);
         sub.sent = chunk[n - 1]!.seq;
         i = n;
-        if (sub.viewer.bufferedAmount > VIEWER_LOW_WATER) break;
+        if (sub.viewer.bufferedAmount > this.#lowWater || this.#turnBytes > VIEWER_QUEUE_BUDGET) {
+          break;
+        }
       }
     }
     this.#lagging.delete(sub);
@@ -716,7 +792,7 @@ export class Hub {
         this.#lagging.delete(sub);
         continue;
       }
-      if (sub.viewer.bufferedAmount <= VIEWER_LOW_WATER) {
+      if (sub.viewer.bufferedAmount <= this.#lowWater) {
         this.#pump(sub, live);
         progressed = true;
       }
@@ -810,6 +886,27 @@ export class Hub {
 }
 
 /** The `events` frame for a run of stored events, built without re-serialising them. */
+/** `events` in groups of at most LIVE_FRAME_BYTES of JSON (a bigger event alone). */
+function liveFrames(events: StoredEvent[]): StoredEvent[][] {
+  let bytes = 0;
+  for (const ev of events) bytes += ev.json.length;
+  if (bytes <= LIVE_FRAME_BYTES) return [events];
+  const out: StoredEvent[][] = [];
+  let group: StoredEvent[] = [];
+  bytes = 0;
+  for (const ev of events) {
+    if (group.length > 0 && bytes + ev.json.length > LIVE_FRAME_BYTES) {
+      out.push(group);
+      group = [];
+      bytes = 0;
+    }
+    group.push(ev);
+    bytes += ev.json.length;
+  }
+  out.push(group);
+  return out;
+}
+
 export function eventsFrame(sessionId: string, events: StoredEvent[]): string {
   let body = "";
   for (let i = 0; i < events.length; i++) body += (i ? "," : "") + events[i]!.json;

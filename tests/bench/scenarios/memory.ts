@@ -152,11 +152,11 @@ async function idleConnections(ctx: BenchContext): Promise<void> {
   }
 }
 
-/** Streams `bytes` of 32 KB events past a stalled viewer and a normal one; returns RSS figures. */
+/** Streams `bytes` of 32 KB events past `stalledCount` stalled viewers and a normal one; returns RSS figures. */
 export async function stalled(
   server: Server,
   bytes: number,
-  withStalled = true,
+  stalledCount = 1,
   settleSeconds = 0,
 ) {
   const text = "x".repeat(32 * 1024);
@@ -189,14 +189,19 @@ export async function stalled(
       received = s[1];
     },
   );
-  const conn = !withStalled ? null : server.kind === "baton"
-    ? await stalledViewer(
-      server.url,
-      "/_viewer",
-      { "x-api-key": server.apiKey },
-      JSON.stringify({ t: "subscribe", sessionId, since: 0 }),
-    )
-    : await stalledViewer(server.url, "/", {}, null);
+  const conns: Deno.TcpConn[] = [];
+  for (let i = 0; i < stalledCount; i++) {
+    conns.push(
+      server.kind === "baton"
+        ? await stalledViewer(
+          server.url,
+          "/_viewer",
+          { "x-api-key": server.apiKey },
+          JSON.stringify({ t: "subscribe", sessionId, since: 0 }),
+        )
+        : await stalledViewer(server.url, "/", {}, null),
+    );
+  }
   const idle = await rss(server);
   const t0 = performance.now();
   // Keep about 2 MB in flight towards the server (acked for baton, received by the normal viewer).
@@ -222,7 +227,7 @@ export async function stalled(
     if (settled - idle < 50 * MiB) break;
   }
   normal!.close();
-  conn?.close();
+  for (const conn of conns) conn.close();
   runner?.close();
   pub?.close();
   return { idle, after, peak, settled, settleSeconds: waited, seconds, total, gaps };
@@ -234,13 +239,13 @@ async function stalledViewerRun(ctx: BenchContext): Promise<void> {
   const bare = await startServer("bare");
   try {
     // Only baton is watched as it settles: the bare broadcaster keeps what it queued.
-    const b = await stalled(baton, bytes, true, ctx.quick ? 0 : 40);
+    const b = await stalled(baton, bytes, 1, ctx.quick ? 0 : 40);
     const a = await stalled(bare, bytes);
     // The same stream with no stalled viewer: what streaming 100 MB costs by itself.
     let c: Awaited<ReturnType<typeof stalled>> | null = null;
     if (!ctx.quick) {
       const control = await startServer("baton");
-      c = await stalled(control, bytes, false).finally(() => control.proc.stop());
+      c = await stalled(control, bytes, 0).finally(() => control.proc.stop());
     }
     ctx.log(
       `stalled: baton ${mb(b.idle)} → ${mb(b.after)} (peak ${mb(b.peak)}) in ${
@@ -271,6 +276,62 @@ async function stalledViewerRun(ctx: BenchContext): Promise<void> {
         `a normal viewer next to it got all ${b.total} events in ${b.seconds.toFixed(1)} s` +
         (b.gaps ? ` but with ${b.gaps} gaps` : ""),
       detail: { baton: b, bare: a, withoutStalledViewer: c },
+    });
+  } finally {
+    await baton.proc.stop();
+    await bare.proc.stop();
+  }
+}
+
+/**
+ * Many viewers that never read (phones on a dead network, say): each one's
+ * kernel buffers take ~4 MB, then the server holds the rest. baton caps what
+ * all viewers together may have waiting (VIEWER_QUEUE_BUDGET, 32 MB); the
+ * bare server queues it all.
+ */
+async function manyStalledRun(ctx: BenchContext): Promise<void> {
+  const count = 200;
+  const bytes = 6 * MiB;
+  const baton = await startServer("baton");
+  const bare = await startServer("bare");
+  try {
+    const b = await stalled(baton, bytes, count, ctx.quick ? 0 : 30);
+    const a = await stalled(bare, bytes, count);
+    // The same stream to the normal viewer alone, on a fresh relay.
+    const control = await startServer("baton");
+    const c = await stalled(control, bytes, 0).finally(() => control.proc.stop());
+    ctx.log(
+      `${count} stalled: baton ${mb(b.idle)} → ${mb(b.after)} → ${
+        mb(b.settled)
+      } after ${b.settleSeconds} s; bare ${mb(a.idle)} → ${mb(a.after)}; without them ${
+        mb(c.idle)
+      } → ${mb(c.after)}`,
+    );
+    const grown = b.settled - b.idle;
+    ctx.row({
+      scenario: "5 memory",
+      case: `${count} viewers that never read, sent ${bytes / MiB} MB each`,
+      metric: "RSS over idle once settled (right after the stream)",
+      baton: {
+        name: "baton",
+        value: grown,
+        text: `+${mb(grown)} after ${b.settleSeconds} s (+${mb(b.after - b.idle)})`,
+      },
+      baselines: [{
+        name: "(a) bare",
+        value: a.after - a.idle,
+        text: `+${mb(a.after - a.idle)}`,
+      }],
+      ratio: ratioText(grown, a.after - a.idle),
+      goal: ctx.quick ? undefined : {
+        text: "< 50 MB above idle once settled",
+        met: grown < 50 * MiB && b.gaps === 0,
+      },
+      note: `the first ~4 MB to each sits in the kernel's socket buffers; the same stream ` +
+        `without them: +${mb(c.after - c.idle)}; a normal viewer next to them got all ` +
+        `${b.total} events in ${b.seconds.toFixed(1)} s` +
+        (b.gaps ? ` but with ${b.gaps} gaps` : ""),
+      detail: { baton: b, bare: a, withoutStalledViewers: c },
     });
   } finally {
     await baton.proc.stop();
@@ -355,4 +416,5 @@ export async function memory(ctx: BenchContext): Promise<void> {
   await idleConnections(ctx);
   await catchUpBurst(ctx);
   await stalledViewerRun(ctx);
+  await manyStalledRun(ctx);
 }
