@@ -885,7 +885,6 @@ export class Hub {
   }
 }
 
-/** The `events` frame for a run of stored events, built without re-serialising them. */
 /** `events` in groups of at most LIVE_FRAME_BYTES of JSON (a bigger event alone). */
 function liveFrames(events: StoredEvent[]): StoredEvent[][] {
   let bytes = 0;
@@ -907,6 +906,7 @@ function liveFrames(events: StoredEvent[]): StoredEvent[][] {
   return out;
 }
 
+/** The `events` frame for a run of stored events, built without re-serialising them. */
 export function eventsFrame(sessionId: string, events: StoredEvent[]): string {
   let body = "";
   for (let i = 0; i < events.length; i++) body += (i ? "," : "") + events[i]!.json;

@@ -1,6 +1,6 @@
 /**
- * Fault tests: a relay killed mid-stream, links cut under load, a viewer
- * that never reads, a daemon killed mid-turn and a slowloris crowd. Each one
+ * Fault tests: a relay killed mid-stream, links cut under load, viewers that
+ * never read (one, and 200), a daemon killed mid-turn and a slowloris crowd. Each one
  * checks that no event was lost, duplicated or reordered, as viewers saw it
  * and as the relay stored it.
  */
@@ -19,8 +19,8 @@ import {
 } from "./harness/fake_runner.ts";
 import { MockLlm, MODEL } from "./harness/mock_llm.ts";
 import { RelayProcess, type RunnerProcess, startRunner, tempDir } from "./harness/procs.ts";
-import { clientFrame, openRawWebSocket } from "./harness/raw_http.ts";
-import { eventually } from "./harness/wait.ts";
+import { clientFrame, openRawWebSocket, type RawWebSocket } from "./harness/raw_http.ts";
+import { eventually, within } from "./harness/wait.ts";
 
 // ---------------------------------------------------------------------------
 // Helpers
@@ -515,16 +515,13 @@ Deno.test("a viewer that never reads neither slows a normal viewer nor grows the
   }
 });
 
-/**
- * Reads server frames off a raw socket until a close frame or the end of the
- * connection (code 1006); returns the text frames' count and the close code.
- */
-async function readUntilClose(conn: Deno.Conn): Promise<{ texts: number; code: number }> {
+/** Server frames (never masked) read off a raw socket, in order, until the connection ends. */
+async function* serverFrames(
+  conn: Deno.Conn,
+): AsyncGenerator<{ opcode: number; payload: Uint8Array }> {
   let buf = new Uint8Array(0);
-  let texts = 0;
   const chunk = new Uint8Array(256 * 1024);
   while (true) {
-    // Whole frames at the front of the buffer (server frames are not masked).
     while (buf.length >= 2) {
       const len7 = buf[1]! & 0x7f;
       const head = len7 < 126 ? 2 : len7 === 126 ? 4 : 10;
@@ -536,21 +533,37 @@ async function readUntilClose(conn: Deno.Conn): Promise<{ texts: number; code: n
         ? view.getUint16(2)
         : Number(view.getBigUint64(2));
       if (buf.length < head + len) break;
-      const opcode = buf[0]! & 0x0f;
-      if (opcode === 0x8) return { texts, code: len >= 2 ? view.getUint16(head) : 1005 };
-      if (opcode === 0x1) texts++;
+      yield { opcode: buf[0]! & 0x0f, payload: buf.subarray(head, head + len) };
       buf = buf.subarray(head + len);
     }
     const n = await conn.read(chunk);
     if (n === null) {
       assert.equal(buf.length, 0, "the connection ended inside a frame");
-      return { texts, code: 1006 };
+      return;
     }
     const next = new Uint8Array(buf.length + n);
     next.set(buf);
     next.set(chunk.subarray(0, n), buf.length);
     buf = next;
   }
+}
+
+/**
+ * Reads server frames off a raw socket until a close frame or the end of the
+ * connection (code 1006); returns the text frames' count and the close code.
+ */
+async function readUntilClose(conn: Deno.Conn): Promise<{ texts: number; code: number }> {
+  let texts = 0;
+  for await (const { opcode, payload } of serverFrames(conn)) {
+    if (opcode === 0x8) {
+      const code = payload.length >= 2
+        ? new DataView(payload.buffer, payload.byteOffset).getUint16(0)
+        : 1005;
+      return { texts, code };
+    }
+    if (opcode === 0x1) texts++;
+  }
+  return { texts, code: 1006 };
 }
 
 Deno.test("a viewer that keeps asking and never reads the answers is closed at 8 MB unread", async () => {
@@ -598,6 +611,100 @@ Deno.test("a viewer that keeps asking and never reads the answers is closed at 8
   } finally {
     for (const close of closers) await close();
     await relay.dispose();
+  }
+});
+
+Deno.test("200 viewers that never read cost a bounded amount, and a normal one gets frames of at most 128 KB", async () => {
+  const relay = await RelayProcess.start();
+  const closers: (() => unknown)[] = [];
+  let ok = false;
+  try {
+    const user = await signUp(relay.url);
+    const fake = await FakeRunner.connect(relay.url, { apiKey: await runnerToken(user) });
+    closers.push(() => fake.close());
+    const id = await spawnSession(user, fake.runnerId);
+    const subscribe = JSON.stringify({ t: "subscribe", sessionId: id, since: 0 });
+
+    const stalled: RawWebSocket[] = [];
+    for (let i = 0; i < 200; i++) {
+      const s = await openRawWebSocket(relay.port, "/_viewer", { "x-api-key": user.apiKey });
+      stalled.push(s);
+      closers.push(() => s.close());
+      await s.sendText(subscribe);
+    }
+    // The normal viewer reads every frame as it comes, by hand, to see their sizes.
+    const normal = await openRawWebSocket(relay.port, "/_viewer", { "x-api-key": user.apiKey });
+    closers.push(() => normal.close());
+    await normal.sendText(subscribe);
+    const seen: SessionEvent[] = [];
+    let largest = 0;
+    const caughtUp = Promise.withResolvers<void>();
+    const total = 192; // 32 KB each, 64 to a runner frame: 6 MB, 2 MB at a time
+    const reading = (async () => {
+      for await (const { opcode, payload } of serverFrames(normal.conn)) {
+        if (opcode !== 0x1) continue;
+        const msg = JSON.parse(new TextDecoder().decode(payload)) as RelayToViewer;
+        if (msg.t === "caught_up") caughtUp.resolve();
+        if (msg.t !== "events") continue;
+        largest = Math.max(largest, payload.length);
+        seen.push(...msg.events);
+        if (seen.length >= total) return;
+      }
+    })();
+    await within(caughtUp.promise, 30_000, "the normal viewer caught up");
+
+    const pid = relay.proc.pid;
+    await new Promise((r) => setTimeout(r, 500));
+    const idle = rssOf(pid);
+    let peak = idle;
+    const sampler = setInterval(() => peak = Math.max(peak, rssOf(pid)), 50);
+    closers.push(() => clearInterval(sampler));
+    const output = "o".repeat(32 * 1024);
+    await fake.stream(id, total, (seq) => toolOutput(`call-${seq}`, output), {
+      frameEvents: 64,
+      windowEvents: 64,
+    });
+    await within(reading, 60_000, "every event at the normal viewer");
+    await new Promise((r) => setTimeout(r, 500));
+    clearInterval(sampler);
+    peak = Math.max(peak, rssOf(pid));
+    console.log(
+      `200 stalled viewers, 6 MB: relay RSS idle ${(idle / 2 ** 20).toFixed(0)} MB, peak ${
+        (peak / 2 ** 20).toFixed(0)
+      } MB; largest frame ${(largest / 1024).toFixed(0)} KB`,
+    );
+
+    assertContiguous(seen);
+    assert.equal(seen.length, total);
+    // A 2 MB batch from the runner reaches viewers in frames of at most 128 KB of events.
+    assert.ok(largest <= 129 * 1024, `largest events frame ${largest} bytes`);
+    // Each stalled viewer holds at most its share of a 32 MB budget on top of
+    // what the kernel takes (~120 MB at the peak here); with a 1 MB high water
+    // each and 2 MB frames the same run peaked at +450 MB (+1 GB without
+    // DENO_USE_WRITEV).
+    assert.ok(
+      peak - idle < 250 * 2 ** 20,
+      `relay RSS grew by ${((peak - idle) / 2 ** 20).toFixed(0)} MB`,
+    );
+
+    // The stalled viewers still get a gap-free log once they read.
+    const late = stalled[0]!;
+    const got: SessionEvent[] = [];
+    for await (const { opcode, payload } of serverFrames(late.conn)) {
+      if (opcode !== 0x1) continue;
+      const msg = JSON.parse(new TextDecoder().decode(payload)) as RelayToViewer;
+      if (msg.t === "events") got.push(...msg.events);
+      if (got.length >= total) break;
+    }
+    assertContiguous(got);
+    assert.equal(got.length, total);
+    assert.equal((await fetch(`${relay.url}/health`)).status, 200);
+    ok = true;
+  } finally {
+    for (const close of closers) await close();
+    if (!ok) console.error(relay.proc.output());
+    await relay.stop();
+    await cleanup(relay.home);
   }
 });
 
