@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import { serveRelay } from "../relay/serve.ts";
+import { environmentForChildren, serveRelay } from "../relay/serve.ts";
 import { createKey } from "../relay/routes/keys.ts";
 import { hashKey } from "../relay/keys.ts";
 import { supervise } from "../runner/supervisor.ts";
@@ -81,9 +81,12 @@ export async function upMain(argv: string[]): Promise<number> {
   return code;
 }
 
-/** The local runner's environment: ours, minus the owner's password, plus its relay and token. */
+/**
+ * The local runner's environment: the one `up` was given, minus the owner's
+ * password, plus its relay and token.
+ */
 function runnerEnv(relayUrl: string, token: string): Record<string, string> {
-  const env = Deno.env.toObject();
+  const env = environmentForChildren();
   delete env.BATON_OWNER_PASSWORD;
   return { ...env, BATON_RELAY_URL: relayUrl, BATON_API_KEY: token };
 }

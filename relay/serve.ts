@@ -19,6 +19,9 @@ export interface ServedRelay {
   shutdown(): Promise<void>;
 }
 
+/** Variables serveRelay set for the relay itself, not for the processes it starts. */
+const setForThisProcess = new Set<string>();
+
 /**
  * Deno's WebSocket server copies each frame into a per-socket write buffer
  * that keeps the size of the largest frame it ever sent for as long as the
@@ -31,10 +34,23 @@ export interface ServedRelay {
  */
 function preferVectoredWebSocketWrites(): void {
   try {
-    if (Deno.env.get("DENO_USE_WRITEV") === undefined) Deno.env.set("DENO_USE_WRITEV", "1");
+    if (Deno.env.get("DENO_USE_WRITEV") !== undefined) return;
+    Deno.env.set("DENO_USE_WRITEV", "1");
+    setForThisProcess.add("DENO_USE_WRITEV");
   } catch {
     // No env permission: Deno's default (copying) writes.
   }
+}
+
+/**
+ * This process's environment without the variables serveRelay set for its
+ * own use, for child processes (the local runner of `baton up`), which must
+ * see the environment the operator gave.
+ */
+export function environmentForChildren(): Record<string, string> {
+  const env = Deno.env.toObject();
+  for (const name of setForThisProcess) delete env[name];
+  return env;
 }
 
 /**

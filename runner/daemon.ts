@@ -58,6 +58,7 @@ const SECRET_VARIABLES = [
   "BATON_RUNNER_API_KEY",
   "BATON_PASSWORD",
   "BATON_OWNER_PASSWORD",
+  "BATON_AUTH_SECRET",
 ];
 /** Most events in one frame to the relay. */
 const FRAME_EVENTS = 500;

@@ -6,6 +6,7 @@ import { selfCommand } from "./_self.ts";
 export interface SuperviseOptions {
   /** Arguments passed on to `baton _daemon`. */
   daemonArgs: string[];
+  /** The daemon's whole environment; without it, the daemon inherits ours. */
   env?: Record<string, string>;
   log: (line: string) => void;
   /** Aborting stops the daemon (SIGTERM, then SIGKILL after 10 s) and returns. */
@@ -29,7 +30,9 @@ export async function supervise(options: SuperviseOptions): Promise<number> {
       stdin: "null",
       stdout: "inherit",
       stderr: "inherit",
-      ...(options.env ? { env: options.env } : {}),
+      // A given environment is the whole of it (not additions to ours), so
+      // what the caller left out (the owner's password) is not inherited.
+      ...(options.env ? { env: options.env, clearEnv: true } : {}),
     }).spawn();
     const started = Date.now();
     const onAbort = () => {

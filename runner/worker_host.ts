@@ -4,6 +4,7 @@ import { selfCommand } from "./_self.ts";
 
 /** Options of {@linkcode WorkerProcess.spawn}. */
 export interface WorkerSpawnOptions {
+  /** The worker's whole environment (nothing of the daemon's is inherited). */
   env: Record<string, string>;
   /** Where the worker process starts; it moves into the session's folder itself. */
   cwd: string;
@@ -57,7 +58,10 @@ export class WorkerProcess {
     const child = new Deno.Command(cmd, {
       args,
       cwd: options.cwd,
+      // The whole environment, not additions to ours: what the daemon left
+      // out of it (credentials) must not come back by inheritance.
       env: options.env,
+      clearEnv: true,
       stdin: "piped",
       stdout: "piped",
       stderr: "piped",

@@ -195,6 +195,28 @@ async function runnerIdOf(home: string): Promise<string> {
 }
 
 /** The permission bits of a file. */
+/** Every process below `pid`, from /proc. */
+function descendants(pid: number): number[] {
+  const out: number[] = [];
+  for (const task of Deno.readDirSync(`/proc/${pid}/task`)) {
+    const text = Deno.readTextFileSync(`/proc/${pid}/task/${task.name}/children`);
+    for (const child of text.split(" ").filter(Boolean).map(Number)) {
+      out.push(child, ...descendants(child));
+    }
+  }
+  return out;
+}
+
+/** The environment a process was started with, from /proc. */
+function environOf(pid: number): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const entry of Deno.readTextFileSync(`/proc/${pid}/environ`).split("\0")) {
+    const eq = entry.indexOf("=");
+    if (eq > 0) env[entry.slice(0, eq)] = entry.slice(eq + 1);
+  }
+  return env;
+}
+
 async function mode(path: string): Promise<number> {
   return (await Deno.stat(path)).mode! & 0o777;
 }
@@ -610,6 +632,18 @@ Deno.test("baton up starts a relay with an owner account and a local runner", as
       tokenFile = await Deno.readTextFile(join(dataDir, "local-runner.json"));
       assert.equal(typeof JSON.parse(tokenFile).apiKey, "string");
       assert.equal(await mode(join(dataDir, "local-runner.json")), 0o600);
+      // The local runner gets its relay and token, not the owner's password
+      // nor what the relay set for itself (DENO_USE_WRITEV).
+      const children = descendants(proc.pid).map(environOf);
+      const token = JSON.parse(tokenFile).apiKey;
+      // The daemon has its token; its warm worker does not.
+      assert.equal(children.filter((e) => e.BATON_API_KEY === token).length, 1);
+      assert.ok(children.length >= 2, `${children.length} processes under baton up`);
+      for (const env of children) {
+        assert.equal(env.BATON_OWNER_PASSWORD, undefined);
+        assert.equal(env.DENO_USE_WRITEV, undefined);
+      }
+      assert.equal(children.find((e) => e.BATON_API_KEY === token)!.BATON_RELAY_URL, url);
       await interrupt(proc, url);
     });
 

@@ -100,6 +100,51 @@ Deno.test("a spawned session runs a real bash tool call and the viewer sees ever
   });
 });
 
+Deno.test("the agent's tools never see the runner's credentials", async () => {
+  const secrets = {
+    BATON_RUNNER_API_KEY: "brt_not-for-agents",
+    BATON_PASSWORD: "pw-not-for-agents",
+    BATON_OWNER_PASSWORD: "owner-not-for-agents",
+    BATON_AUTH_SECRET: "auth-not-for-agents",
+  };
+  await withWorld(async (w) => {
+    w.llm.enqueue(
+      {
+        text: "Looking.",
+        toolCalls: [{ name: "bash", args: { command: "env; echo env-listed" } }],
+      },
+      { text: "Done." },
+    );
+    const viewer = await Viewer.connect(w.relay.url, { apiKey: w.user.apiKey });
+    try {
+      const { status, body } = await spawn(w, { prompt: "Show the environment" });
+      assert.equal(status, 200);
+      viewer.subscribe(body.sessionId);
+      await viewer.waitForEvent(body.sessionId, "agent_end");
+      const toolEnd = viewer.eventsOf(body.sessionId)
+        .find((e) => e.e.type === "tool_execution_end")!.e;
+      const output = JSON.stringify(toolEnd.result);
+      assert.match(output, /env-listed/);
+      // The rest of the runner's environment is there (it is the user's machine).
+      assert.match(output, /PATH=/);
+      assert.match(output, /HOME=/);
+      // The runner's key (BATON_API_KEY here) and the passwords are not.
+      assert.equal(output.includes(w.user.apiKey), false, "the runner's API key leaked");
+      for (const [name, value] of Object.entries(secrets)) {
+        assert.equal(output.includes(value), false, `${name} leaked`);
+      }
+      assert.doesNotMatch(
+        output,
+        /BATON_(API_KEY|RUNNER_API_KEY|PASSWORD|OWNER_PASSWORD|AUTH_SECRET)=/,
+      );
+      // Nor did the model get them.
+      assert.equal(JSON.stringify(w.llm.requests).includes(w.user.apiKey), false);
+    } finally {
+      await viewer.close();
+    }
+  }, secrets);
+});
+
 Deno.test("a viewer that reconnects with its last seq gets exactly the events it missed", async () => {
   await withWorld(async (w) => {
     const first = await Viewer.connect(w.relay.url, { apiKey: w.user.apiKey });
