@@ -39,6 +39,7 @@ async function run(
     const child = new Deno.Command(Deno.execPath(), {
       args: ["run", "-A", "--quiet", "--config", join(ROOT, "deno.json"), MAIN, ...args],
       env,
+      clearEnv: true,
       cwd: ROOT,
       stdin: options.stdin === undefined ? "null" : "piped",
       stdout: "piped",

@@ -17,6 +17,7 @@ async function baton(args: string[], env: Record<string, string>) {
       ...args,
     ],
     env,
+    clearEnv: true,
     stdout: "piped",
     stderr: "piped",
   }).output();

@@ -62,6 +62,7 @@ export class BatonProcess {
     const child = new Deno.Command(Deno.execPath(), {
       args: ["run", "-A", "--quiet", "--config", join(ROOT, "deno.json"), MAIN, ...options.args],
       env: options.env ?? {},
+      clearEnv: true,
       cwd: options.cwd ?? ROOT,
       stdin: "null",
       stdout: "piped",
@@ -127,7 +128,13 @@ export class BatonProcess {
   }
 }
 
-/** The environment every baton subprocess of a test gets: a private HOME and PATH. */
+/**
+ * The whole environment of a baton subprocess of a test (they start with
+ * `clearEnv`): a private HOME, PATH, and what reaching the network and
+ * Deno's cache needs. Nothing else of the test runner's environment leaks
+ * in: not a developer's BATON_* variables, nor what an in-process relay
+ * set for itself.
+ */
 export function baseEnv(home: string, extra: Record<string, string> = {}): Record<string, string> {
   const env: Record<string, string> = {
     HOME: home,
@@ -135,12 +142,32 @@ export function baseEnv(home: string, extra: Record<string, string> = {}): Recor
     DENO_DIR: Deno.env.get("DENO_DIR") ?? join(Deno.env.get("HOME") ?? "/root", ".cache", "deno"),
     NO_COLOR: "1",
   };
-  for (const k of ["LANG", "TMPDIR", "DENO_TLS_CA_STORE", "NODE_EXTRA_CA_CERTS"]) {
+  for (const k of PASSED_THROUGH) {
     const v = Deno.env.get(k);
     if (v) env[k] = v;
   }
   return { ...env, ...extra };
 }
+
+/** Variables of the test runner's environment that baton subprocesses keep. */
+const PASSED_THROUGH = [
+  "LANG",
+  "LC_ALL",
+  "TMPDIR",
+  "DENO_TLS_CA_STORE",
+  "DENO_CERT",
+  "NODE_EXTRA_CA_CERTS",
+  "SSL_CERT_FILE",
+  "SSL_CERT_DIR",
+  "HTTP_PROXY",
+  "HTTPS_PROXY",
+  "NO_PROXY",
+  "http_proxy",
+  "https_proxy",
+  "no_proxy",
+  "NPM_CONFIG_REGISTRY",
+  "npm_config_registry",
+];
 
 /** A relay subprocess on its own data folder. */
 export class RelayProcess {
