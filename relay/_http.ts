@@ -17,10 +17,7 @@ export async function readJson<T extends z.ZodType>(c: Context, schema: T): Prom
   if (!/^application\/json\b/i.test(type)) {
     throw new HttpError(415, "unsupported_media_type", "Content-Type must be application/json");
   }
-  const declared = Number(c.req.header("content-length") ?? "0");
-  if (declared > MAX_JSON_BODY) throw tooLarge();
-  const buf = await c.req.arrayBuffer();
-  if (buf.byteLength > MAX_JSON_BODY) throw tooLarge();
+  const buf = await readBody(c.req.raw, MAX_JSON_BODY);
   let body: unknown;
   try {
     body = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(buf));
@@ -40,8 +37,40 @@ export async function readJson<T extends z.ZodType>(c: Context, schema: T): Prom
   return parsed.data;
 }
 
-function tooLarge(): HttpError {
-  return new HttpError(413, "body_too_large", `Body is larger than ${MAX_JSON_BODY} bytes`);
+/**
+ * A request's body, read up to `max` bytes: past that (declared in
+ * Content-Length or counted while a chunked body streams in) it stops
+ * reading, cancels the stream and throws 413 `body_too_large`, so a big body
+ * never sits in memory whole.
+ */
+export async function readBody(req: Request, max: number): Promise<Uint8Array<ArrayBuffer>> {
+  const declared = Number(req.headers.get("content-length") ?? "0");
+  if (declared > max) throw tooLarge(max);
+  if (!req.body) return new Uint8Array(0);
+  const reader = req.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  while (true) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > max) {
+      await reader.cancel().catch(() => {});
+      throw tooLarge(max);
+    }
+    chunks.push(value);
+  }
+  const out = new Uint8Array(size);
+  let at = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, at);
+    at += chunk.byteLength;
+  }
+  return out;
+}
+
+function tooLarge(max: number): HttpError {
+  return new HttpError(413, "body_too_large", `Body is larger than ${max} bytes`);
 }
 
 /** The authenticated caller (set by the auth middleware). */

@@ -7,7 +7,7 @@ import { RUNNER_WS_PATH, VIEWER_WS_PATH } from "../shared/protocol.ts";
 import { CLIENT_IP_HEADER, createAuth, type Principal } from "./auth.ts";
 import { type Database, openDatabase, startCheckpointer } from "./db.ts";
 import { errorResponse, HttpError } from "./errors.ts";
-import { clientIp, readJson, type RelayEnv } from "./_http.ts";
+import { clientIp, MAX_JSON_BODY, readBody, readJson, type RelayEnv } from "./_http.ts";
 import { Hub } from "./hub.ts";
 import { RateLimiter } from "./rate_limit.ts";
 import { acceptRunnerSocket } from "./runner_link.ts";
@@ -158,13 +158,14 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   app.on(["GET", "POST"], "/api/auth/*", async (c) => {
     const headers = new Headers(c.req.raw.headers);
     headers.set(CLIENT_IP_HEADER, clientIp(c, trustProxy));
-    // A fresh Request (not a copy of the incoming one) so its abort signal is not touched.
+    // A fresh Request (not a copy of the incoming one) so its abort signal is
+    // not touched; its body read here, within the API's size limit.
     const raw = c.req.raw;
     const req = new Request(raw.url, {
       method: raw.method,
       headers,
-      ...(raw.body ? { body: raw.body, duplex: "half" } : {}),
-    } as RequestInit);
+      ...(raw.body ? { body: await readBody(raw, MAX_JSON_BODY) } : {}),
+    });
     const changing = raw.method !== "GET";
     const before = changing ? await authenticate(c.req.raw.headers) : null;
     const res = await auth.handler(req);

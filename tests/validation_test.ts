@@ -437,3 +437,52 @@ Deno.test("cookie requests from a foreign Origin are refused", async (t) => {
     await viewer.close();
   });
 });
+
+Deno.test("a huge streamed body is refused after about 1 MB, not read whole", async (t) => {
+  await using relay = await startTestRelay();
+  const user = await signUp(relay.url);
+  const TOTAL = 64 * ONE_MB;
+  const CHUNK = 64 * 1024;
+
+  /** POSTs a 64 MB body without a length, made as the relay pulls it; counts what it pulled. */
+  const post = async (path: string, headers: Record<string, string>) => {
+    let pulled = 0;
+    const chunk = new Uint8Array(CHUNK).fill(0x20);
+    const body = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        if (pulled >= TOTAL) return controller.close();
+        pulled += CHUNK;
+        controller.enqueue(chunk);
+      },
+    }, { highWaterMark: 0 });
+    const res = await fetch(`${relay.url}${path}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...headers },
+      body,
+      duplex: "half",
+    } as RequestInit);
+    return { res, pulled: () => pulled };
+  };
+
+  const cases: [string, string, Record<string, string>][] = [
+    [
+      "a missing webhook's fire URL (no credentials)",
+      `/api/webhooks/${crypto.randomUUID()}/fire`,
+      {},
+    ],
+    ["registration", "/api/register", {}],
+    ["better-auth's sign-in", "/api/auth/sign-in/email", { origin: relay.baseUrl }],
+    ["an authenticated JSON route", "/api/keys", { "x-api-key": user.apiKey }],
+  ];
+  for (const [what, path, headers] of cases) {
+    await t.step(what, async () => {
+      const { res, pulled } = await post(path, headers);
+      assert.equal(await errorCode(res, 413, what), "body_too_large");
+      // 1 MB, plus what the sockets' buffers took before the relay stopped reading.
+      assert.ok(pulled() < 24 * ONE_MB, `${what}: ${pulled() / ONE_MB} MB of 64 pulled`);
+    });
+  }
+  assert.equal((await fetch(`${relay.url}/health`)).status, 200);
+  const keys = await (await user.api("/api/keys")).json();
+  assert.equal(keys.keys.length, 1, "no key was created");
+});

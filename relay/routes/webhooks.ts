@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import { HttpError, notFound } from "../errors.ts";
-import { principal, readJson, type RelayEnv } from "../_http.ts";
+import { principal, readBody, readJson, type RelayEnv } from "../_http.ts";
 import { MAX_WEBHOOK_BODY, WebhookCreate, type Webhooks, WebhookUpdate } from "../webhooks.ts";
 
 /** `/api/webhooks` CRUD (the caller's own webhooks only). */
@@ -45,13 +45,7 @@ export function webhookFireRoute(webhooks: Webhooks): Hono {
     if (!/^application\/json\b/i.test(type)) {
       throw new HttpError(400, "bad_content_type", "Content-Type must be application/json");
     }
-    if (Number(c.req.header("content-length") ?? "0") > MAX_WEBHOOK_BODY) {
-      throw new HttpError(413, "body_too_large", `Body is larger than ${MAX_WEBHOOK_BODY} bytes`);
-    }
-    const raw = new Uint8Array(await c.req.arrayBuffer());
-    if (raw.length > MAX_WEBHOOK_BODY) {
-      throw new HttpError(413, "body_too_large", `Body is larger than ${MAX_WEBHOOK_BODY} bytes`);
-    }
+    const raw = await readBody(c.req.raw, MAX_WEBHOOK_BODY);
     const res = await webhooks.fire(c.req.param("id"), c.req.raw.headers, raw);
     return c.json(res.body, res.status);
   });
