@@ -14,6 +14,8 @@ export type Verification =
     mode: SigningMode;
     /** Replay key: the enhanced mode's nonce (5-minute window). */
     nonce?: string;
+    /** When the sender signed (the timestamped schemes), in ms since the epoch. */
+    signedAt?: number;
     /** Delivery id to deduplicate (GitHub's X-GitHub-Delivery, Standard Webhooks' webhook-id). */
     deliveryId?: string;
   }
@@ -130,6 +132,6 @@ export async function verifyWebhook(
     return fail("X-Webhook-Timestamp is more than 5 minutes from the relay's clock");
   }
   return sameBytes(given, await hmac(secret, enhancedPayload(ts, nonce, body)))
-    ? { ok: true, mode: "enhanced", nonce }
+    ? { ok: true, mode: "enhanced", nonce, signedAt: at }
     : fail("Signature mismatch");
 }

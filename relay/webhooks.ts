@@ -166,7 +166,12 @@ export class Webhooks {
         );
       }
     }
-    if (!v.deliveryId) return await this.#deliver(w, headers, raw, now, nonceKey);
+    // A nonce stays used for as long as its timestamp is accepted: up to 5
+    // minutes past the time it was signed, which may be ahead of ours.
+    const nonce = nonceKey
+      ? { key: nonceKey, until: Math.max(now, v.signedAt ?? now) + MAX_SKEW_MS }
+      : null;
+    if (!v.deliveryId) return await this.#deliver(w, headers, raw, now, nonce);
     const key = `${w.id}:${v.deliveryId}`;
     const earlier = this.store.webhooks.delivery(w.id, v.deliveryId, now - DELIVERY_TTL_MS);
     if (earlier) {
@@ -185,7 +190,7 @@ export class Webhooks {
       if (first) return first;
       // The first attempt failed: this one tries again.
     }
-    const attempt = this.#deliver(w, headers, raw, now, nonceKey).then((r) => {
+    const attempt = this.#deliver(w, headers, raw, now, nonce).then((r) => {
       if (r.body.sessionId) {
         this.store.webhooks.recordDelivery(
           w.id,
@@ -211,7 +216,8 @@ export class Webhooks {
     headers: Headers,
     raw: Uint8Array,
     now: number,
-    nonceKey: string | null,
+    /** The enhanced nonce to remember once the delivery goes ahead, and until when. */
+    nonce: { key: string; until: number } | null,
   ): Promise<FireResult> {
     let body: unknown;
     try {
@@ -243,7 +249,7 @@ export class Webhooks {
     if (!this.hub.link(w.runnerId)) {
       throw new HttpError(503, "runner_offline", "The webhook's runner is not connected");
     }
-    if (nonceKey) this.#nonces.set(nonceKey, now + MAX_SKEW_MS);
+    if (nonce) this.#nonces.set(nonce.key, nonce.until);
     const trigger: DeliveredTrigger = {
       triggerId: crypto.randomUUID(),
       type,
@@ -257,14 +263,14 @@ export class Webhooks {
     try {
       sessionId = await this.triggers.spawnWithTrigger(w.userId, w.runnerId, w, trigger);
     } catch (err) {
-      if (nonceKey) this.#nonces.delete(nonceKey);
+      if (nonce) this.#nonces.delete(nonce.key);
       if (err instanceof HttpError && err.status === 503) throw err;
       const why = err instanceof Error ? err.message : String(err);
       throw new HttpError(502, "runner_rejected", `The runner did not start the session: ${why}`);
     }
     const state = await this.hub.waitRunning(sessionId, this.options.connectTimeoutMs);
     if (state !== "running") {
-      if (nonceKey) this.#nonces.delete(nonceKey);
+      if (nonce) this.#nonces.delete(nonce.key);
       if (state === "timeout") {
         // The sender hears it failed: the session must not start later and
         // surprise it (or a retry). End it here and ask the runner to drop it.

@@ -1058,6 +1058,40 @@ function startOnRelease(runner: FakeRunner) {
   };
 }
 
+Deno.test("a nonce signed ahead of the relay's clock stays used while its timestamp is accepted", async () => {
+  await withFakeRunner(2_000, async ({ relayUrl, user, runner }) => {
+    const starter = startOnRelease(runner);
+    const hook = await createHook(user, {
+      name: "Ahead",
+      source: "custom",
+      runnerId: runner.runnerId,
+    });
+    const body = JSON.stringify({ type: "x", marker: "AHEAD" });
+    // The sender's clock is 4 minutes ahead: still within the 5 allowed.
+    const headers = enhanced(hook.secret, body, {
+      timestamp: new Date(Date.now() + 4 * 60_000).toISOString(),
+    });
+    const first = fire(relayUrl, hook.id, body, headers);
+    await runner.until(() => starter.spawned().length === 1, "the spawn");
+    starter.release(starter.spawned()[0]!);
+    assert.equal((await first).status, 200);
+
+    // 5 min 5 s later by the relay's (this process's) clock, the timestamp is
+    // 65 s old, so the signature still passes: the nonce must still be used.
+    const realNow = Date.now;
+    Date.now = () => realNow() + 5 * 60_000 + 5_000;
+    let replay: Awaited<ReturnType<typeof fire>>;
+    try {
+      replay = await fire(relayUrl, hook.id, body, headers);
+    } finally {
+      Date.now = realNow;
+    }
+    assert.equal(replay.status, 409, JSON.stringify(replay.body));
+    assert.equal(replay.body.error.code, "nonce_reused");
+    assert.equal(starter.spawned().length, 1);
+  });
+});
+
 Deno.test("two copies of one enhanced delivery sent at once: one spawns, the other is a 409 replay", async () => {
   await withFakeRunner(10_000, async ({ relayUrl, user, runner }) => {
     const starter = startOnRelease(runner);
