@@ -70,12 +70,29 @@ const Register = z.object({
   password: z.string().min(1).max(256),
 });
 
+/**
+ * Makes the database and its WAL files readable by their owner only: they
+ * hold accounts, key hashes and every prompt, and a data folder that already
+ * existed (so not made 0700 by us) may be open to others. SQLite gives the
+ * WAL files the database's mode when it creates them.
+ */
+function ownerOnly(dbPath: string): void {
+  for (const path of [dbPath, `${dbPath}-wal`, `${dbPath}-shm`]) {
+    try {
+      Deno.chmodSync(path, 0o600);
+    } catch (err) {
+      if (!(err instanceof Deno.errors.NotFound)) throw err;
+    }
+  }
+}
+
 /** Builds the relay: opens the store, sets up accounts and wires every route. */
 export async function createRelay(options: RelayOptions): Promise<Relay> {
   // The folder holds the database and the signing secret: owner-only.
   await Deno.mkdir(options.dataDir, { recursive: true, mode: 0o700 });
   const dbPath = join(options.dataDir, "relay.db");
   const db: Database = openDatabase(dbPath);
+  ownerOnly(dbPath);
   const checkpointer = startCheckpointer(db, dbPath);
   const store = options.store?.(db) ?? new Store(db);
   const baseUrl = options.baseUrl.replace(/\/+$/, "");

@@ -633,6 +633,10 @@ Deno.test("baton up starts a relay with an owner account and a local runner", as
       tokenFile = await Deno.readTextFile(join(dataDir, "local-runner.json"));
       assert.equal(typeof JSON.parse(tokenFile).apiKey, "string");
       assert.equal(await mode(join(dataDir, "local-runner.json")), 0o600);
+      assert.equal(await mode(dataDir), 0o700);
+      for (const file of ["secret", "relay.db", "relay.db-wal", "relay.db-shm"]) {
+        assert.equal(await mode(join(dataDir, file)), 0o600, file);
+      }
       // The local runner gets its relay and token, not the owner's password
       // nor what the relay set for itself (DENO_USE_WRITEV).
       const children = descendants(proc.pid).map(environOf);
@@ -660,6 +664,23 @@ Deno.test("baton up starts a relay with an owner account and a local runner", as
         await interrupt(proc, url);
       },
     );
+
+    await t.step("in a data folder open to others, the database is still owner-only", async () => {
+      const other = await scope.dir("baton-up-home-");
+      const shared = join(other, "shared-data");
+      await Deno.mkdir(shared, { mode: 0o755 });
+      await Deno.chmod(shared, 0o755);
+      const { proc, url } = await up(baseEnv(other, { BATON_OWNER_PASSWORD: password }), [
+        "--no-runner",
+        "--data-dir",
+        shared,
+      ]);
+      assert.equal(await mode(shared), 0o755, "an existing folder keeps its mode");
+      for (const file of ["secret", "relay.db", "relay.db-wal", "relay.db-shm"]) {
+        assert.equal(await mode(join(shared, file)), 0o600, file);
+      }
+      await interrupt(proc, url);
+    });
 
     await t.step("without BATON_OWNER_PASSWORD it saves a generated password", async () => {
       const other = await scope.dir("baton-up-home-");
