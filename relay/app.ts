@@ -101,15 +101,22 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   const trustProxy = options.trustProxy ?? false;
   const secret = options.authSecret ?? await loadSecret(options.dataDir);
   const allowSignup = options.allowSignup ?? false;
-  const { auth, authenticate, principalFromKey, userIdByEmail, forgetSessions, authSessionLive } =
-    await createAuth({
-      db,
-      store,
-      baseUrl,
-      secret,
-      allowSignup,
-      trustedOrigins,
-    });
+  const {
+    auth,
+    authenticate,
+    principalFromKey,
+    userIdByEmail,
+    forgetSessions,
+    authSessionLive,
+    principalLive,
+  } = await createAuth({
+    db,
+    store,
+    baseUrl,
+    secret,
+    allowSignup,
+    trustedOrigins,
+  });
   // The event log is written by a thread of its own, unless a custom store
   // must receive the writes (it is then written through, on this thread).
   const writer = options.store ? null : new EventWriterThread(dbPath);
@@ -273,7 +280,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
       throw new HttpError(401, "unauthorized", "Invalid API key");
     }
     const { socket, response } = upgrade(c.req.raw, 60);
-    acceptViewerSocket(socket, { hub, principal: p, principalFromKey });
+    acceptViewerSocket(socket, { hub, principal: p, principalFromKey, principalLive });
     return response;
   });
 

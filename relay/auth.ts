@@ -107,6 +107,8 @@ export async function createAuth(options: AuthOptions) {
   // cost a database lookup and a signature check per request. Any change made
   // through /api/auth (sign-out, password change) empties it at once.
   const cookieCache = new Map<string, { principal: Principal; until: number }>();
+  /** Bumped by every change through /api/auth, so a lookup that raced one is not cached. */
+  let generation = 0;
 
   /** The principal of a request: API key headers first, then the session cookie. */
   async function authenticate(headers: Headers): Promise<Principal | null> {
@@ -117,8 +119,13 @@ export async function createAuth(options: AuthOptions) {
     const now = Date.now();
     const hit = cookieCache.get(cookie);
     if (hit && hit.until > now) return hit.principal;
+    const asked = generation;
     const s = await auth.api.getSession({ headers });
     if (!s) return null;
+    // A sign-out (or password change) finished while we asked: the session
+    // better-auth found may be gone now, and must not be cached.
+    const raced = asked !== generation;
+    if (raced && !authSessionLive(s.session.id)) return null;
     const principal: Principal = {
       userId: s.user.id,
       email: s.user.email,
@@ -127,6 +134,7 @@ export async function createAuth(options: AuthOptions) {
       keyId: null,
       authSessionId: s.session.id,
     };
+    if (raced) return principal;
     if (cookieCache.size > 10_000) cookieCache.clear();
     const expires = new Date(s.session.expiresAt).getTime();
     cookieCache.set(cookie, { principal, until: Math.min(now + COOKIE_CACHE_MS, expires) });
@@ -135,7 +143,19 @@ export async function createAuth(options: AuthOptions) {
 
   /** Forgets every cached cookie session (after any change through /api/auth). */
   function forgetSessions(): void {
+    generation++;
     cookieCache.clear();
+  }
+
+  /**
+   * Whether what a principal was authenticated with still holds: its browser
+   * session, or its key (not revoked, not expired). For sockets that start
+   * after an await following the check.
+   */
+  function principalLive(p: Principal): boolean {
+    if (p.via === "cookie") return p.authSessionId !== null && authSessionLive(p.authSessionId);
+    const rec = p.keyId === null ? undefined : store.keys.byId(p.keyId);
+    return rec !== undefined && (!rec.expiresAt || Date.parse(rec.expiresAt) > Date.now());
   }
 
   /** The principal a raw API key or runner token stands for, when it is valid. */
@@ -178,7 +198,15 @@ export async function createAuth(options: AuthOptions) {
     return r !== undefined && new Date(r.e).getTime() > Date.now();
   }
 
-  return { auth, authenticate, principalFromKey, userIdByEmail, forgetSessions, authSessionLive };
+  return {
+    auth,
+    authenticate,
+    principalFromKey,
+    userIdByEmail,
+    forgetSessions,
+    authSessionLive,
+    principalLive,
+  };
 }
 
 /** The key from `x-api-key` or `Authorization: Bearer`, or null when neither is sent. */

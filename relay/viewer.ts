@@ -69,6 +69,11 @@ export interface AcceptViewerOptions {
   principal: Principal | null;
   /** Resolves a key sent in an `auth` message (clients that cannot set headers). */
   principalFromKey: (key: string) => Promise<Principal | null>;
+  /**
+   * Whether the principal's session or key still holds when the socket opens
+   * (a sign-out or a revocation may have finished since the upgrade).
+   */
+  principalLive: (p: Principal) => boolean;
 }
 
 /** Drives one viewer socket: authentication, subscriptions, input and the feed. */
@@ -89,7 +94,9 @@ export function acceptViewerSocket(socket: WebSocket, options: AcceptViewerOptio
   }
 
   socket.onopen = () => {
-    if (options.principal) start(options.principal);
+    if (options.principal && !options.principalLive(options.principal)) {
+      socket.close(4401, "Signed out or key revoked");
+    } else if (options.principal) start(options.principal);
     else {
       authTimer = setTimeout(() => {
         if (!viewer) socket.close(4001, "Not authenticated");

@@ -57,6 +57,11 @@ export class KeysRepo {
     return r && fromRow(r);
   }
 
+  byId(id: string): KeyRecord | undefined {
+    const r = this.db.prepare("SELECT * FROM api_keys WHERE id = ?").get(id) as KeyRow | undefined;
+    return r && fromRow(r);
+  }
+
   listForUser(userId: string): KeyRecord[] {
     const rows = this.db.prepare(
       "SELECT * FROM api_keys WHERE user_id = ? ORDER BY created_at DESC, id",
