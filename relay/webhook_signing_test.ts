@@ -22,6 +22,7 @@ Deno.test("enhanced signing: valid, skew in both directions, one byte changed, w
     ok: true,
     mode: "enhanced",
     nonce: "n-1",
+    signedAt: NOW,
   });
   assert.equal((await verifyWebhook(SECRET, await enhanced(-4 * 60_000), body, NOW)).ok, true);
   assert.match(
