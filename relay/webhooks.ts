@@ -171,7 +171,7 @@ export class Webhooks {
     const nonce = nonceKey
       ? { key: nonceKey, until: Math.max(now, v.signedAt ?? now) + MAX_SKEW_MS }
       : null;
-    if (!v.deliveryId) return await this.#deliver(w, headers, raw, now, nonce);
+    if (!v.deliveryId) return await this.#deliver(w, headers, raw, nonce);
     const key = `${w.id}:${v.deliveryId}`;
     const earlier = this.store.webhooks.delivery(w.id, v.deliveryId, now - DELIVERY_TTL_MS);
     if (earlier) {
@@ -190,7 +190,7 @@ export class Webhooks {
       if (first) return first;
       // The first attempt failed: this one tries again.
     }
-    const attempt = this.#deliver(w, headers, raw, now, nonce).then((r) => {
+    const attempt = this.#deliver(w, headers, raw, nonce).then((r) => {
       if (r.body.sessionId) {
         this.store.webhooks.recordDelivery(
           w.id,
@@ -215,7 +215,6 @@ export class Webhooks {
     w: WebhookRecord,
     headers: Headers,
     raw: Uint8Array,
-    now: number,
     /** The enhanced nonce to remember once the delivery goes ahead, and until when. */
     nonce: { key: string; until: number } | null,
   ): Promise<FireResult> {
