@@ -125,6 +125,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     ...(writer ? { commit: writer.commit } : {}),
     eventBufferSize: options.eventBufferSize ?? 1000,
     baseUrl,
+    principalLive,
     ...(options.log ? { log: options.log } : {}),
   });
   const registerLimit = new RateLimiter({ limit: 5, windowMs: 15 * 60_000 });

@@ -152,7 +152,7 @@ export async function createAuth(options: AuthOptions) {
    * session, or its key (not revoked, not expired). For sockets that start
    * after an await following the check.
    */
-  function principalLive(p: Principal): boolean {
+  function principalLive(p: Pick<Principal, "via" | "keyId" | "authSessionId">): boolean {
     if (p.via === "cookie") return p.authSessionId !== null && authSessionLive(p.authSessionId);
     const rec = p.keyId === null ? undefined : store.keys.byId(p.keyId);
     return rec !== undefined && (!rec.expiresAt || Date.parse(rec.expiresAt) > Date.now());

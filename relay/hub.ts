@@ -21,6 +21,7 @@ import type { SessionPatch, SessionRecord, Store, StoredEvent } from "./store/mo
 import { type CommitEvents, inlineCommit } from "./store/event_writer.ts";
 import type { RunnerLink } from "./runner_link.ts";
 import type { Viewer } from "./viewer.ts";
+import type { Principal } from "./auth.ts";
 
 /** Options of {@linkcode Hub}. */
 export interface HubOptions {
@@ -32,7 +33,16 @@ export interface HubOptions {
   log?: (line: string) => void;
   /** Writes committed events (default: on this thread, through the store). */
   commit?: CommitEvents;
+  /**
+   * Whether what a socket was opened with (browser session, key) still holds;
+   * given, sockets whose credentials lapsed are closed within
+   * CREDENTIAL_SWEEP_MS.
+   */
+  principalLive?: (p: Pick<Principal, "via" | "keyId" | "authSessionId">) => boolean;
 }
+
+/** How often open sockets' credentials are checked for expiry (ms). */
+export const CREDENTIAL_SWEEP_MS = 10_000;
 
 /** Largest single event body the relay stores; bigger ones are replaced by a marker. */
 export const MAX_EVENT_BYTES = 2 * 1024 * 1024;
@@ -167,6 +177,8 @@ export class Hub {
     this.store = options.store;
     this.#commit = options.commit ?? inlineCommit(options.store);
     this.#timers.push(setInterval(() => this.#evictIdle(), 60_000));
+    const live = options.principalLive;
+    if (live) this.#timers.push(setInterval(() => this.closeLapsed(live), CREDENTIAL_SWEEP_MS));
   }
 
   log(line: string): void {
@@ -849,6 +861,31 @@ export class Hub {
     }
     for (const set of this.#viewersByUser.values()) {
       for (const v of [...set]) if (v.principal.keyId === keyId) v.close(4401, "API key revoked");
+    }
+  }
+
+  /**
+   * Closes every runner and viewer socket whose browser session or key no
+   * longer holds (expired, or removed some way the relay was not told of),
+   * with code 4401. Each credential is looked up once.
+   */
+  closeLapsed(live: (p: Pick<Principal, "via" | "keyId" | "authSessionId">) => boolean): void {
+    const seen = new Map<string, boolean>();
+    const holds = (p: Pick<Principal, "via" | "keyId" | "authSessionId">): boolean => {
+      const id = `${p.via}:${p.via === "key" ? p.keyId : p.authSessionId}`;
+      let ok = seen.get(id);
+      if (ok === undefined) seen.set(id, ok = live(p));
+      return ok;
+    };
+    for (const link of [...this.#links.values()]) {
+      if (link.keyId !== null && !holds({ via: "key", keyId: link.keyId, authSessionId: null })) {
+        link.close(4401, "API key expired or revoked");
+      }
+    }
+    for (const set of [...this.#viewersByUser.values()]) {
+      for (const v of [...set]) {
+        if (!holds(v.principal)) v.close(4401, "Signed out, or key expired or revoked");
+      }
     }
   }
 

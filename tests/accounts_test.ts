@@ -9,6 +9,8 @@ import {
   tempDir,
 } from "./harness/procs.ts";
 import { within } from "./harness/wait.ts";
+import { DatabaseSync } from "node:sqlite";
+import { join } from "node:path";
 
 const PASSWORD = "correct horse battery";
 
@@ -547,5 +549,63 @@ Deno.test("a password change that signs out the other browsers closes their view
     for (const v of [byKey, fresh]) await served(v, "no-such-session-2");
   } finally {
     for (const v of [here, there, byKey, fresh]) await v?.close();
+  }
+});
+
+Deno.test("sockets close by themselves once their key or browser session expires", async () => {
+  await using relay = await startTestRelay({ allowSignup: true });
+  const user = await signUp(relay.url);
+  const viewerKey = await createKey(user, { name: "viewer", expiresInDays: 1 });
+  const runnerToken = await createKey(user, { name: "runner", expiresInDays: 1 });
+  const other = await signUp(relay.url);
+  const home = await tempDir("baton-runner-home-");
+  const keyViewer = await Viewer.connect(relay.url, { apiKey: viewerKey.key });
+  const cookieViewer = await Viewer.connect(relay.url, { cookie: user.cookie });
+  const lasting = await Viewer.connect(relay.url, { cookie: other.cookie });
+  let runner: RunnerProcess | undefined;
+  let ok = false;
+  try {
+    runner = await startRunner({
+      relayUrl: relay.url,
+      apiKey: runnerToken.key,
+      home,
+      env: { BATON_WARM_WORKERS: "0" },
+    });
+    // A day passes for the two keys and the first user's browser session: the
+    // relay only learns it from its database, as with any real expiry.
+    const past = new Date(Date.now() - 1000).toISOString();
+    const db = new DatabaseSync(join(relay.dataDir, "relay.db"));
+    try {
+      db.exec("PRAGMA busy_timeout = 5000");
+      db.prepare("UPDATE api_keys SET expires_at = ? WHERE id IN (?, ?)").run(
+        past,
+        viewerKey.id,
+        runnerToken.id,
+      );
+      db.prepare(
+        'UPDATE "session" SET "expiresAt" = ? WHERE "userId" = (SELECT id FROM "user" WHERE email = ?)',
+      ).run(past, user.email.toLowerCase());
+    } finally {
+      db.close();
+    }
+    const [byKey, byCookie] = await Promise.all([
+      within(keyViewer.closed, 20_000, "the key's viewer socket to close"),
+      within(cookieViewer.closed, 20_000, "the cookie's viewer socket to close"),
+    ]);
+    assert.equal(byKey.code, 4401);
+    assert.equal(byCookie.code, 4401);
+    const status = await within(runner.proc.status, 20_000, "the runner to exit");
+    assert.equal(status.code, 1, runner.proc.output());
+    assert.ok(runner.proc.count(/expired/i) > 0, runner.proc.output());
+    // Another account's socket, whose session did not expire, stays open.
+    lasting.send({ t: "ping" });
+    await lasting.waitFor((m) => m.t === "pong", 10_000);
+    assert.equal(lasting.closeEvent, null);
+    ok = true;
+  } finally {
+    if (runner && !ok) console.error(runner.proc.output());
+    await runner?.stop();
+    await Promise.all([keyViewer.close(), cookieViewer.close(), lasting.close()]);
+    await Deno.remove(home, { recursive: true });
   }
 });
