@@ -12,8 +12,33 @@ export interface RateLimiterOptions {
 export type RateDecision = { ok: true } | { ok: false; retryAfterSeconds: number };
 
 /**
- * Sliding-window limiter keyed by client (an IP address): each key keeps the
- * times of its recent hits, so memory is bounded by limit × active keys.
+ * The client an address counts as: an IPv6 address by its /64 (one host
+ * usually holds a whole /64 and can pick any address in it), an IPv4-mapped
+ * one as its IPv4 address, anything else as it is.
+ */
+export function clientKey(ip: string): string {
+  let a = ip.trim().toLowerCase();
+  if (a.startsWith("[") && a.endsWith("]")) a = a.slice(1, -1);
+  a = a.replace(/%.*$/, "");
+  if (!a.includes(":")) return a;
+  const mapped = /^(?:0{0,4}:){0,4}:?(?:0{0,4}:)?ffff:(\d{1,3}(?:\.\d{1,3}){3})$/.exec(a);
+  if (mapped) return mapped[1]!;
+  const [head = "", tail = "", ...rest] = a.split("::");
+  if (rest.length > 0) return a;
+  const left = head === "" ? [] : head.split(":");
+  const right = tail === "" ? [] : tail.split(":");
+  if (!a.includes("::") && left.length !== 8) return a;
+  const groups = a.includes("::")
+    ? [...left, ...Array(Math.max(0, 8 - left.length - right.length)).fill("0"), ...right]
+    : left;
+  if (groups.length !== 8 || !groups.every((g) => /^[0-9a-f]{1,4}$/.test(g))) return a;
+  return `${groups.slice(0, 4).map((g) => g.replace(/^0+(?=.)/, "")).join(":")}::/64`;
+}
+
+/**
+ * Sliding-window limiter keyed by client (an IP address, see
+ * {@linkcode clientKey}): each key keeps the times of its recent hits, so
+ * memory is bounded by limit × active keys.
  */
 export class RateLimiter {
   readonly #hits = new Map<string, number[]>();
@@ -27,7 +52,8 @@ export class RateLimiter {
     this.#now = options.now ?? Date.now;
   }
 
-  hit(key: string): RateDecision {
+  hit(ip: string): RateDecision {
+    const key = clientKey(ip);
     const now = this.#now();
     const recent = (this.#hits.get(key) ?? []).filter((t) => now - t < this.#windowMs);
     if (recent.length >= this.#limit) {

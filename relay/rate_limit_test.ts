@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { RateLimiter } from "./rate_limit.ts";
+import { clientKey, RateLimiter } from "./rate_limit.ts";
 
 Deno.test("rate limiter allows the limit, refuses the next, and frees up after the window", () => {
   let now = 1_000_000;
@@ -9,4 +9,21 @@ Deno.test("rate limiter allows the limit, refuses the next, and frees up after t
   assert.deepEqual(rl.hit("5.6.7.8"), { ok: true }, "other clients are not affected");
   now += 15 * 60_000;
   assert.deepEqual(rl.hit("1.2.3.4"), { ok: true });
+});
+
+Deno.test("an IPv6 client counts by its /64, whichever address of it it uses", () => {
+  assert.equal(clientKey("2001:db8:1:2:aaaa::1"), "2001:db8:1:2::/64");
+  assert.equal(clientKey("2001:0DB8:0001:0002:ffff:0:0:9"), "2001:db8:1:2::/64");
+  assert.equal(clientKey("[2001:db8:1:2::7]"), "2001:db8:1:2::/64");
+  assert.equal(clientKey("fe80::1%eth0"), "fe80:0:0:0::/64");
+  assert.equal(clientKey("::1"), "0:0:0:0::/64");
+  assert.equal(clientKey("::ffff:192.0.2.7"), "192.0.2.7");
+  assert.equal(clientKey("192.0.2.7"), "192.0.2.7");
+  assert.equal(clientKey("unknown"), "unknown");
+  assert.equal(clientKey("1:2:3"), "1:2:3", "not an address: kept as it is");
+
+  const rl = new RateLimiter({ limit: 5, windowMs: 60_000, now: () => 0 });
+  for (let i = 1; i <= 5; i++) assert.deepEqual(rl.hit(`2001:db8:1:2::${i}`), { ok: true });
+  assert.equal(rl.hit("2001:db8:1:2:dead:beef:0:1").ok, false, "same /64, new address");
+  assert.deepEqual(rl.hit("2001:db8:1:3::1"), { ok: true }, "the next /64 is another client");
 });
