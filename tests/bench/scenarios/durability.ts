@@ -8,7 +8,7 @@
 import { type BenchContext, ratioText } from "../_report.ts";
 import { ms, si } from "../_stats.ts";
 import type { FanoutResult } from "../load/fanout.ts";
-import { runLoad, type Server, startServer } from "./fanout.ts";
+import { runLoad, startServers } from "./fanout.ts";
 
 function median(rs: FanoutResult[]): FanoutResult {
   const sorted = [...rs].sort((a, b) => a.eventsPerSec - b.eventsPerSec);
@@ -18,8 +18,7 @@ function median(rs: FanoutResult[]): FanoutResult {
 /** Runs the durability scenario. */
 export async function durability(ctx: BenchContext): Promise<void> {
   const rounds = ctx.quick ? 1 : 3;
-  const durable = await startServer("baton");
-  const volatile: Server = await startServer("baton", ["--volatile"]);
+  const [durable, volatile] = await startServers("baton", ["baton", ["--volatile"]]);
   try {
     for (const batch of ctx.quick ? [1] : [1, 50]) {
       const runs = { durable: [] as FanoutResult[], volatile: [] as FanoutResult[] };

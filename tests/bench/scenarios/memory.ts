@@ -13,22 +13,25 @@ import { mb } from "../_stats.ts";
 import { frameSeqs } from "../_workload.ts";
 import { spawnSession, SyntheticRunner } from "../clients/synthetic_runner.ts";
 import { openViewers, type ViewerConn } from "../clients/viewers.ts";
-import { type Server, startServer } from "./fanout.ts";
+import { type Server, startServer, startServers } from "./fanout.ts";
 import { replayOnce, seedSession } from "./replay.ts";
 
 const MiB = 1024 * 1024;
 
-async function settle(ms = 500): Promise<void> {
+async function settle(ms: number): Promise<void> {
   await new Promise((r) => setTimeout(r, ms));
 }
 
-/** RSS of the server after a short settle (median of 3 reads 100 ms apart). */
+/** How long {@linkcode rss} lets a server settle first (shorter in quick runs). */
+let settleMs = 500;
+
+/** RSS of the server after a short settle (median of 3 reads, a fifth of that apart). */
 async function rss(server: Server): Promise<number> {
-  await settle();
+  await settle(settleMs);
   const reads: number[] = [];
   for (let i = 0; i < 3; i++) {
     reads.push(procStat(server.proc.pid).rss);
-    await settle(100);
+    await settle(settleMs / 5);
   }
   return reads.sort((a, b) => a - b)[1]!;
 }
@@ -83,10 +86,9 @@ function bigFrame(sessionId: string, seq: number, text: string): string {
 }
 
 async function idleConnections(ctx: BenchContext): Promise<void> {
-  const viewers = 1000;
+  const viewers = ctx.quick ? 500 : 1000;
   const runners = 100;
-  const baton = await startServer("baton");
-  const bare = await startServer("bare");
+  const [baton, bare] = await startServers("baton", "bare");
   const conns: ViewerConn[] = [];
   const links: SyntheticRunner[] = [];
   try {
@@ -101,8 +103,15 @@ async function idleConnections(ctx: BenchContext): Promise<void> {
       ),
     );
     const bViewers = await rss(baton);
-    for (let i = 0; i < runners; i++) {
-      links.push(await SyntheticRunner.connect({ url: baton.url, apiKey: baton.apiKey }));
+    for (let i = 0; i < runners; i += 10) {
+      links.push(
+        ...await Promise.all(
+          Array.from(
+            { length: 10 },
+            () => SyntheticRunner.connect({ url: baton.url, apiKey: baton.apiKey }),
+          ),
+        ),
+      );
     }
     const bRunners = await rss(baton);
 
@@ -236,8 +245,7 @@ export async function stalled(
 
 async function stalledViewerRun(ctx: BenchContext): Promise<void> {
   const bytes = 100 * MiB;
-  const baton = await startServer("baton");
-  const bare = await startServer("bare");
+  const [baton, bare] = await startServers("baton", "bare");
   try {
     // Only baton is watched as it settles: the bare broadcaster keeps what it queued.
     const b = await stalled(baton, bytes, 1, ctx.quick ? 0 : 40);
@@ -291,22 +299,23 @@ async function stalledViewerRun(ctx: BenchContext): Promise<void> {
  * bare server queues it all.
  */
 async function manyStalledRun(ctx: BenchContext): Promise<void> {
-  const count = 200;
+  const count = ctx.quick ? 50 : 200;
   const bytes = 6 * MiB;
-  const baton = await startServer("baton");
-  const bare = await startServer("bare");
+  const [baton, bare] = await startServers("baton", "bare");
   try {
     const b = await stalled(baton, bytes, count, ctx.quick ? 0 : 30);
     const a = await stalled(bare, bytes, count);
-    // The same stream to the normal viewer alone, on a fresh relay.
-    const control = await startServer("baton");
-    const c = await stalled(control, bytes, 0).finally(() => control.proc.stop());
+    // The same stream to the normal viewer alone, on a fresh relay (full runs).
+    let c: Awaited<ReturnType<typeof stalled>> | null = null;
+    if (!ctx.quick) {
+      const control = await startServer("baton");
+      c = await stalled(control, bytes, 0).finally(() => control.proc.stop());
+    }
     ctx.log(
       `${count} stalled: baton ${mb(b.idle)} → ${mb(b.after)} → ${
         mb(b.settled)
-      } after ${b.settleSeconds} s; bare ${mb(a.idle)} → ${mb(a.after)}; without them ${
-        mb(c.idle)
-      } → ${mb(c.after)}`,
+      } after ${b.settleSeconds} s; bare ${mb(a.idle)} → ${mb(a.after)}` +
+        (c ? `; without them ${mb(c.idle)} → ${mb(c.after)}` : ""),
     );
     const grown = b.settled - b.idle;
     ctx.row({
@@ -328,9 +337,9 @@ async function manyStalledRun(ctx: BenchContext): Promise<void> {
         text: "< 50 MB above idle once settled",
         met: grown < 50 * MiB && b.gaps === 0,
       },
-      note: `the first ~4 MB to each sits in the kernel's socket buffers; the same stream ` +
-        `without them: +${mb(c.after - c.idle)}; a normal viewer next to them got all ` +
-        `${b.total} events in ${b.seconds.toFixed(1)} s` +
+      note: `the first ~4 MB to each sits in the kernel's socket buffers; ` +
+        (c ? `the same stream without them: +${mb(c.after - c.idle)}; ` : "") +
+        `a normal viewer next to them got all ${b.total} events in ${b.seconds.toFixed(1)} s` +
         (b.gaps ? ` but with ${b.gaps} gaps` : ""),
       detail: { baton: b, bare: a, withoutStalledViewers: c },
     });
@@ -340,7 +349,6 @@ async function manyStalledRun(ctx: BenchContext): Promise<void> {
   }
 }
 
-/** Runs the memory scenario. */
 /** Opens `n` viewers on the bare server's `/replay` (50 at a time), each until caught up. */
 async function bareReplays(url: string, n: number, total: number): Promise<WebSocket[]> {
   const out: WebSocket[] = [];
@@ -360,10 +368,9 @@ async function bareReplays(url: string, n: number, total: number): Promise<WebSo
  * dashboard on many screens): relay RSS once all of them caught up.
  */
 async function catchUpBurst(ctx: BenchContext): Promise<void> {
-  const viewers = 1000;
+  const viewers = ctx.quick ? 500 : 1000;
   const events = 1000;
-  const baton = await startServer("baton");
-  const bare = await startServer("bare");
+  const [baton, bare] = await startServers("baton", "bare");
   const conns: ViewerConn[] = [];
   const sockets: WebSocket[] = [];
   try {
@@ -413,7 +420,9 @@ async function catchUpBurst(ctx: BenchContext): Promise<void> {
   }
 }
 
+/** Runs the memory scenario. */
 export async function memory(ctx: BenchContext): Promise<void> {
+  settleMs = ctx.quick ? 250 : 500;
   await idleConnections(ctx);
   await catchUpBurst(ctx);
   await stalledViewerRun(ctx);

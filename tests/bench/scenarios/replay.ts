@@ -9,7 +9,7 @@ import { type BenchContext, ratioText } from "../_report.ts";
 import { ms, percentileOf, si } from "../_stats.ts";
 import { EventSource, frameSeqs } from "../_workload.ts";
 import { spawnSession, SyntheticRunner } from "../clients/synthetic_runner.ts";
-import { type Server, startServer } from "./fanout.ts";
+import { type Server, startServers } from "./fanout.ts";
 
 /** Sends `total` events into a new session through a synthetic runner; resolves once acked. */
 export async function seedSession(server: Server, total: number): Promise<string> {
@@ -77,8 +77,7 @@ export function replayOnce(
 export async function replay(ctx: BenchContext): Promise<void> {
   const total = 10_000;
   const repeats = ctx.quick ? 3 : 7;
-  const baton = await startServer("baton");
-  const bare = await startServer("bare");
+  const [baton, bare] = await startServers("baton", "bare");
   try {
     const sessionId = await seedSession(baton, total);
     for (const since of [0, total / 2]) {

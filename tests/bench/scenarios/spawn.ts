@@ -7,7 +7,7 @@
  */
 import { type BenchContext, ratioText } from "../_report.ts";
 import { ms, percentileOf } from "../_stats.ts";
-import { json, signUp } from "../../harness/client.ts";
+import { json, signUp, type User } from "../../harness/client.ts";
 import { MockLlm } from "../../harness/mock_llm.ts";
 import { RelayProcess, type RunnerProcess, startRunner, tempDir } from "../../harness/procs.ts";
 
@@ -72,19 +72,24 @@ class TimingViewer {
   }
 }
 
+/** The relay, its user and the scripted model, shared by both runs. */
+interface SpawnStack {
+  relay: RelayProcess;
+  user: User;
+  llm: MockLlm;
+}
+
 async function measure(
   ctx: BenchContext,
+  { relay, user, llm }: SpawnStack,
   warm: number,
   spawns: number,
   settleMs: number,
 ): Promise<SpawnTiming[]> {
-  const llm = MockLlm.start();
-  const relay = await RelayProcess.start();
   let runner: RunnerProcess | undefined;
   let viewer: TimingViewer | undefined;
+  const home = await tempDir("baton-bench-runner-");
   try {
-    const user = await signUp(relay.url);
-    const home = await tempDir("baton-bench-runner-");
     await llm.writeModelsJson(home);
     runner = await startRunner({
       relayUrl: relay.url,
@@ -92,7 +97,10 @@ async function measure(
       home,
       env: { BATON_WARM_WORKERS: String(warm) },
     });
-    const [r] = await (await user.api("/api/runners")).json();
+    const runners: { id: string; connected: boolean }[] = await (await user.api("/api/runners"))
+      .json();
+    const r = runners.find((x) => x.connected);
+    if (!r) throw new Error("The runner is not connected");
     viewer = await TimingViewer.open(relay.url, user.apiKey);
     const v = viewer;
     const out: SpawnTiming[] = [];
@@ -132,15 +140,23 @@ async function measure(
   } finally {
     viewer?.ws.close();
     await runner?.stop();
-    await relay.stop();
-    await llm.close();
+    await Deno.remove(home, { recursive: true }).catch(() => {});
   }
 }
 
 /** Runs the spawn scenario. */
 export async function spawnLatency(ctx: BenchContext): Promise<void> {
-  const warmRuns = await measure(ctx, 1, ctx.quick ? 3 : 20, ctx.quick ? 800 : 2500);
-  const coldRuns = await measure(ctx, 0, ctx.quick ? 1 : 10, 300);
+  const llm = MockLlm.start();
+  const relay = await RelayProcess.start();
+  let warmRuns: SpawnTiming[], coldRuns: SpawnTiming[];
+  try {
+    const stack = { relay, llm, user: await signUp(relay.url) };
+    warmRuns = await measure(ctx, stack, 1, ctx.quick ? 3 : 20, ctx.quick ? 800 : 2500);
+    coldRuns = await measure(ctx, stack, 0, ctx.quick ? 1 : 10, 300);
+  } finally {
+    await relay.stop();
+    await llm.close();
+  }
   const p = (runs: SpawnTiming[], key: "firstEvent" | "firstText" | "response", q: number) =>
     percentileOf(runs.map((r) => r[key]), q);
   for (
