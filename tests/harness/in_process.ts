@@ -12,7 +12,15 @@ export interface TestRelay extends ServedRelay {
 
 /** Starts a relay in-process (faster than a subprocess when no crash is simulated). */
 export async function startTestRelay(
-  options: { allowSignup?: boolean; eventBufferSize?: number; dataDir?: string } = {},
+  options: {
+    allowSignup?: boolean;
+    eventBufferSize?: number;
+    dataDir?: string;
+    /** Public address (e.g. an https one, as behind a TLS proxy); default the listening URL. */
+    baseUrl?: string;
+    /** Take the client IP from the last X-Forwarded-For entry. */
+    trustProxy?: boolean;
+  } = {},
 ): Promise<TestRelay> {
   const dataDir = options.dataDir ?? await tempDir("baton-relay-");
   const logs: string[] = [];
@@ -22,6 +30,8 @@ export async function startTestRelay(
     dataDir,
     allowSignup: options.allowSignup ?? false,
     eventBufferSize: options.eventBufferSize ?? 1000,
+    ...(options.baseUrl ? { baseUrl: options.baseUrl } : {}),
+    trustProxy: options.trustProxy ?? false,
     log: (line) => logs.push(line),
   });
   return {
