@@ -78,12 +78,28 @@ export function principal(c: Context<RelayEnv>): Principal {
   return c.get("principal");
 }
 
+/**
+ * The IP address in one X-Forwarded-For entry, without the port some proxies
+ * add (`203.0.113.9:5123`, `[2001:db8::1]:443`); null when it is not an
+ * address (the peer's address is used then).
+ */
+export function forwardedAddress(entry: string): string | null {
+  const e = entry.trim();
+  const v6 = /^\[([0-9a-fA-F:.]+)\](?::\d+)?$/.exec(e);
+  if (v6) return v6[1]!;
+  const v4 = /^(\d{1,3}(?:\.\d{1,3}){3})(?::\d+)?$/.exec(e);
+  if (v4) return v4[1]!;
+  // An IPv6 address has at least two colons; one is a host and a port.
+  if (/^[0-9a-fA-F:.]+$/.test(e) && e.split(":").length > 2) return e;
+  return null;
+}
+
 /** The peer address of the request (or the last X-Forwarded-For hop behind a trusted proxy). */
 export function clientIp(c: Context, trustProxy: boolean): string {
   if (trustProxy) {
     // The proxy appends the address it saw: the last entry is the only one a
     // client cannot forge (earlier ones are whatever the client sent).
-    const fwd = c.req.header("x-forwarded-for")?.split(",").pop()?.trim();
+    const fwd = forwardedAddress(c.req.header("x-forwarded-for")?.split(",").pop() ?? "");
     if (fwd) return fwd;
   }
   const info = c.env as { remoteAddr?: { hostname?: string } } | undefined;

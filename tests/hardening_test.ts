@@ -213,6 +213,26 @@ Deno.test("register's per-IP limit ignores X-Forwarded-For unless trustProxy, th
     },
   );
 
+  await t.step("with trustProxy, a port the proxy adds does not make a new client", async () => {
+    await using relay = await startTestRelay({ trustProxy: true });
+    for (let i = 1; i <= 5; i++) {
+      const res = await registerAttempt(relay, { "x-forwarded-for": `198.51.100.20:${1000 + i}` });
+      await assertNotLimited(res, `attempt ${i}`);
+    }
+    await assertLimited(
+      await registerAttempt(relay, { "x-forwarded-for": "198.51.100.20" }),
+      "same address without a port",
+    );
+    for (let i = 1; i <= 5; i++) {
+      const res = await registerAttempt(relay, { "x-forwarded-for": `[2001:db8:7:7::1]:${i}` });
+      await assertNotLimited(res, `IPv6 attempt ${i}`);
+    }
+    await assertLimited(
+      await registerAttempt(relay, { "x-forwarded-for": "2001:db8:7:7::99" }),
+      "same /64 without brackets or port",
+    );
+  });
+
   await t.step("with trustProxy, IPv6 clients count by their /64", async () => {
     await using relay = await startTestRelay({ trustProxy: true });
     for (let i = 1; i <= 5; i++) {
