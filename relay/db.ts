@@ -164,6 +164,19 @@ const MIGRATIONS: Migration[] = [
       CREATE INDEX sessions_user ON sessions (user_id, created_at, id);
     `,
   },
+  {
+    version: 4,
+    name: "used webhook nonces survive a restart",
+    sql: `
+      CREATE TABLE webhook_nonces (
+        webhook_id TEXT NOT NULL,
+        nonce TEXT NOT NULL,
+        until INTEGER NOT NULL,
+        PRIMARY KEY (webhook_id, nonce)
+      ) WITHOUT ROWID;
+      CREATE INDEX webhook_nonces_until ON webhook_nonces (until);
+    `,
+  },
 ];
 
 /** The relay's SQLite handle with WAL on and migrations applied. */

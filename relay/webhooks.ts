@@ -53,8 +53,8 @@ export interface FireResult {
 
 /** Webhook CRUD and firing. */
 export class Webhooks {
-  /** Nonces of successful enhanced deliveries: `<webhook>:<nonce>` → expiry (this process only). */
-  readonly #nonces = new Map<string, number>();
+  /** When used nonces were last pruned from the database (epoch ms). */
+  #noncesPrunedAt = 0;
   /** Deliveries (by webhook and delivery id) whose session is still starting. */
   readonly #inflight = new Map<string, Promise<FireResult>>();
 
@@ -155,10 +155,9 @@ export class Webhooks {
     const v = await verifyWebhook(await this.#secret(w), headers, raw, now);
     if (!v.ok) throw new HttpError(401, "bad_signature", v.message);
 
-    const nonceKey = v.nonce !== undefined ? `${w.id}:${v.nonce}` : null;
-    if (nonceKey) {
-      this.#sweepNonces(now);
-      if ((this.#nonces.get(nonceKey) ?? 0) > now) {
+    if (v.nonce !== undefined) {
+      this.#pruneNonces(now);
+      if (this.store.webhooks.nonceUsedUntil(w.id, v.nonce) > now) {
         throw new HttpError(
           409,
           "nonce_reused",
@@ -168,8 +167,8 @@ export class Webhooks {
     }
     // A nonce stays used for as long as its timestamp is accepted: up to 5
     // minutes past the time it was signed, which may be ahead of ours.
-    const nonce = nonceKey
-      ? { key: nonceKey, until: Math.max(now, v.signedAt ?? now) + MAX_SKEW_MS }
+    const nonce = v.nonce !== undefined
+      ? { nonce: v.nonce, until: Math.max(now, v.signedAt ?? now) + MAX_SKEW_MS }
       : null;
     if (!v.deliveryId) return await this.#deliver(w, headers, raw, nonce);
     const key = `${w.id}:${v.deliveryId}`;
@@ -216,7 +215,7 @@ export class Webhooks {
     headers: Headers,
     raw: Uint8Array,
     /** The enhanced nonce to remember once the delivery goes ahead, and until when. */
-    nonce: { key: string; until: number } | null,
+    nonce: { nonce: string; until: number } | null,
   ): Promise<FireResult> {
     let body: unknown;
     try {
@@ -248,7 +247,7 @@ export class Webhooks {
     if (!this.hub.link(w.runnerId)) {
       throw new HttpError(503, "runner_offline", "The webhook's runner is not connected");
     }
-    if (nonce) this.#nonces.set(nonce.key, nonce.until);
+    if (nonce) this.store.webhooks.useNonce(w.id, nonce.nonce, nonce.until);
     const trigger: DeliveredTrigger = {
       triggerId: crypto.randomUUID(),
       type,
@@ -262,14 +261,14 @@ export class Webhooks {
     try {
       sessionId = await this.triggers.spawnWithTrigger(w.userId, w.runnerId, w, trigger);
     } catch (err) {
-      if (nonce) this.#nonces.delete(nonce.key);
+      if (nonce) this.store.webhooks.releaseNonce(w.id, nonce.nonce);
       if (err instanceof HttpError && err.status === 503) throw err;
       const why = err instanceof Error ? err.message : String(err);
       throw new HttpError(502, "runner_rejected", `The runner did not start the session: ${why}`);
     }
     const state = await this.hub.waitRunning(sessionId, this.options.connectTimeoutMs);
     if (state !== "running") {
-      if (nonce) this.#nonces.delete(nonce.key);
+      if (nonce) this.store.webhooks.releaseNonce(w.id, nonce.nonce);
       if (state === "timeout") {
         // The sender hears it failed: the session must not start later and
         // surprise it (or a retry). End it here and ask the runner to drop it.
@@ -296,8 +295,10 @@ export class Webhooks {
     }
   }
 
-  #sweepNonces(now: number): void {
-    if (this.#nonces.size < 1000) return;
-    for (const [k, exp] of this.#nonces) if (exp <= now) this.#nonces.delete(k);
+  /** Drops expired nonces, at most once a minute. */
+  #pruneNonces(now: number): void {
+    if (now - this.#noncesPrunedAt < 60_000) return;
+    this.#noncesPrunedAt = now;
+    this.store.webhooks.pruneNonces(now);
   }
 }

@@ -1236,3 +1236,46 @@ Deno.test("an external sender's body cannot close the <trigger> block it arrives
     await closeWorld(w, ok);
   }
 });
+
+Deno.test("a used nonce stays used when the relay restarts on the same data folder", async () => {
+  const dataDir = await tempDir("baton-webhook-restart-");
+  let relay = await serveRelay({ hostname: "127.0.0.1", port: 0, dataDir });
+  let runner: FakeRunner | undefined;
+  try {
+    const user = await signUp(relay.url);
+    runner = await FakeRunner.connect(relay.url, { apiKey: user.apiKey });
+    const starter = startOnRelease(runner);
+    const hook = await createHook(user, {
+      name: "Restart",
+      source: "custom",
+      runnerId: runner.runnerId,
+    });
+    const body = JSON.stringify({ type: "x", marker: "RESTART" });
+    const headers = enhanced(hook.secret, body);
+    const first = fire(relay.url, hook.id, body, headers);
+    await runner.until(() => starter.spawned().length === 1, "the spawn");
+    starter.release(starter.spawned()[0]!);
+    assert.equal((await first).status, 200);
+    // A nonce that failed to deliver is given back, across the restart too.
+    const other = JSON.stringify({ type: "x", marker: "NOT-DELIVERED" });
+    const otherHeaders = enhanced(hook.secret, other);
+    await runner.close();
+    runner = undefined;
+    assert.equal((await fire(relay.url, hook.id, other, otherHeaders)).status, 503);
+
+    await relay.shutdown();
+    relay = await serveRelay({ hostname: "127.0.0.1", port: 0, dataDir });
+    // The captured request, replayed at the restarted relay within its 5 minutes.
+    const replay = await fire(relay.url, hook.id, body, headers);
+    assert.equal(replay.status, 409, JSON.stringify(replay.body));
+    assert.equal(replay.body.error.code, "nonce_reused");
+    // The one that never went ahead is not refused as a replay (its runner is just gone).
+    const retry = await fire(relay.url, hook.id, other, otherHeaders);
+    assert.equal(retry.status, 503, JSON.stringify(retry.body));
+    assert.equal(retry.body.error.code, "runner_offline");
+  } finally {
+    await runner?.close();
+    await relay.shutdown();
+    await Deno.remove(dataDir, { recursive: true }).catch(() => {});
+  }
+});

@@ -118,7 +118,37 @@ export class WebhooksRepo {
     );
     if (Number(res.changes) === 0) return false;
     this.db.prepare("DELETE FROM webhook_deliveries WHERE webhook_id = ?").run(id);
+    this.db.prepare("DELETE FROM webhook_nonces WHERE webhook_id = ?").run(id);
     return true;
+  }
+
+  /** Until when (epoch ms) an enhanced-signing nonce counts as used; 0 if it is not. */
+  nonceUsedUntil(webhookId: string, nonce: string): number {
+    const r = this.db.prepare(
+      "SELECT until FROM webhook_nonces WHERE webhook_id = ? AND nonce = ?",
+    ).get(webhookId, nonce) as { until: number } | undefined;
+    return r?.until ?? 0;
+  }
+
+  /** Marks a nonce used until `until` (epoch ms). */
+  useNonce(webhookId: string, nonce: string, until: number): void {
+    this.db.prepare(
+      `INSERT INTO webhook_nonces (webhook_id, nonce, until) VALUES (?, ?, ?)
+       ON CONFLICT (webhook_id, nonce) DO UPDATE SET until = excluded.until`,
+    ).run(webhookId, nonce, until);
+  }
+
+  /** Gives a nonce back (its delivery failed: the sender may retry it). */
+  releaseNonce(webhookId: string, nonce: string): void {
+    this.db.prepare("DELETE FROM webhook_nonces WHERE webhook_id = ? AND nonce = ?").run(
+      webhookId,
+      nonce,
+    );
+  }
+
+  /** Forgets nonces whose time is up. */
+  pruneNonces(now: number): void {
+    this.db.prepare("DELETE FROM webhook_nonces WHERE until <= ?").run(now);
   }
 
   /** An earlier delivery with this id, if it happened after `since` (epoch ms). */
