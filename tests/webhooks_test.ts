@@ -1058,23 +1058,43 @@ function startOnRelease(runner: FakeRunner) {
   };
 }
 
+/**
+ * Creates a custom webhook on the fake runner and delivers one enhanced
+ * request to it successfully; returns the hook and the request, for replays.
+ */
+async function deliverOnce(
+  relayUrl: string,
+  user: User,
+  runner: FakeRunner,
+  marker: string,
+  timestamp?: string,
+) {
+  const starter = startOnRelease(runner);
+  const hook = await createHook(user, {
+    name: marker,
+    source: "custom",
+    runnerId: runner.runnerId,
+  });
+  const body = JSON.stringify({ type: "x", marker });
+  const headers = enhanced(hook.secret, body, timestamp ? { timestamp } : {});
+  const first = fire(relayUrl, hook.id, body, headers);
+  await runner.until(() => starter.spawned().length === 1, "the spawn");
+  starter.release(starter.spawned()[0]!);
+  assert.equal((await first).status, 200);
+  return { hook, body, headers, spawned: starter.spawned };
+}
+
 Deno.test("a nonce signed ahead of the relay's clock stays used while its timestamp is accepted", async () => {
   await withFakeRunner(2_000, async ({ relayUrl, user, runner }) => {
-    const starter = startOnRelease(runner);
-    const hook = await createHook(user, {
-      name: "Ahead",
-      source: "custom",
-      runnerId: runner.runnerId,
-    });
-    const body = JSON.stringify({ type: "x", marker: "AHEAD" });
     // The sender's clock is 4 minutes ahead: still within the 5 allowed.
-    const headers = enhanced(hook.secret, body, {
-      timestamp: new Date(Date.now() + 4 * 60_000).toISOString(),
-    });
-    const first = fire(relayUrl, hook.id, body, headers);
-    await runner.until(() => starter.spawned().length === 1, "the spawn");
-    starter.release(starter.spawned()[0]!);
-    assert.equal((await first).status, 200);
+    const ahead = new Date(Date.now() + 4 * 60_000).toISOString();
+    const { hook, body, headers, spawned } = await deliverOnce(
+      relayUrl,
+      user,
+      runner,
+      "AHEAD",
+      ahead,
+    );
 
     // 5 min 5 s later by the relay's (this process's) clock, the timestamp is
     // 65 s old, so the signature still passes: the nonce must still be used.
@@ -1088,7 +1108,7 @@ Deno.test("a nonce signed ahead of the relay's clock stays used while its timest
     }
     assert.equal(replay.status, 409, JSON.stringify(replay.body));
     assert.equal(replay.body.error.code, "nonce_reused");
-    assert.equal(starter.spawned().length, 1);
+    assert.equal(spawned().length, 1);
   });
 });
 
@@ -1244,18 +1264,7 @@ Deno.test("a used nonce stays used when the relay restarts on the same data fold
   try {
     const user = await signUp(relay.url);
     runner = await FakeRunner.connect(relay.url, { apiKey: user.apiKey });
-    const starter = startOnRelease(runner);
-    const hook = await createHook(user, {
-      name: "Restart",
-      source: "custom",
-      runnerId: runner.runnerId,
-    });
-    const body = JSON.stringify({ type: "x", marker: "RESTART" });
-    const headers = enhanced(hook.secret, body);
-    const first = fire(relay.url, hook.id, body, headers);
-    await runner.until(() => starter.spawned().length === 1, "the spawn");
-    starter.release(starter.spawned()[0]!);
-    assert.equal((await first).status, 200);
+    const { hook, body, headers } = await deliverOnce(relay.url, user, runner, "RESTART");
     // A nonce that failed to deliver is given back, across the restart too.
     const other = JSON.stringify({ type: "x", marker: "NOT-DELIVERED" });
     const otherHeaders = enhanced(hook.secret, other);
