@@ -107,7 +107,6 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     principalFromKey,
     userIdByEmail,
     forgetSessions,
-    authSessionLive,
     principalLive,
   } = await createAuth({
     db,
@@ -197,7 +196,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     if (changing) forgetSessions();
     // Sign-out, a password change that revokes the other sessions, revoking
     // sessions: the viewer sockets of browser sessions that are gone close.
-    if (before && res.ok) hub.closeEndedAuthSessions(before.userId, authSessionLive);
+    if (before && res.ok) hub.closeLapsed(principalLive, before.userId);
     return res;
   });
 

@@ -36,6 +36,9 @@ export interface Principal {
   authSessionId: string | null;
 }
 
+/** What a socket or request was authenticated with: a browser session or a key. */
+export type Credential = Pick<Principal, "via" | "keyId" | "authSessionId">;
+
 /** better-auth configured for the relay, and the checks built on it. */
 export type Auth = Awaited<ReturnType<typeof createAuth>>;
 
@@ -152,7 +155,7 @@ export async function createAuth(options: AuthOptions) {
    * session, or its key (not revoked, not expired). For sockets that start
    * after an await following the check.
    */
-  function principalLive(p: Pick<Principal, "via" | "keyId" | "authSessionId">): boolean {
+  function principalLive(p: Credential): boolean {
     if (p.via === "cookie") return p.authSessionId !== null && authSessionLive(p.authSessionId);
     const rec = p.keyId === null ? undefined : store.keys.byId(p.keyId);
     return rec !== undefined && (!rec.expiresAt || Date.parse(rec.expiresAt) > Date.now());
@@ -204,7 +207,6 @@ export async function createAuth(options: AuthOptions) {
     principalFromKey,
     userIdByEmail,
     forgetSessions,
-    authSessionLive,
     principalLive,
   };
 }

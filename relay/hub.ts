@@ -21,7 +21,7 @@ import type { SessionPatch, SessionRecord, Store, StoredEvent } from "./store/mo
 import { type CommitEvents, inlineCommit } from "./store/event_writer.ts";
 import type { RunnerLink } from "./runner_link.ts";
 import type { Viewer } from "./viewer.ts";
-import type { Principal } from "./auth.ts";
+import type { Credential } from "./auth.ts";
 
 /** Options of {@linkcode Hub}. */
 export interface HubOptions {
@@ -38,7 +38,7 @@ export interface HubOptions {
    * given, sockets whose credentials lapsed are closed within
    * CREDENTIAL_SWEEP_MS.
    */
-  principalLive?: (p: Pick<Principal, "via" | "keyId" | "authSessionId">) => boolean;
+  principalLive?: (c: Credential) => boolean;
 }
 
 /** How often open sockets' credentials are checked for expiry (ms). */
@@ -865,42 +865,38 @@ export class Hub {
   }
 
   /**
-   * Closes every runner and viewer socket whose browser session or key no
-   * longer holds (expired, or removed some way the relay was not told of),
-   * with code 4401. Each credential is looked up once.
+   * Closes the runner and viewer sockets (all, or those of `userId`) whose
+   * browser session or key no longer holds: expired, signed out, revoked by
+   * a password change, or removed some way the relay was not told of. Code
+   * 4401; each credential is looked up once.
    */
-  closeLapsed(live: (p: Pick<Principal, "via" | "keyId" | "authSessionId">) => boolean): void {
+  closeLapsed(live: (c: Credential) => boolean, userId?: string): void {
     const seen = new Map<string, boolean>();
-    const holds = (p: Pick<Principal, "via" | "keyId" | "authSessionId">): boolean => {
-      const id = `${p.via}:${p.via === "key" ? p.keyId : p.authSessionId}`;
+    const holds = (c: Credential): boolean => {
+      const id = `${c.via}:${c.via === "key" ? c.keyId : c.authSessionId}`;
       let ok = seen.get(id);
-      if (ok === undefined) seen.set(id, ok = live(p));
+      if (ok === undefined) seen.set(id, ok = live(c));
       return ok;
     };
     for (const link of [...this.#links.values()]) {
-      if (link.keyId !== null && !holds({ via: "key", keyId: link.keyId, authSessionId: null })) {
+      if (link.keyId === null || (userId !== undefined && link.userId !== userId)) continue;
+      if (!holds({ via: "key", keyId: link.keyId, authSessionId: null })) {
         link.close(4401, "API key expired or revoked");
       }
     }
-    for (const set of [...this.#viewersByUser.values()]) {
+    const sets = userId === undefined
+      ? [...this.#viewersByUser.values()]
+      : [this.#viewersByUser.get(userId) ?? new Set<Viewer>()];
+    for (const set of sets) {
       for (const v of [...set]) {
-        if (!holds(v.principal)) v.close(4401, "Signed out, or key expired or revoked");
+        if (holds(v.principal)) continue;
+        v.close(
+          4401,
+          v.principal.via === "cookie"
+            ? "Signed out or session expired"
+            : "API key expired or revoked",
+        );
       }
-    }
-  }
-
-  /**
-   * Closes the viewer sockets of `userId` opened with a browser session that
-   * no longer exists (signed out, revoked by a password change or by hand).
-   */
-  closeEndedAuthSessions(userId: string, live: (authSessionId: string) => boolean): void {
-    const seen = new Map<string, boolean>();
-    for (const v of [...this.#viewersByUser.get(userId) ?? []]) {
-      const id = v.principal.authSessionId;
-      if (id === null) continue;
-      let ok = seen.get(id);
-      if (ok === undefined) seen.set(id, ok = live(id));
-      if (!ok) v.close(4401, "Signed out");
     }
   }
 
