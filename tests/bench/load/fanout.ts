@@ -19,6 +19,7 @@ import { commands, cpuShare, emit, type ProcStat, procStat } from "../_proc.ts";
 import { Histogram, type LatencySummary } from "../_stats.ts";
 import { EventSource, frameSeqs } from "../_workload.ts";
 import { spawnSession, SyntheticRunner } from "../clients/synthetic_runner.ts";
+import { TcpWebSocket } from "../clients/tcp_ws.ts";
 import { type ClientImpl, openViewers, type ServerKind } from "../clients/viewers.ts";
 
 /** Configuration passed as the first argument (JSON). */
@@ -166,11 +167,8 @@ if (cfg.kind === "baton") {
     if (cfg.mode === "ack") onAcked(seq);
   };
 } else if (cfg.kind === "bare") {
-  const ws = new WebSocket(cfg.url.replace(/^http/, "ws") + "/publish");
-  await new Promise((resolve, reject) => {
-    ws.onopen = resolve;
-    ws.onerror = () => reject(new Error("Publisher socket failed"));
-  });
+  // The same publisher client as baton's synthetic runner.
+  const ws = await TcpWebSocket.connect(cfg.url.replace(/^http/, "ws") + "/publish");
   publish = (frame) => ws.send(frame);
 } else {
   const s = ioClient(cfg.url + "/pub", { transports: ["websocket"], forceNew: true });

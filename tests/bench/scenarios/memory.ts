@@ -12,6 +12,7 @@ import { type BenchContext, ratioText } from "../_report.ts";
 import { mb } from "../_stats.ts";
 import { frameSeqs } from "../_workload.ts";
 import { spawnSession, SyntheticRunner } from "../clients/synthetic_runner.ts";
+import { TcpWebSocket } from "../clients/tcp_ws.ts";
 import { openViewers, type ViewerConn } from "../clients/viewers.ts";
 import { type Server, startServer, startServers } from "./fanout.ts";
 import { replayOnce, seedSession } from "./replay.ts";
@@ -175,15 +176,14 @@ export async function stalled(
   let publish: (frame: string) => void;
   let acked = 0;
   let runner: SyntheticRunner | null = null;
-  let pub: WebSocket | null = null;
+  let pub: TcpWebSocket | null = null;
   if (server.kind === "baton") {
     runner = await SyntheticRunner.connect({ url: server.url, apiKey: server.apiKey });
     sessionId = await spawnSession(server.url, server.apiKey, runner.runnerId);
     runner.onAck = (_s, seq) => acked = seq;
     publish = (f) => runner!.send(f);
   } else {
-    pub = new WebSocket(server.url.replace(/^http/, "ws") + "/publish");
-    await new Promise((r) => pub!.onopen = r);
+    pub = await TcpWebSocket.connect(server.url.replace(/^http/, "ws") + "/publish");
     publish = (f) => pub!.send(f);
   }
   let received = 0;
