@@ -2,7 +2,7 @@
  * `deno task bench`: measures the relay against bare baselines on this
  * machine, in one run, and prints ratios. See docs/performance.md.
  *
- *   deno task bench [--quick] [--only fanout,replay,durability,spawn,memory,http,ui]
+ *   deno task bench [--quick] [--only fanout,replay,durability,spawn,memory,http,ui,sessions]
  *                   [--client native|ws] [--out tests/bench/results/latest.json]
  *
  * @module
@@ -17,10 +17,20 @@ import { fanout } from "./scenarios/fanout.ts";
 import { hasWrk, http } from "./scenarios/http.ts";
 import { memory } from "./scenarios/memory.ts";
 import { replay } from "./scenarios/replay.ts";
+import { sessions } from "./scenarios/sessions.ts";
 import { spawnLatency } from "./scenarios/spawn.ts";
 import { uiRender } from "./scenarios/ui.ts";
 
-const SCENARIOS = ["fanout", "replay", "durability", "spawn", "memory", "http", "ui"] as const;
+const SCENARIOS = [
+  "fanout",
+  "replay",
+  "durability",
+  "spawn",
+  "memory",
+  "http",
+  "ui",
+  "sessions",
+] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
 async function main(): Promise<number> {
@@ -141,6 +151,8 @@ async function run(s: Scenario, ctx: BenchContext, client: ClientImpl): Promise<
       return await http(ctx);
     case "ui":
       return await uiRender(ctx);
+    case "sessions":
+      return await sessions(ctx);
   }
 }
 

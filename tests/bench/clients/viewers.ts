@@ -21,6 +21,8 @@ export interface ViewerTarget {
   apiKey?: string;
   sessionId?: string;
   since?: number;
+  /** On the baselines: the room to join (only its frames arrive), else every frame. */
+  room?: string;
 }
 
 /** An open viewer. */
@@ -74,6 +76,7 @@ export function openViewer(
         transports: ["websocket"],
         forceNew: true,
         reconnection: false,
+        ...(target.room ? { query: { room: target.room } } : {}),
       });
       s.on("events", onFrame);
       s.on("connect", () => resolve({ close: () => s.close() }));
@@ -85,7 +88,8 @@ export function openViewer(
       if (!ready) reject(err);
     };
     if (target.kind === "bare") {
-      const sock = openRaw(impl, target.url.replace(/^http/, "ws") + "/", {}, {
+      const path = target.room ? `/?room=${encodeURIComponent(target.room)}` : "/";
+      const sock = openRaw(impl, target.url.replace(/^http/, "ws") + path, {}, {
         open: () => {
           ready = true;
           resolve(sock);

@@ -1,11 +1,13 @@
 /**
- * Load generator of the fan-out, steady-rate and durability scenarios: one
- * synthetic runner streaming events of one session and `viewers` viewer
- * sockets, all in this process (the server under test runs in another).
+ * Load generator of the fan-out, steady-rate, durability and sessions
+ * scenarios: one synthetic runner streaming events of `sessions` sessions
+ * and `viewers` viewer sockets per session, all in this process (the server
+ * under test runs in another).
  *
- * Throughput mode is closed-loop: at most `window` events are in flight
- * (sent but not yet received by every viewer). Rate mode sends `rate`
- * events/s on a clock. Ack mode (no viewers) keeps at most `window` events
+ * Throughput mode is closed-loop: at most `window` events of a session are
+ * in flight (sent but not yet received by every viewer of it). Rate mode
+ * sends `rate` events/s per session on a clock (sessions out of phase).
+ * Ack mode (no viewers) keeps at most `window` events of a session
  * unacknowledged and counts acks: events accepted by the relay.
  *
  * Prints `@{"ev":"ready"}` once connected, waits for `{"cmd":"go"}` on
@@ -20,19 +22,27 @@ import { Histogram, type LatencySummary } from "../_stats.ts";
 import { EventSource, frameSeqs } from "../_workload.ts";
 import { spawnSession, SyntheticRunner } from "../clients/synthetic_runner.ts";
 import { TcpWebSocket } from "../clients/tcp_ws.ts";
-import { type ClientImpl, openViewers, type ServerKind } from "../clients/viewers.ts";
+import {
+  type ClientImpl,
+  openViewers,
+  type ServerKind,
+  type ViewerConn,
+} from "../clients/viewers.ts";
 
 /** Configuration passed as the first argument (JSON). */
 export interface FanoutConfig {
   kind: ServerKind;
   url: string;
   apiKey?: string;
+  /** Viewers per session. */
   viewers: number;
+  /** Sessions streaming at once (default 1; more than one puts viewers in rooms on the baselines). */
+  sessions?: number;
   client: ClientImpl;
   mode: "throughput" | "rate" | "ack";
-  /** Events in flight (throughput, ack). */
+  /** Events in flight per session (throughput, ack). */
   window: number;
-  /** Events per second (rate). */
+  /** Events per second per session (rate). */
   rate: number;
   /** Events per runner frame. */
   batch: number;
@@ -51,7 +61,7 @@ export interface FanoutResult {
   mode: string;
   /** Events delivered to viewers (one event to one viewer = one delivery) per second. */
   deliveriesPerSec: number;
-  /** Events per second the runner got through (delivered to all viewers, or acked). */
+  /** Events per second the runner got through, all sessions (delivered to all viewers, or acked). */
   eventsPerSec: number;
   latency: ReturnType<Histogram["summary"]>;
   serverCpu: number;
@@ -71,16 +81,29 @@ export interface FanoutResult {
 const cfg = JSON.parse(Deno.args[0]!) as FanoutConfig;
 const events = new EventSource();
 
-let sendTime = new Float64Array(1 << 16);
-let counts = new Uint16Array(1 << 16);
-function grow(seq: number): void {
-  while (seq >= sendTime.length) {
-    const t = new Float64Array(sendTime.length * 2);
-    t.set(sendTime);
-    sendTime = t;
-    const c = new Uint16Array(counts.length * 2);
-    c.set(counts);
-    counts = c;
+/** One session's stream, as the load generator sees it. */
+class Stream {
+  sent = 0;
+  /** Highest seq every viewer of the session has received. */
+  fully = 0;
+  acked = 0;
+  sendTime: Float64Array;
+  counts: Uint16Array;
+
+  constructor(readonly id: string, readonly index: number, capacity: number) {
+    this.sendTime = new Float64Array(capacity);
+    this.counts = new Uint16Array(capacity);
+  }
+
+  grow(seq: number): void {
+    while (seq >= this.sendTime.length) {
+      const t = new Float64Array(this.sendTime.length * 2);
+      t.set(this.sendTime);
+      this.sendTime = t;
+      const c = new Uint16Array(this.counts.length * 2);
+      c.set(this.counts);
+      this.counts = c;
+    }
   }
 }
 
@@ -137,9 +160,8 @@ class NativeViewers {
   }
 }
 
-let sent = 0;
-let fully = 0;
-let acked = 0;
+const sessionCount = cfg.sessions ?? 1;
+let streams: Stream[] = [];
 let stopping = false;
 let measuring = false;
 let windowStart = 0;
@@ -147,63 +169,89 @@ let deliveries = 0;
 let frames = 0;
 let gaps = 0;
 const hist = new Histogram();
-const lastSeen = new Int32Array(Math.max(1, cfg.viewers));
+const lastSeen = new Int32Array(Math.max(1, cfg.viewers * sessionCount));
+/** Events acknowledged, all sessions together. */
+let ackedTotal = 0;
 
 // ---------------------------------------------------------------------------
 // The publishing side
 
-let publish: (frame: string) => void;
-let sessionId = "bench";
+let publish: (st: Stream, frame: string) => void;
 let runner: SyntheticRunner | null = null;
+/** Rooms on the baselines only with several sessions (one session is a broadcast to all). */
+const rooms = sessionCount > 1;
 
 const t0 = performance.now();
 if (cfg.kind === "baton") {
-  runner = await SyntheticRunner.connect({ url: cfg.url, apiKey: cfg.apiKey! });
-  sessionId = await spawnSession(cfg.url, cfg.apiKey!, runner.runnerId);
-  const r = runner;
-  publish = (frame) => r.send(frame);
-  r.onAck = (_s, seq) => {
-    acked = seq;
-    if (cfg.mode === "ack") onAcked(seq);
+  const r = runner = await SyntheticRunner.connect({ url: cfg.url, apiKey: cfg.apiKey! });
+  const ids: string[] = [];
+  for (let i = 0; i < sessionCount; i += 10) {
+    const n = Math.min(10, sessionCount - i);
+    ids.push(
+      ...await Promise.all(
+        Array.from({ length: n }, () => spawnSession(cfg.url, cfg.apiKey!, r.runnerId)),
+      ),
+    );
+  }
+  streams = ids.map((id, i) => new Stream(id, i, sessionCount > 1 ? 1 << 12 : 1 << 16));
+  const byId = new Map(streams.map((st) => [st.id, st]));
+  publish = (_st, frame) => r.send(frame);
+  r.onAck = (sessionId, seq) => {
+    const st = byId.get(sessionId);
+    if (!st || seq <= st.acked) return;
+    ackedTotal += seq - st.acked;
+    st.acked = seq;
+    if (cfg.mode === "ack") onAcked(st, seq);
   };
-} else if (cfg.kind === "bare") {
-  // The same publisher client as baton's synthetic runner.
-  const ws = await TcpWebSocket.connect(cfg.url.replace(/^http/, "ws") + "/publish");
-  publish = (frame) => ws.send(frame);
 } else {
-  const s = ioClient(cfg.url + "/pub", { transports: ["websocket"], forceNew: true });
-  await new Promise<void>((resolve, reject) => {
-    s.on("connect", () => resolve());
-    s.on("connect_error", reject);
-  });
-  publish = (frame) => s.emit("events", frame);
+  streams = Array.from(
+    { length: sessionCount },
+    (_, i) =>
+      new Stream(sessionCount > 1 ? `s${i}` : "bench", i, sessionCount > 1 ? 1 << 12 : 1 << 16),
+  );
+  if (cfg.kind === "bare") {
+    // The same publisher client as baton's synthetic runner; the server routes by the sessionId.
+    const ws = await TcpWebSocket.connect(cfg.url.replace(/^http/, "ws") + "/publish");
+    publish = (_st, frame) => ws.send(frame);
+  } else {
+    const s = ioClient(cfg.url + "/pub", { transports: ["websocket"], forceNew: true });
+    await new Promise<void>((resolve, reject) => {
+      s.on("connect", () => resolve());
+      s.on("connect_error", reject);
+    });
+    publish = rooms
+      ? (st, frame) => s.emit("events", frame, st.id)
+      : (_st, frame) => s.emit("events", frame);
+  }
 }
 
 /** Added to performance.now() for each event's `ts`: 0 but with the C client. */
 let tsOffset = 0;
 
-function sendNext(): void {
-  const first = sent + 1;
-  const last = sent + cfg.batch;
-  grow(last);
+function sendNext(st: Stream): void {
+  const first = st.sent + 1;
+  const last = st.sent + cfg.batch;
+  st.grow(last);
   const now = performance.now();
-  for (let s = first; s <= last; s++) sendTime[s] = now;
-  sent = last;
-  publish(events.frame(sessionId, first, last, native ? now + tsOffset : Date.now()));
+  for (let s = first; s <= last; s++) st.sendTime[s] = now;
+  st.sent = last;
+  publish(st, events.frame(st.id, first, last, native ? now + tsOffset : Date.now()));
 }
 
-function pump(): void {
+function pump(st: Stream): void {
   if (stopping || cfg.mode === "rate") return;
-  const done = cfg.mode === "ack" ? acked : fully;
-  while (sent - done < cfg.window) sendNext();
+  const done = cfg.mode === "ack" ? st.acked : st.fully;
+  while (st.sent - done < cfg.window) sendNext(st);
 }
 
 // ---------------------------------------------------------------------------
 // The receiving side
 
+/** A frame at viewer `i` (of all sessions' viewers; session `i / viewers`). */
 function onFrame(i: number, text: string): void {
   const seqs = frameSeqs(text);
   if (!seqs) return;
+  const st = streams[Math.floor(i / cfg.viewers)]!;
   const [a, b] = seqs;
   if (a !== lastSeen[i]! + 1) gaps++;
   lastSeen[i] = b;
@@ -212,35 +260,34 @@ function onFrame(i: number, text: string): void {
   if (measuring) {
     frames++;
     deliveries += n;
-    for (let s = a; s <= b; s++) hist.record(now - sendTime[s]!);
+    for (let s = a; s <= b; s++) hist.record(now - st.sendTime[s]!);
   }
   let advanced = false;
   for (let s = a; s <= b; s++) {
-    if (++counts[s]! === cfg.viewers && s === fully + 1) {
-      fully = s;
+    if (++st.counts[s]! === cfg.viewers && s === st.fully + 1) {
+      st.fully = s;
       advanced = true;
     }
   }
   if (advanced) {
-    while (fully < sent && counts[fully + 1] === cfg.viewers) fully++;
-    pump();
+    while (st.fully < st.sent && st.counts[st.fully + 1] === cfg.viewers) st.fully++;
+    pump(st);
   }
 }
 
-let ackedInWindow = 0;
-let ackedAtStart = 0;
-function onAcked(seq: number): void {
+function onAcked(st: Stream, seq: number): void {
   if (measuring) {
-    ackedInWindow = seq - ackedAtStart;
     const now = performance.now();
-    for (let s = fully + 1; s <= seq; s++) hist.record(now - sendTime[s]!);
+    for (let s = st.fully + 1; s <= seq; s++) hist.record(now - st.sendTime[s]!);
   }
-  fully = seq;
-  pump();
+  st.fully = seq;
+  pump(st);
 }
 
-if (cfg.client === "c" && (cfg.mode !== "rate" || !cfg.wsview)) {
-  throw new Error("The C client runs the rate mode only, and needs the wsview binary");
+if (cfg.client === "c" && (cfg.mode !== "rate" || !cfg.wsview || sessionCount > 1)) {
+  throw new Error(
+    "The C client runs the rate mode of one session only, and needs the wsview binary",
+  );
 }
 const native = cfg.client === "c"
   ? new NativeViewers(cfg.wsview!, [
@@ -249,21 +296,35 @@ const native = cfg.client === "c"
     new URL(cfg.url).port,
     String(cfg.viewers),
     cfg.apiKey ?? "",
-    sessionId,
+    streams[0]!.id,
   ])
   : null;
-const conns = native ? [] : await openViewers(
-  cfg.viewers,
-  { kind: cfg.kind, url: cfg.url, apiKey: cfg.apiKey ?? "", sessionId, since: 0 },
-  cfg.client as ClientImpl,
-  onFrame,
-);
+const conns: ViewerConn[] = [];
+if (!native) {
+  for (const st of streams) {
+    conns.push(
+      ...await openViewers(
+        cfg.viewers,
+        {
+          kind: cfg.kind,
+          url: cfg.url,
+          apiKey: cfg.apiKey ?? "",
+          sessionId: st.id,
+          since: 0,
+          ...(rooms ? { room: st.id } : {}),
+        },
+        cfg.client as ClientImpl,
+        (i, text) => onFrame(st.index * cfg.viewers + i, text),
+      ),
+    );
+  }
+}
 if (native) {
   const line = await native.line();
   if (line !== "ready") throw new Error(`wsview: ${line}`);
   tsOffset = await native.clockOffset();
 }
-emit("ready", { connectMs: Math.round(performance.now() - t0), sessionId });
+emit("ready", { connectMs: Math.round(performance.now() - t0), sessions: streams.length });
 
 for await (const cmd of commands()) {
   if (cmd.cmd === "go") break;
@@ -277,12 +338,16 @@ if (cfg.mode === "rate") {
   const start = performance.now();
   const tick = () => {
     if (stopping) return;
-    const due = Math.floor(((performance.now() - start) / 1000) * cfg.rate);
-    while (sent < due) sendNext();
-    rateTimer = setTimeout(tick, Math.max(1, 1000 / cfg.rate / 2));
+    const elapsed = (performance.now() - start) / 1000;
+    for (const st of streams) {
+      // Sessions out of phase, as independent agents are.
+      const due = Math.floor(elapsed * cfg.rate + st.index / streams.length);
+      while (st.sent < due) sendNext(st);
+    }
+    rateTimer = setTimeout(tick, Math.max(1, 1000 / (cfg.rate * streams.length) / 2));
   };
   tick();
-} else pump();
+} else for (const st of streams) pump(st);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 await sleep(cfg.warmupMs);
@@ -296,13 +361,14 @@ const selfStat = (): ProcStat => {
 const serverBefore = procStat(cfg.serverPid);
 const selfBefore = selfStat();
 windowStart = performance.now();
-ackedAtStart = acked;
+const ackedAtStart = ackedTotal;
 await native?.send("measure");
 measuring = true;
 await sleep(cfg.durationMs);
 measuring = false;
 await native?.send("stop");
 const elapsed = performance.now() - windowStart;
+const ackedInWindow = ackedTotal - ackedAtStart;
 const serverAfter = procStat(cfg.serverPid);
 const selfAfter = selfStat();
 stopping = true;
@@ -312,7 +378,7 @@ let latency: LatencySummary;
 let undelivered: number;
 if (native) {
   // The C client drains on its own and reports what it measured.
-  await native.send(`drain ${sent} 15000`);
+  await native.send(`drain ${streams[0]!.sent} 15000`);
   const r = JSON.parse(await native.line()) as {
     frames: number;
     deliveries: number;
@@ -324,15 +390,19 @@ if (native) {
   ({ frames, deliveries, gaps } = r);
   const { count, ...percentiles } = r.latency;
   latency = { n: count, ...percentiles };
-  undelivered = drained.undelivered + (r.closed > 0 ? sent : 0);
+  undelivered = drained.undelivered + (r.closed > 0 ? streams[0]!.sent : 0);
   await native.close();
 } else {
   // Every event sent must reach every viewer (or be acked) before we report.
   const drainDeadline = performance.now() + 15_000;
-  const target = () => cfg.mode === "ack" ? acked : fully;
-  while (target() < sent && performance.now() < drainDeadline) await sleep(20);
+  const behind = () => {
+    let n = 0;
+    for (const st of streams) n += st.sent - (cfg.mode === "ack" ? st.acked : st.fully);
+    return n;
+  };
+  while (behind() > 0 && performance.now() < drainDeadline) await sleep(20);
   latency = hist.summary();
-  undelivered = sent - target();
+  undelivered = behind();
 }
 
 const result: FanoutResult = {
@@ -349,7 +419,7 @@ const result: FanoutResult = {
   serverRss: serverAfter.rss,
   serverHwm: serverAfter.hwm,
   framesPerSec: (frames / elapsed) * 1000,
-  sent,
+  sent: streams.reduce((n, st) => n + st.sent, 0),
   undelivered,
   gaps,
   connectMs: Math.round(windowStart - t0),

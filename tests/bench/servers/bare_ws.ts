@@ -1,7 +1,9 @@
 /**
  * Baseline (a): the barest Deno WebSocket broadcaster. A publisher socket on
- * `/publish` sends frames; each is sent as is to every socket on `/`. No
- * auth, no storage, no routing, no backpressure: the ceiling of Deno's own
+ * `/publish` sends frames; each is sent as is to every socket on `/`, and to
+ * the sockets on `/?room=<id>` when its sessionId is `<id>` (read off the
+ * frame's start, not parsed: the many-sessions scenario's routing). No
+ * auth, no storage, no parsing, no backpressure: the ceiling of Deno's own
  * WebSocket stack on this machine. `/replay?total=N&since=S` sends the
  * events after S of an N-event log held in memory, as the replay baseline.
  *
@@ -10,7 +12,11 @@
 import { emit, untilStopped } from "../_proc.ts";
 import { EventSource } from "../_workload.ts";
 
+/** Viewers that get every frame. */
 const viewers = new Set<WebSocket>();
+/** Viewers that joined a room (`/?room=<sessionId>`): only that session's frames. */
+const rooms = new Map<string, Set<WebSocket>>();
+const SESSION_AT = '{"t":"events","sessionId":"'.length;
 const events = new EventSource();
 let log: string[] = [];
 
@@ -38,11 +44,26 @@ const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }
     socket.onopen = () => replay(socket, Number(url.searchParams.get("since") ?? "0"));
   } else if (url.pathname === "/publish") {
     socket.onmessage = (ev) => {
-      for (const v of viewers) v.send(ev.data);
+      const frame = ev.data as string;
+      for (const v of viewers) v.send(frame);
+      if (rooms.size === 0) return;
+      // Frames are `{"t":"events","sessionId":"<id>",...`: the id is read, not parsed.
+      const room = rooms.get(frame.slice(SESSION_AT, frame.indexOf('"', SESSION_AT)));
+      if (room) { for (const v of room) v.send(frame); }
     };
   } else {
-    socket.onopen = () => viewers.add(socket);
-    socket.onclose = () => viewers.delete(socket);
+    const name = url.searchParams.get("room");
+    if (name === null) {
+      socket.onopen = () => viewers.add(socket);
+      socket.onclose = () => viewers.delete(socket);
+    } else {
+      socket.onopen = () => {
+        let room = rooms.get(name);
+        if (!room) rooms.set(name, room = new Set());
+        room.add(socket);
+      };
+      socket.onclose = () => rooms.get(name)?.delete(socket);
+    }
   }
   socket.onerror = () => {};
   return response;
