@@ -161,7 +161,6 @@ class NativeViewers {
 }
 
 const sessionCount = cfg.sessions ?? 1;
-let streams: Stream[] = [];
 let stopping = false;
 let measuring = false;
 let windowStart = 0;
@@ -182,9 +181,10 @@ let runner: SyntheticRunner | null = null;
 const rooms = sessionCount > 1;
 
 const t0 = performance.now();
+let ids: string[];
 if (cfg.kind === "baton") {
   const r = runner = await SyntheticRunner.connect({ url: cfg.url, apiKey: cfg.apiKey! });
-  const ids: string[] = [];
+  ids = [];
   for (let i = 0; i < sessionCount; i += 10) {
     const n = Math.min(10, sessionCount - i);
     ids.push(
@@ -193,22 +193,9 @@ if (cfg.kind === "baton") {
       ),
     );
   }
-  streams = ids.map((id, i) => new Stream(id, i, sessionCount > 1 ? 1 << 12 : 1 << 16));
-  const byId = new Map(streams.map((st) => [st.id, st]));
   publish = (_st, frame) => r.send(frame);
-  r.onAck = (sessionId, seq) => {
-    const st = byId.get(sessionId);
-    if (!st || seq <= st.acked) return;
-    ackedTotal += seq - st.acked;
-    st.acked = seq;
-    if (cfg.mode === "ack") onAcked(st, seq);
-  };
 } else {
-  streams = Array.from(
-    { length: sessionCount },
-    (_, i) =>
-      new Stream(sessionCount > 1 ? `s${i}` : "bench", i, sessionCount > 1 ? 1 << 12 : 1 << 16),
-  );
+  ids = rooms ? Array.from({ length: sessionCount }, (_, i) => `s${i}`) : ["bench"];
   if (cfg.kind === "bare") {
     // The same publisher client as baton's synthetic runner; the server routes by the sessionId.
     const ws = await TcpWebSocket.connect(cfg.url.replace(/^http/, "ws") + "/publish");
@@ -223,6 +210,17 @@ if (cfg.kind === "baton") {
       ? (st, frame) => s.emit("events", frame, st.id)
       : (_st, frame) => s.emit("events", frame);
   }
+}
+const streams = ids.map((id, i) => new Stream(id, i, rooms ? 1 << 12 : 1 << 16));
+if (runner) {
+  const byId = new Map(streams.map((st) => [st.id, st]));
+  runner.onAck = (sessionId, seq) => {
+    const st = byId.get(sessionId);
+    if (!st || seq <= st.acked) return;
+    ackedTotal += seq - st.acked;
+    st.acked = seq;
+    if (cfg.mode === "ack") onAcked(st, seq);
+  };
 }
 
 /** Added to performance.now() for each event's `ts`: 0 but with the C client. */
