@@ -12,10 +12,14 @@
  * that made the publisher, not the server, the bottleneck.
  *
  * Text frames only, no extensions, no fragmentation on send. Frames sent
- * while a write is in flight go out together in the next write.
+ * while a write is in flight go out together in the next write. The
+ * handshake and the masked frames are the test harness's (raw_http.ts).
  *
  * @module
  */
+
+import { concatBytes } from "../../../shared/bytes.ts";
+import { clientFrame, openRawWebSocket } from "../../harness/raw_http.ts";
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -30,58 +34,25 @@ export class TcpWebSocket {
   #queue: Uint8Array[] = [];
   #writing = false;
   #open = true;
-  #seed = (Math.random() * 0xffffffff) >>> 0;
   #closeCode = 1006;
 
-  private constructor(conn: Deno.TcpConn, rest: Uint8Array) {
+  private constructor(conn: Deno.TcpConn) {
     this.#conn = conn;
-    this.closed = this.#read(rest);
+    this.closed = this.#read();
   }
 
-  /** Dials `url` (`ws://host:port/path`) and completes the upgrade. */
+  /** Dials `url` (`ws://127.0.0.1:port/path`) and completes the upgrade. */
   static async connect(url: string, headers: Record<string, string> = {}): Promise<TcpWebSocket> {
     const u = new URL(url);
-    if (u.protocol !== "ws:") throw new Error(`Only ws: URLs: '${url}'`);
-    const conn = await Deno.connect({ hostname: u.hostname, port: Number(u.port || 80) });
+    const { conn } = await openRawWebSocket(Number(u.port), u.pathname + u.search, headers);
     conn.setNoDelay(true);
-    const key = btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(16))));
-    const lines = [
-      `GET ${u.pathname}${u.search} HTTP/1.1`,
-      `Host: ${u.host}`,
-      "Upgrade: websocket",
-      "Connection: Upgrade",
-      `Sec-WebSocket-Key: ${key}`,
-      "Sec-WebSocket-Version: 13",
-      ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
-    ];
-    await writeAll(conn, encoder.encode(lines.join("\r\n") + "\r\n\r\n"));
-    let buf = new Uint8Array(0);
-    for (;;) {
-      const end = indexOfCrlfCrlf(buf);
-      if (end >= 0) {
-        const head = decoder.decode(buf.subarray(0, end));
-        if (!/^HTTP\/1\.1 101 /.test(head)) {
-          conn.close();
-          throw new Error(`Upgrade refused: ${head.split("\r\n")[0]}`);
-        }
-        const accept = /\r\nsec-websocket-accept:\s*(\S+)/i.exec(head)?.[1];
-        if (accept !== await acceptFor(key)) {
-          conn.close();
-          throw new Error("Upgrade answered with a wrong Sec-WebSocket-Accept");
-        }
-        return new TcpWebSocket(conn, buf.slice(end + 4));
-      }
-      const chunk = new Uint8Array(4096);
-      const n = await conn.read(chunk);
-      if (n === null) throw new Error("Connection closed during the upgrade");
-      buf = concat(buf, chunk.subarray(0, n));
-    }
+    return new TcpWebSocket(conn);
   }
 
   /** Sends one text message. */
   send(text: string): void {
     if (!this.#open) return;
-    this.#enqueue(this.#frame(0x1, encoder.encode(text)));
+    this.#enqueue(clientFrame(encoder.encode(text)));
   }
 
   /** Sends a close frame; `closed` resolves once the server closes too. */
@@ -92,36 +63,8 @@ export class TcpWebSocket {
     body[0] = code >> 8;
     body[1] = code & 0xff;
     body.set(r, 2);
-    this.#enqueue(this.#frame(0x8, body));
+    this.#enqueue(clientFrame(body, 0x8));
     this.#open = false;
-  }
-
-  /** A masked frame (clients must mask; a cheap PRNG makes the keys). */
-  #frame(opcode: number, payload: Uint8Array): Uint8Array {
-    const n = payload.length;
-    const head = n < 126 ? 2 : n < 65536 ? 4 : 10;
-    const out = new Uint8Array(head + 4 + n);
-    out[0] = 0x80 | opcode;
-    if (n < 126) out[1] = 0x80 | n;
-    else if (n < 65536) {
-      out[1] = 0x80 | 126;
-      out[2] = n >> 8;
-      out[3] = n & 0xff;
-    } else {
-      out[1] = 0x80 | 127;
-      new DataView(out.buffer).setBigUint64(2, BigInt(n));
-    }
-    // xorshift32: the mask only has to differ per frame, not be secret here.
-    let s = this.#seed;
-    s ^= s << 13;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    this.#seed = s >>> 0;
-    const mask = [s & 0xff, (s >>> 8) & 0xff, (s >>> 16) & 0xff, (s >>> 24) & 0xff];
-    out.set(mask, head);
-    const at = head + 4;
-    for (let i = 0; i < n; i++) out[at + i] = payload[i]! ^ mask[i & 3]!;
-    return out;
   }
 
   #enqueue(frame: Uint8Array): void {
@@ -135,7 +78,7 @@ export class TcpWebSocket {
       while (this.#queue.length > 0) {
         const frames = this.#queue;
         this.#queue = [];
-        const bytes = frames.length === 1 ? frames[0]! : concat(...frames);
+        const bytes = frames.length === 1 ? frames[0]! : concatBytes(...frames);
         await writeAll(this.#conn, bytes);
       }
     } catch {
@@ -146,8 +89,8 @@ export class TcpWebSocket {
     }
   }
 
-  async #read(initial: Uint8Array): Promise<number> {
-    let buf = initial;
+  async #read(): Promise<number> {
+    let buf: Uint8Array = new Uint8Array(0);
     let parts: Uint8Array[] = [];
     const chunk = new Uint8Array(256 * 1024);
     try {
@@ -180,13 +123,13 @@ export class TcpWebSocket {
             return this.#closeCode;
           }
           if (opcode === 0x9) {
-            if (this.#open) this.#enqueue(this.#frame(0xa, payload.slice()));
+            if (this.#open) this.#enqueue(clientFrame(payload.slice(), 0xa));
             continue;
           }
           if (opcode === 0x1 || opcode === 0x0) {
             parts.push(payload.slice());
             if (b0 & 0x80) {
-              const text = decoder.decode(parts.length === 1 ? parts[0]! : concat(...parts));
+              const text = decoder.decode(parts.length === 1 ? parts[0]! : concatBytes(...parts));
               parts = [];
               this.onmessage(text);
             }
@@ -195,7 +138,7 @@ export class TcpWebSocket {
         buf = off === buf.length ? new Uint8Array(0) : buf.slice(off);
         const n = await this.#conn.read(chunk);
         if (n === null) return this.#closeCode;
-        buf = buf.length === 0 ? chunk.slice(0, n) : concat(buf, chunk.subarray(0, n));
+        buf = buf.length === 0 ? chunk.slice(0, n) : concatBytes(buf, chunk.subarray(0, n));
       }
     } catch {
       return this.#closeCode;
@@ -212,31 +155,4 @@ export class TcpWebSocket {
 
 async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
   for (let off = 0; off < bytes.length;) off += await conn.write(bytes.subarray(off));
-}
-
-function concat(...parts: Uint8Array[]): Uint8Array<ArrayBuffer> {
-  let n = 0;
-  for (const p of parts) n += p.length;
-  const out = new Uint8Array(n);
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-}
-
-function indexOfCrlfCrlf(buf: Uint8Array): number {
-  for (let i = 0; i + 3 < buf.length; i++) {
-    if (buf[i] === 13 && buf[i + 1] === 10 && buf[i + 2] === 13 && buf[i + 3] === 10) return i;
-  }
-  return -1;
-}
-
-async function acceptFor(key: string): Promise<string> {
-  const digest = await crypto.subtle.digest(
-    "SHA-1",
-    encoder.encode(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"),
-  );
-  return btoa(String.fromCharCode(...new Uint8Array(digest)));
 }
