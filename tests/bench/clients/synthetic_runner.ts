@@ -34,7 +34,7 @@ export class SyntheticRunner {
   /**
    * Dials the relay, says hello and resolves once welcomed. The socket is
    * the bench's publisher client (see tcp_ws.ts), not the daemon's npm:ws:
-   * the same TCP_NODELAY, at a third of the load generator's CPU.
+   * the same TCP_NODELAY for less of the load generator's CPU.
    */
   static async connect(options: SyntheticRunnerOptions): Promise<SyntheticRunner> {
     const runnerId = options.runnerId ?? `bench-${crypto.randomUUID().slice(0, 8)}`;
