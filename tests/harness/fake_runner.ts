@@ -56,6 +56,24 @@ export function defaultAnswer(req: ControlRequest): FakeAnswer {
   }
 }
 
+/** A runner's hello (with no sessions, roots or name unless `fields` give them). */
+export function runnerHello(
+  apiKey: string,
+  runnerId: string,
+  fields: Record<string, unknown> = {},
+): Record<string, unknown> {
+  return {
+    t: "hello",
+    v: PROTOCOL_VERSION,
+    apiKey,
+    runnerId,
+    name: runnerId,
+    roots: [],
+    sessions: [],
+    ...fields,
+  };
+}
+
 /** The relay refused the fake runner's hello. */
 export class FakeRunnerRejected extends Error {
   constructor(readonly code: number, readonly reason: string, readonly error?: ErrorMessage) {
@@ -102,18 +120,14 @@ export class FakeRunner {
     const ws = new WebSocket(relayUrl.replace(/^http/, "ws") + "/_runner");
     const runner = new FakeRunner(ws, runnerId, options.answer ?? defaultAnswer);
     ws.addEventListener("open", () => {
-      ws.send(JSON.stringify({
-        t: "hello",
-        v: PROTOCOL_VERSION,
-        apiKey: options.apiKey,
-        runnerId,
+      ws.send(JSON.stringify(runnerHello(options.apiKey, runnerId, {
         name: options.name ?? runnerId,
         roots: options.roots ?? [],
         version: "0.0.0-fake",
         platform: "linux",
         sessions: (options.sessions ?? []).map((sessionId) => ({ sessionId, cwd: "/fake" })),
         ...options.hello,
-      }));
+      })));
     });
     const answered = () => runner.received.some((m) => m.t === "welcome") || !!runner.closeEvent;
     return runner.until(answered, "the welcome", options.timeoutMs ?? 10_000).then(() => {

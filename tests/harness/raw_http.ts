@@ -143,7 +143,8 @@ function indexOf(hay: Uint8Array, needle: Uint8Array, from = 0): number {
   return -1;
 }
 
-async function writeAll(conn: Deno.Conn, data: Uint8Array): Promise<void> {
+/** Writes all of `data` (a `write` may take only part of it). */
+export async function writeAll(conn: Deno.Conn, data: Uint8Array): Promise<void> {
   let off = 0;
   while (off < data.length) off += await conn.write(data.subarray(off));
 }

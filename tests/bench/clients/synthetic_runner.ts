@@ -5,7 +5,8 @@
  *
  * @module
  */
-import { PROTOCOL_VERSION, RUNNER_WS_PATH } from "../../../shared/protocol.ts";
+import { RUNNER_WS_PATH } from "../../../shared/protocol.ts";
+import { runnerHello } from "../../harness/fake_runner.ts";
 import { TcpWebSocket } from "./tcp_ws.ts";
 
 /** Options of {@linkcode SyntheticRunner.connect}. */
@@ -48,17 +49,11 @@ export class SyntheticRunner {
         else if (msg.t === "error") reject(new Error(`Relay refused the runner: ${msg.message}`));
         runner.#handle(msg);
       };
-      ws.send(JSON.stringify({
-        t: "hello",
-        v: PROTOCOL_VERSION,
-        apiKey: options.apiKey,
-        runnerId,
+      ws.send(JSON.stringify(runnerHello(options.apiKey, runnerId, {
         name: options.name ?? runnerId,
-        roots: [],
         version: "bench",
         platform: Deno.build.os,
-        sessions: [],
-      }));
+      })));
     });
   }
 

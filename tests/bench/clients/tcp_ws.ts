@@ -19,7 +19,7 @@
  */
 
 import { concatBytes } from "../../../shared/bytes.ts";
-import { clientFrame, openRawWebSocket } from "../../harness/raw_http.ts";
+import { clientFrame, openRawWebSocket, writeAll } from "../../harness/raw_http.ts";
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -151,8 +151,4 @@ export class TcpWebSocket {
       }
     }
   }
-}
-
-async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
-  for (let off = 0; off < bytes.length;) off += await conn.write(bytes.subarray(off));
 }
