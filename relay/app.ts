@@ -21,7 +21,7 @@ import { SecretBox } from "./secret_box.ts";
 import { Triggers } from "./triggers.ts";
 import { Webhooks } from "./webhooks.ts";
 import { Store } from "./store/mod.ts";
-import { EventWriterThread } from "./store/event_writer.ts";
+import { adaptiveCommit, EventWriterThread } from "./store/event_writer.ts";
 import { acceptViewerSocket } from "./viewer.ts";
 import { webRoutes } from "../web/mod.ts";
 
@@ -116,12 +116,13 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     allowSignup,
     trustedOrigins,
   });
-  // The event log is written by a thread of its own, unless a custom store
-  // must receive the writes (it is then written through, on this thread).
+  // The event log is written by a thread of its own while the relay is busy
+  // and on this thread otherwise, unless a custom store must receive the
+  // writes (it is then always written through, on this thread).
   const writer = options.store ? null : new EventWriterThread(dbPath);
   const hub = new Hub({
     store,
-    ...(writer ? { commit: writer.commit } : {}),
+    ...(writer ? { commit: adaptiveCommit(store, writer) } : {}),
     eventBufferSize: options.eventBufferSize ?? 1000,
     baseUrl,
     principalLive,
