@@ -42,8 +42,8 @@ const INLINE_BYTES = 256 * 1024;
  * and two thread wake-ups, and when commits are small and frequent (many
  * sessions each streaming a few events at a time) that costs more CPU and
  * latency than the INSERTs it moves: 100 sessions at 50 events/s each took
- * ~60% of a core through the thread against ~47% inline, with p99 5 ms
- * against 3 ms. Large commits (a runner re-sending its backlog) always go
+ * 63–79% of a core through the thread against 51–63% on the loop, with a
+ * lower p99 (docs/performance.md, Many sessions). Large commits (a runner re-sending its backlog) always go
  * to the thread, so that the loop never stalls on one.
  */
 export function adaptiveCommit(
