@@ -176,6 +176,11 @@ export class Hub {
     this.#opts = options;
     this.store = options.store;
     this.#commit = options.commit ?? inlineCommit(options.store);
+    // A session's stored last seq is written when its state changes, when it
+    // leaves memory and at shutdown, not with every commit: after a crash it
+    // lags the log, which has every acknowledged event.
+    const caughtUp = this.store.sessions.catchUpLastSeqs();
+    if (caughtUp > 0) this.log(`brought ${caughtUp} sessions' last seq up to their event logs`);
     this.#timers.push(setInterval(() => this.#evictIdle(), 60_000));
     const live = options.principalLive;
     if (live) this.#timers.push(setInterval(() => this.closeLapsed(live), CREDENTIAL_SWEEP_MS));
@@ -621,10 +626,30 @@ export class Hub {
 
   #evictIdle(): void {
     const cutoff = Date.now() - 10 * 60_000;
-    for (const [id, live] of this.#live) {
+    const gone: LiveSession[] = [];
+    for (const live of this.#live.values()) {
       if (live.subs.size === 0 && live.touchedAt < cutoff && !this.#dirty.has(live)) {
-        this.#live.delete(id);
+        gone.push(live);
       }
+    }
+    // Its row answers for a session once it leaves memory: bring it up to date first.
+    if (!this.#storeLastSeqs(gone)) return;
+    for (const live of gone) this.#live.delete(live.id);
+  }
+
+  /** Writes the sessions' committed last seqs to their rows (see the constructor). */
+  #storeLastSeqs(lives: Iterable<LiveSession>): boolean {
+    const list = [...lives];
+    if (list.length === 0) return true;
+    try {
+      this.store.tx(() => {
+        for (const live of list) this.store.sessions.setLastSeq(live.id, live.lastSeq);
+      });
+      return true;
+    } catch (err) {
+      // The log still has the events; the next start catches the rows up.
+      this.log(`storing sessions' last seq failed: ${err}`);
+      return false;
     }
   }
 
@@ -909,6 +934,7 @@ export class Hub {
     if (this.#closed) return;
     await this.settle();
     this.#closed = true;
+    this.#storeLastSeqs(this.#live.values());
     for (const t of this.#timers) clearInterval(t);
     if (this.#lagTimer !== null) clearTimeout(this.#lagTimer);
     for (const link of [...this.#links.values()]) link.close(1001, "Relay shutting down");

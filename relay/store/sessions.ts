@@ -210,6 +210,20 @@ export class SessionsRepo {
     );
   }
 
+  /**
+   * Brings every session's `last_seq` up to the highest seq in its event log
+   * (they lag it after a crash: see Hub). One index lookup per session.
+   */
+  catchUpLastSeqs(): number {
+    const res = this.#prepare(
+      `UPDATE sessions SET last_seq = (
+         SELECT MAX(seq) FROM session_events WHERE session_id = sessions.id)
+       WHERE last_seq < (
+         SELECT COALESCE(MAX(seq), 0) FROM session_events WHERE session_id = sessions.id)`,
+    ).run();
+    return Number(res.changes);
+  }
+
   setPinned(userId: string, id: string, pinned: boolean): boolean {
     const res = this.#prepare("UPDATE sessions SET pinned = ? WHERE id = ? AND user_id = ?").run(
       pinned ? 1 : 0,
