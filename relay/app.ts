@@ -116,9 +116,9 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     allowSignup,
     trustedOrigins,
   });
-  // The event log is written by a thread of its own while the relay is busy
-  // and on this thread otherwise, unless a custom store must receive the
-  // writes (it is then always written through, on this thread).
+  // The event log is written on this thread, or by a thread of its own while
+  // the relay uses more than a core and for large commits (adaptiveCommit),
+  // unless a custom store must receive the writes (then always on this one).
   const writer = options.store ? null : new EventWriterThread(dbPath);
   const hub = new Hub({
     store,
