@@ -203,7 +203,7 @@ Deno.test("a relay killed with SIGKILL mid-stream and restarted on its data lose
     assert.ok(ackedBeforeKill >= 1000, `acked ${ackedBeforeKill}`);
 
     await relay.restart();
-    // Before any runner is back, the listing already knows where each log ends.
+    // Before the fake runner is back, the session already knows where its log ends.
     const afterRestart = (await (await user.api(`/api/sessions/${fakeSession}`)).json()).session;
     const storedAtRestart = await storedLog(user, fakeSession);
     assert.equal(afterRestart.lastSeq, storedAtRestart.at(-1)!.seq, "last seq after the kill");
