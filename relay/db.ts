@@ -177,6 +177,25 @@ const MIGRATIONS: Migration[] = [
       CREATE INDEX webhook_nonces_until ON webhook_nonces (until);
     `,
   },
+  {
+    // A row per commit and session instead of a row per event (see EventsRepo).
+    // Stored events come across one per chunk.
+    version: 5,
+    name: "session events stored in chunks",
+    sql: `
+      CREATE TABLE session_event_chunks (
+        session_id TEXT NOT NULL,
+        first_seq INTEGER NOT NULL,
+        last_seq INTEGER NOT NULL,
+        seqs TEXT,
+        body TEXT NOT NULL,
+        PRIMARY KEY (session_id, first_seq)
+      );
+      INSERT INTO session_event_chunks (session_id, first_seq, last_seq, seqs, body)
+        SELECT session_id, seq, seq, NULL, body FROM session_events ORDER BY session_id, seq;
+      DROP TABLE session_events;
+    `,
+  },
 ];
 
 /** The relay's SQLite handle with WAL on and migrations applied. */

@@ -1459,13 +1459,22 @@ function checkDatabase(w: World): void {
     const integrity = all<{ integrity_check: string }>("PRAGMA integrity_check");
     assert.deepEqual(integrity.map((r) => r.integrity_check), ["ok"]);
     const orphans = one<{ n: number }>(
-      "SELECT COUNT(*) AS n FROM session_events WHERE session_id NOT IN (SELECT id FROM sessions)",
+      `SELECT COUNT(*) AS n FROM session_event_chunks
+       WHERE session_id NOT IN (SELECT id FROM sessions)`,
     );
     assert.equal(orphans.n, 0, "every stored event belongs to a session");
+    const overlaps = one<{ n: number }>(
+      `SELECT COUNT(*) AS n FROM (
+         SELECT first_seq, last_seq,
+           LAG(last_seq) OVER (PARTITION BY session_id ORDER BY first_seq) AS prev
+         FROM session_event_chunks)
+       WHERE last_seq < first_seq OR first_seq <= prev`,
+    );
+    assert.equal(overlaps.n, 0, "a session's chunks of events ascend and never overlap");
     const badSeq = all<{ id: string; last_seq: number; max_seq: number }>(
-      `SELECT s.id, s.last_seq, COALESCE(MAX(e.seq), 0) AS max_seq
-       FROM sessions s LEFT JOIN session_events e ON e.session_id = s.id
-       GROUP BY s.id HAVING s.last_seq != COALESCE(MAX(e.seq), 0)`,
+      `SELECT s.id, s.last_seq, COALESCE(MAX(e.last_seq), 0) AS max_seq
+       FROM sessions s LEFT JOIN session_event_chunks e ON e.session_id = s.id
+       GROUP BY s.id HAVING s.last_seq != COALESCE(MAX(e.last_seq), 0)`,
     );
     assert.deepEqual(badSeq, [], "every session's last_seq is its highest stored seq");
 
@@ -1501,7 +1510,13 @@ function checkDatabase(w: World): void {
     }
     console.log(
       `database: ${keys} keys, ${sessions} sessions, ${runners} runners, ${settings.length} ` +
-        `settings, ${one<{ n: number }>("SELECT COUNT(*) AS n FROM session_events").n} events`,
+        `settings, ${
+          one<{ n: number }>(
+            `SELECT COALESCE(SUM(CASE WHEN seqs IS NULL THEN last_seq - first_seq + 1
+               ELSE length(seqs) - length(replace(seqs, ',', '')) + 1 END), 0) AS n
+             FROM session_event_chunks`,
+          ).n
+        } events`,
     );
   } finally {
     db.close();

@@ -6,83 +6,129 @@ export interface StoredEvent {
   json: string;
 }
 
-/** Most rows in one multi-row INSERT (3 parameters each). */
-const INSERT_ROWS = 64;
 /**
- * Most body bytes bound to one INSERT. SQLite copies what is bound; with 64
- * tool outputs of 32 KB in one statement (2 MB a time) the relay's malloc
- * kept some 40 MB more after a 100 MB stream than with statements this size.
+ * Most event bytes in one stored chunk (one event bigger than that is a chunk
+ * by itself). SQLite copies what is bound; with 2 MB bound a time the relay's
+ * malloc kept some 40 MB more after a 100 MB stream than with 64 KB.
  */
-const INSERT_BYTES = 64 * 1024;
+const CHUNK_BYTES = 64 * 1024;
 
-/** SQL for the durable per-session event log. */
+/**
+ * SQL for the durable per-session event log.
+ *
+ * Events are stored in chunks: each commit writes a session's new events as
+ * one row (`session_event_chunks`: first and last seq, the events' JSON
+ * joined by newlines), split at CHUNK_BYTES. A row per event cost SQLite
+ * about twice the work per event (a B-tree insert, a key and the binding of
+ * three values each): measured in isolation, 1.7–3.2 µs per event in
+ * commits of 50–700 against 0.8–1.5 µs in chunks. A session's seqs only
+ * grow (the hub drops a seq at or below the last one it received), so the
+ * chunks of a session never overlap.
+ */
 export class EventsRepo {
   readonly #insert;
-  /** Multi-row INSERTs by row count: one statement per 64 events costs far less than 64. */
-  readonly #insertMany = new Map<number, ReturnType<Database["prepare"]>>();
-  readonly #range;
-  readonly #max;
+  readonly #last;
+  readonly #from;
 
   constructor(private readonly db: Database) {
     this.#insert = db.prepare(
-      "INSERT INTO session_events (session_id, seq, body) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+      `INSERT INTO session_event_chunks (session_id, first_seq, last_seq, seqs, body)
+       VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
     );
-    this.#range = db.prepare(
-      "SELECT seq, body FROM session_events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+    this.#last = db.prepare(
+      `SELECT last_seq AS m FROM session_event_chunks WHERE session_id = ?
+       ORDER BY first_seq DESC LIMIT 1`,
     );
-    this.#max = db.prepare("SELECT MAX(seq) AS m FROM session_events WHERE session_id = ?");
+    // The chunk holding `seq` (the last one starting at or before it), then
+    // every later one.
+    this.#from = db.prepare(
+      `SELECT first_seq, last_seq, seqs, body FROM session_event_chunks
+       WHERE session_id = ? AND first_seq >= COALESCE((
+         SELECT first_seq FROM session_event_chunks
+         WHERE session_id = ? AND first_seq <= ? ORDER BY first_seq DESC LIMIT 1), 0)
+       ORDER BY first_seq`,
+    );
   }
 
-  /** Appends an event; false when that seq was already stored (a re-send). */
+  /** Appends an event; false when that seq (or a later one) was already stored. */
   append(sessionId: string, seq: number, json: string): boolean {
-    return Number(this.#insert.run(sessionId, seq, json).changes) > 0;
+    return this.appendMany(sessionId, [{ seq, json }]) > 0;
   }
 
-  /** Appends a run of events in few statements; seqs already stored are skipped. */
-  appendMany(sessionId: string, events: readonly StoredEvent[]): void {
-    for (let i = 0, n = 0; i < events.length; i += n) {
-      // As many rows as fit INSERT_ROWS and INSERT_BYTES (always at least one).
+  /**
+   * Appends a run of events (ascending seqs) in as few chunks as their size
+   * allows; events at or below the session's last stored seq are skipped (a
+   * re-send). Returns how many were stored.
+   */
+  appendMany(sessionId: string, events: readonly StoredEvent[]): number {
+    const stored = this.maxSeq(sessionId);
+    let i = 0;
+    while (i < events.length && events[i]!.seq <= stored) i++;
+    const from = i;
+    while (i < events.length) {
+      const start = i;
       let bytes = events[i]!.json.length;
-      n = 1;
-      while (n < INSERT_ROWS && i + n < events.length) {
-        bytes += events[i + n]!.json.length;
-        if (bytes > INSERT_BYTES) break;
-        n++;
+      let contiguous = true;
+      i++;
+      // A line per event: JSON that holds a newline of its own goes alone.
+      if (!events[start]!.json.includes("\n")) {
+        while (i < events.length) {
+          const ev = events[i]!;
+          if (ev.seq <= events[i - 1]!.seq) {
+            throw new Error(`Events out of order: ${ev.seq} after ${events[i - 1]!.seq}`);
+          }
+          if (bytes + ev.json.length > CHUNK_BYTES || ev.json.includes("\n")) break;
+          if (ev.seq !== events[i - 1]!.seq + 1) contiguous = false;
+          bytes += ev.json.length;
+          i++;
+        }
       }
-      let st = this.#insertMany.get(n);
-      if (!st) {
-        st = this.db.prepare(
-          "INSERT INTO session_events (session_id, seq, body) VALUES " +
-            Array(n).fill("(?, ?, ?)").join(", ") + " ON CONFLICT DO NOTHING",
-        );
-        this.#insertMany.set(n, st);
-      }
-      const params: (string | number)[] = new Array(n * 3);
-      for (let j = 0; j < n; j++) {
-        const ev = events[i + j]!;
-        params[j * 3] = sessionId;
-        params[j * 3 + 1] = ev.seq;
-        params[j * 3 + 2] = ev.json;
-      }
-      st.run(...params);
+      const chunk = events.slice(start, i);
+      this.#insert.run(
+        sessionId,
+        chunk[0]!.seq,
+        chunk[chunk.length - 1]!.seq,
+        contiguous ? null : chunk.map((e) => e.seq).join(","),
+        chunk.length === 1 ? chunk[0]!.json : chunk.map((e) => e.json).join("\n"),
+      );
     }
+    return events.length - from;
   }
 
   /** Up to `limit` events with seq greater than `afterSeq`, oldest first. */
   after(sessionId: string, afterSeq: number, limit: number): StoredEvent[] {
-    const rows = this.#range.all(sessionId, afterSeq, limit) as unknown as {
-      seq: number;
-      body: string;
-    }[];
-    return rows.map((r) => ({ seq: r.seq, json: r.body }));
+    const out: StoredEvent[] = [];
+    if (limit <= 0) return out;
+    for (const row of this.#from.iterate(sessionId, sessionId, afterSeq + 1)) {
+      const { first_seq: first, last_seq: last, seqs, body } = row as unknown as {
+        first_seq: number;
+        last_seq: number;
+        seqs: string | null;
+        body: string;
+      };
+      if (last <= afterSeq) continue;
+      if (first === last) {
+        out.push({ seq: first, json: body });
+      } else {
+        const lines = body.split("\n");
+        const nums = seqs === null ? null : seqs.split(",").map(Number);
+        for (let k = 0; k < lines.length && out.length < limit; k++) {
+          const seq = nums ? nums[k]! : first + k;
+          if (seq > afterSeq) out.push({ seq, json: lines[k]! });
+        }
+      }
+      if (out.length >= limit) break;
+    }
+    return out;
   }
 
+  /** The highest seq stored for a session (0 when none). */
   maxSeq(sessionId: string): number {
-    const r = this.#max.get(sessionId) as { m: number | null } | undefined;
+    const r = this.#last.get(sessionId) as { m: number } | undefined;
     return r?.m ?? 0;
   }
 
   deleteSession(sessionId: string): void {
-    this.db.prepare("DELETE FROM session_events WHERE session_id = ?").run(sessionId);
+    this.db.prepare("DELETE FROM session_event_chunks WHERE session_id = ?").run(sessionId);
   }
 }

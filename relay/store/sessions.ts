@@ -217,9 +217,11 @@ export class SessionsRepo {
   catchUpLastSeqs(): number {
     const res = this.#prepare(
       `UPDATE sessions SET last_seq = (
-         SELECT MAX(seq) FROM session_events WHERE session_id = sessions.id)
-       WHERE last_seq < (
-         SELECT COALESCE(MAX(seq), 0) FROM session_events WHERE session_id = sessions.id)`,
+         SELECT last_seq FROM session_event_chunks WHERE session_id = sessions.id
+         ORDER BY first_seq DESC LIMIT 1)
+       WHERE last_seq < COALESCE((
+         SELECT last_seq FROM session_event_chunks WHERE session_id = sessions.id
+         ORDER BY first_seq DESC LIMIT 1), 0)`,
     ).run();
     return Number(res.changes);
   }

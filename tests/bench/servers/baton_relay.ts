@@ -27,8 +27,10 @@ class MemoryEventsRepo extends EventsRepo {
     return true;
   }
 
-  override appendMany(sessionId: string, events: readonly StoredEvent[]): void {
-    for (const ev of events) this.append(sessionId, ev.seq, ev.json);
+  override appendMany(sessionId: string, events: readonly StoredEvent[]): number {
+    let n = 0;
+    for (const ev of events) if (this.append(sessionId, ev.seq, ev.json)) n++;
+    return n;
   }
 
   override after(sessionId: string, afterSeq: number, limit: number): StoredEvent[] {
