@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { BenchProcess } from "../_proc.ts";
 import { type BenchContext, ratioText } from "../_report.ts";
@@ -144,6 +144,7 @@ export async function fanout(
   const durationMs = ctx.quick ? 500 : 3000;
   const kinds: ServerKind[] = ["bare", "socketio", "baton"];
   const servers = new Map<ServerKind, Server>();
+  let wsview: string | null = null;
   try {
     for (const s of await startServers(...kinds)) servers.set(s.kind, s);
     for (const viewers of counts) {
@@ -225,7 +226,7 @@ export async function fanout(
     // in the Deno client the saturated runs use (its own queueing included;
     // left out of quick runs).
     const steadyViewers = counts.includes(1000) ? 1000 : counts[counts.length - 1]!;
-    const wsview = await buildWsview();
+    wsview = await buildWsview();
     if (!wsview) ctx.log("no C compiler (cc): the steady rate runs with Deno viewers only");
     for (const c of wsview ? (ctx.quick ? ["c"] as const : ["c", client] as const) : [client]) {
       const steady = new Map<ServerKind, FanoutResult>();
@@ -275,5 +276,6 @@ export async function fanout(
     }
   } finally {
     for (const s of servers.values()) await s.proc.stop();
+    if (wsview) await Deno.remove(dirname(wsview), { recursive: true }).catch(() => {});
   }
 }

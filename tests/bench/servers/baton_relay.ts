@@ -98,4 +98,6 @@ emit("listening", { url: served.url, dataDir });
 })();
 await untilStopped();
 await Promise.race([served.shutdown(), new Promise((r) => setTimeout(r, 2000))]);
+// A full run stores gigabytes of events: a data folder made here goes with the process.
+if (!values["data-dir"]) await Deno.remove(dataDir, { recursive: true }).catch(() => {});
 Deno.exit(0);
