@@ -12,9 +12,23 @@ import { readLines } from "../../runner/_lines.ts";
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const MAIN = join(ROOT, "main.ts");
 
-/** A temporary folder removed by `cleanup`. */
+/** Temporary folders made by `tempDir`, removed when the test module ends. */
+const made = new Set<string>();
+globalThis.addEventListener("unload", () => {
+  for (const dir of made) {
+    try {
+      Deno.removeSync(dir, { recursive: true });
+    } catch {
+      // Already gone, or a process is still writing there: it stays.
+    }
+  }
+});
+
+/** A temporary folder, removed when the test module that made it ends. */
 export async function tempDir(prefix = "baton-test-"): Promise<string> {
-  return await Deno.realPath(await Deno.makeTempDir({ prefix }));
+  const dir = await Deno.realPath(await Deno.makeTempDir({ prefix }));
+  made.add(dir);
+  return dir;
 }
 
 /** Options of {@linkcode BatonProcess.start}. */
