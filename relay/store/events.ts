@@ -69,19 +69,17 @@ export class EventsRepo {
       const start = i;
       let bytes = events[i]!.json.length;
       let contiguous = true;
-      i++;
       // A line per event: JSON that holds a newline of its own goes alone.
-      if (!events[start]!.json.includes("\n")) {
-        while (i < events.length) {
-          const ev = events[i]!;
-          if (ev.seq <= events[i - 1]!.seq) {
-            throw new Error(`Events out of order: ${ev.seq} after ${events[i - 1]!.seq}`);
-          }
-          if (bytes + ev.json.length > CHUNK_BYTES || ev.json.includes("\n")) break;
-          if (ev.seq !== events[i - 1]!.seq + 1) contiguous = false;
-          bytes += ev.json.length;
-          i++;
-        }
+      const alone = events[i]!.json.includes("\n");
+      i++;
+      while (i < events.length) {
+        const ev = events[i]!;
+        const prev = events[i - 1]!.seq;
+        if (ev.seq <= prev) throw new Error(`Events out of order: ${ev.seq} after ${prev}`);
+        if (alone || bytes + ev.json.length > CHUNK_BYTES || ev.json.includes("\n")) break;
+        if (ev.seq !== prev + 1) contiguous = false;
+        bytes += ev.json.length;
+        i++;
       }
       const chunk = events.slice(start, i);
       this.#insert.run(
