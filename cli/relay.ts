@@ -63,14 +63,20 @@ export async function relayMain(argv: string[]): Promise<number> {
     ...settings,
     log: (line) => console.error(`[relay] ${line}`),
   });
+  const signalled = untilSignal();
   console.log(`baton relay listening on ${served.url} (base URL ${served.baseUrl})`);
-  await untilSignal();
+  await signalled;
   console.log("baton relay shutting down");
   await served.shutdown();
   return 0;
 }
 
-/** Resolves on the first SIGINT or SIGTERM. */
+/**
+ * Resolves on the first SIGINT or SIGTERM. Call it before printing that the
+ * process is ready: Deno's first signal listener takes about half a
+ * millisecond to put in place, and a signal sent as soon as the line was
+ * read would kill the process (exit code 130) instead of stopping it.
+ */
 export function untilSignal(): Promise<string> {
   return new Promise((resolve) => {
     const signals: Deno.Signal[] = Deno.build.os === "windows" ? ["SIGINT"] : ["SIGINT", "SIGTERM"];

@@ -60,9 +60,9 @@ export async function runnerMain(argv: string[]): Promise<number> {
     throw new UsageError("No API key: set BATON_API_KEY or run 'baton setup'");
   }
   const runnerId = await ensureRunnerId(config.batonDir);
-  console.log(`baton runner ${runnerId} (${config.name}) connecting to ${config.relayUrl}`);
   const stop = new AbortController();
   untilSignal().then(() => stop.abort());
+  console.log(`baton runner ${runnerId} (${config.name}) connecting to ${config.relayUrl}`);
   return await supervise({
     daemonArgs: argv,
     log: (line) => console.error(`[runner] ${line}`),

@@ -72,9 +72,11 @@ export async function upMain(argv: string[]): Promise<number> {
       signal: stop.signal,
     });
   }
+  // Listening before saying so (see untilSignal).
+  const signalled = untilSignal();
   console.log(`\nbaton is up: open ${served.baseUrl} and sign in as ${owner.email}\n`);
   // Either Ctrl-C, or the runner stopping on request, ends `up`.
-  await (values["no-runner"] ? untilSignal() : Promise.race([untilSignal(), runnerDone]));
+  await (values["no-runner"] ? signalled : Promise.race([signalled, runnerDone]));
   stop.abort();
   const code = await runnerDone;
   await served.shutdown();

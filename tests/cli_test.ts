@@ -421,6 +421,19 @@ Deno.test("baton relay listens on a free port, stops on a signal and keeps its d
       });
     }
 
+    // Deno's first signal listener takes ~0.5 ms to put in place: when the
+    // relay said it was listening before that, half of these signals killed it
+    // (exit code 130) instead of stopping it.
+    await t.step("a SIGINT sent the moment it says it is listening still exits 0", async () => {
+      for (let i = 0; i < 4; i++) {
+        const relay = scope.start("relay", ["relay", "--port", "0", "--data-dir", dataDir], env);
+        await line(relay, /listening on/);
+        relay.kill("SIGINT");
+        const st = await exitsWithin(relay, 5000);
+        assert.equal(st.code, 0, `attempt ${i + 1}: ${relay.output()}`);
+      }
+    });
+
     await t.step("an account survives a restart on the same data dir", async () => {
       const first = await scope.relay({ home, dataDir });
       const user = await signUp(first.url, { email: "keep@example.com" });
@@ -708,6 +721,21 @@ Deno.test("baton up starts a relay with an owner account and a local runner", as
       await line(proc, /sign in as flag-owner@example\.com/);
       assert.equal((await runnersOf(url, email, password)).length, 1);
       await interrupt(proc, url);
+    });
+
+    await t.step("a SIGINT sent the moment it says it is up still exits 0", async () => {
+      const other = await scope.dir("baton-up-home-");
+      for (let i = 0; i < 4; i++) {
+        const proc = scope.start(
+          "up",
+          ["up", "--port", "0", "--no-runner"],
+          baseEnv(other, { BATON_OWNER_PASSWORD: password }),
+        );
+        await line(proc, /baton is up/);
+        proc.kill("SIGINT");
+        const st = await exitsWithin(proc, 15_000);
+        assert.equal(st.code, 0, `attempt ${i + 1}: ${proc.output()}`);
+      }
     });
 
     await t.step("--no-runner serves the relay alone until a signal", async () => {
