@@ -91,7 +91,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   // The folder holds the database and the signing secret: owner-only.
   await Deno.mkdir(options.dataDir, { recursive: true, mode: 0o700 });
   const dbPath = join(options.dataDir, "relay.db");
-  const db: Database = openDatabase(dbPath);
+  const db: Database = openDatabase(dbPath, options.log);
   ownerOnly(dbPath);
   const checkpointer = startCheckpointer(db, dbPath);
   const store = options.store?.(db) ?? new Store(db);

@@ -201,8 +201,12 @@ const MIGRATIONS: Migration[] = [
 /** The relay's SQLite handle with WAL on and migrations applied. */
 export type Database = DatabaseSync;
 
-/** Opens (creating if needed) the database at `path` and brings our schema up to date. */
-export function openDatabase(path: string): Database {
+/**
+ * Opens (creating if needed) the database at `path` and brings our schema up
+ * to date. Migrations of a database that already had data are logged as they
+ * start and finish: one may copy every stored event and take minutes.
+ */
+export function openDatabase(path: string, log?: (line: string) => void): Database {
   const db = new DatabaseSync(path);
   db.exec("PRAGMA journal_mode = WAL");
   // NORMAL in WAL mode survives a killed process; only an OS crash can lose
@@ -210,11 +214,11 @@ export function openDatabase(path: string): Database {
   db.exec("PRAGMA synchronous = NORMAL");
   db.exec("PRAGMA busy_timeout = 5000");
   db.exec("PRAGMA foreign_keys = ON");
-  migrate(db);
+  migrate(db, log);
   return db;
 }
 
-function migrate(db: Database): void {
+function migrate(db: Database, log?: (line: string) => void): void {
   db.exec(`CREATE TABLE IF NOT EXISTS baton_migrations (
     version INTEGER PRIMARY KEY,
     name TEXT NOT NULL,
@@ -226,11 +230,17 @@ function migrate(db: Database): void {
   const current = row?.v ?? 0;
   for (const m of MIGRATIONS) {
     if (m.version <= current) continue;
+    // A new database gets its schema at once; an existing one is told why it waits.
+    const t0 = performance.now();
+    if (current > 0) log?.(`Updating the database to version ${m.version} (${m.name})...`);
     transaction(db, () => {
       db.exec(m.sql);
       db.prepare("INSERT INTO baton_migrations (version, name, applied_at) VALUES (?, ?, ?)")
         .run(m.version, m.name, new Date().toISOString());
     });
+    if (current > 0) {
+      log?.(`Database at version ${m.version} (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
+    }
   }
 }
 

@@ -78,8 +78,11 @@ Deno.test("events stored a row each before version 5 come across to chunks", asy
   const dir = await Deno.makeTempDir({ prefix: "baton-events-" });
   const path = join(dir, "relay.db");
   try {
-    // The schema as version 4 left it, with events in it.
-    const old = openDatabase(path);
+    // The schema as version 4 left it, with events in it. A new database
+    // says nothing about its migrations.
+    const fresh: string[] = [];
+    const old = openDatabase(path, (line) => fresh.push(line));
+    assert.deepEqual(fresh, []);
     old.exec(`
       DROP TABLE session_event_chunks;
       CREATE TABLE session_events (
@@ -101,8 +104,15 @@ Deno.test("events stored a row each before version 5 come across to chunks", asy
     }
     old.close();
 
-    const db = openDatabase(path);
+    const logged: string[] = [];
+    const db = openDatabase(path, (line) => logged.push(line));
     try {
+      assert.equal(logged.length, 2, logged.join("\n"));
+      assert.match(
+        logged[0]!,
+        /^Updating the database to version 5 \(session events stored in chunks\)/,
+      );
+      assert.match(logged[1]!, /^Database at version 5 \(\d+\.\d s\)$/);
       const repo = new EventsRepo(db);
       assert.deepEqual(repo.after("a", 0, 100), stored.a);
       assert.deepEqual(repo.after("a", 3, 100), stored.a!.slice(3));
