@@ -216,12 +216,12 @@ export class SessionsRepo {
    */
   catchUpLastSeqs(): number {
     const res = this.#prepare(
-      `UPDATE sessions SET last_seq = (
-         SELECT last_seq FROM session_event_chunks WHERE session_id = sessions.id
-         ORDER BY first_seq DESC LIMIT 1)
-       WHERE last_seq < COALESCE((
-         SELECT last_seq FROM session_event_chunks WHERE session_id = sessions.id
-         ORDER BY first_seq DESC LIMIT 1), 0)`,
+      `WITH tail AS (
+         SELECT id, (SELECT last_seq FROM session_event_chunks WHERE session_id = sessions.id
+                     ORDER BY first_seq DESC LIMIT 1) AS seq
+         FROM sessions)
+       UPDATE sessions SET last_seq = tail.seq FROM tail
+       WHERE tail.id = sessions.id AND sessions.last_seq < tail.seq`,
     ).run();
     return Number(res.changes);
   }

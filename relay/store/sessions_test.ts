@@ -1,0 +1,43 @@
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { openDatabase } from "../db.ts";
+import { EventsRepo } from "./events.ts";
+import { SessionsRepo } from "./sessions.ts";
+
+Deno.test("after a crash, each session's last_seq catches up with its stored events", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "baton-sessions-" });
+  const db = openDatabase(join(dir, "relay.db"));
+  try {
+    // Sessions only: their users and runners do not matter here.
+    db.exec("PRAGMA foreign_keys = OFF");
+    const put = db.prepare(
+      `INSERT INTO sessions (id, user_id, runner_id, status, created_at, updated_at, last_seq)
+       VALUES (?, 'u', 'r', 'running', 'x', 'x', ?)`,
+    );
+    const events = new EventsRepo(db);
+    const log = (sid: string, seqs: number[]) =>
+      events.appendMany(sid, seqs.map((seq) => ({ seq, json: `{"seq":${seq}}` })));
+    put.run("behind", 2);
+    log("behind", [1, 2]);
+    log("behind", [3, 4]);
+    log("behind", [5, 9]); // the last chunk, with a gap: its last seq counts
+    put.run("current", 7);
+    log("current", [6, 7]);
+    put.run("empty", 0);
+    const last = () =>
+      Object.fromEntries(
+        (db.prepare("SELECT id, last_seq FROM sessions ORDER BY id").all() as {
+          id: string;
+          last_seq: number;
+        }[]).map((r) => [r.id, r.last_seq]),
+      );
+
+    const sessions = new SessionsRepo(db);
+    assert.equal(sessions.catchUpLastSeqs(), 1, "only the session that lagged changed");
+    assert.deepEqual(last(), { behind: 9, current: 7, empty: 0 });
+    assert.equal(sessions.catchUpLastSeqs(), 0, "a second pass finds nothing to do");
+  } finally {
+    db.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
