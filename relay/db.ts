@@ -214,11 +214,19 @@ export function openDatabase(path: string, log?: (line: string) => void): Databa
   db.exec("PRAGMA synchronous = NORMAL");
   db.exec("PRAGMA busy_timeout = 5000");
   db.exec("PRAGMA foreign_keys = ON");
-  migrate(db, log);
+  migrate(db, { log });
   return db;
 }
 
-function migrate(db: Database, log?: (line: string) => void): void {
+/**
+ * Applies the migrations a database lacks, in order, through version
+ * `through` (all of them by default: an older schema is what a release that
+ * stopped there left behind).
+ */
+export function migrate(
+  db: Database,
+  { log, through = Infinity }: { log?: (line: string) => void; through?: number } = {},
+): void {
   db.exec(`CREATE TABLE IF NOT EXISTS baton_migrations (
     version INTEGER PRIMARY KEY,
     name TEXT NOT NULL,
@@ -230,6 +238,7 @@ function migrate(db: Database, log?: (line: string) => void): void {
   const current = row?.v ?? 0;
   for (const m of MIGRATIONS) {
     if (m.version <= current) continue;
+    if (m.version > through) break;
     // A new database gets its schema at once; an existing one is told why it waits.
     const t0 = performance.now();
     if (current > 0) log?.(`Updating the database to version ${m.version} (${m.name})...`);

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { openDatabase } from "../db.ts";
+import { DatabaseSync } from "node:sqlite";
+import { migrate, openDatabase } from "../db.ts";
 import { EventsRepo, type StoredEvent } from "./events.ts";
 
 Deno.test("appendMany stores runs of mixed sizes whole, in order, once", async () => {
@@ -81,18 +82,9 @@ Deno.test("events stored a row each before version 5 come across to chunks", asy
     // The schema as version 4 left it, with events in it. A new database
     // says nothing about its migrations.
     const fresh: string[] = [];
-    const old = openDatabase(path, (line) => fresh.push(line));
+    const old = new DatabaseSync(path);
+    migrate(old, { log: (line) => fresh.push(line), through: 4 });
     assert.deepEqual(fresh, []);
-    old.exec(`
-      DROP TABLE session_event_chunks;
-      CREATE TABLE session_events (
-        session_id TEXT NOT NULL,
-        seq INTEGER NOT NULL,
-        body TEXT NOT NULL,
-        PRIMARY KEY (session_id, seq)
-      ) WITHOUT ROWID;
-      DELETE FROM baton_migrations WHERE version = 5;
-    `);
     const put = old.prepare("INSERT INTO session_events (session_id, seq, body) VALUES (?, ?, ?)");
     const stored: Record<string, StoredEvent[]> = { a: [], b: [] };
     for (const [sid, seqs] of [["a", [1, 2, 3, 5]], ["b", [1, 2]]] as const) {
