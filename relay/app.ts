@@ -103,6 +103,8 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   const allowSignup = options.allowSignup ?? false;
   const {
     auth,
+    handler,
+    signUpEmail,
     authenticate,
     principalFromKey,
     userIdByEmail,
@@ -193,7 +195,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     });
     const changing = raw.method !== "GET";
     const before = changing ? await authenticate(c.req.raw.headers) : null;
-    const res = await auth.handler(req);
+    const res = await handler(req);
     if (changing) forgetSessions();
     // Sign-out, a password change that revokes the other sessions, revoking
     // sessions: the viewer sockets of browser sessions that are gone close.
@@ -228,10 +230,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
       if (body.password.length < 8) {
         throw new HttpError(400, "password_too_short", "Password must have at least 8 characters");
       }
-      const res = await auth.api.signUpEmail({
-        body: { email, password: body.password, name: body.name },
-      });
-      userId = res.user.id;
+      userId = await signUpEmail({ email, password: body.password, name: body.name });
     }
     const created = await createKey(store, userId, "cli", null);
     return c.json({ ok: true, key: created.key });

@@ -106,6 +106,28 @@ export async function createAuth(options: AuthOptions) {
   await runMigrations();
   const auth = betterAuth(config);
 
+  // The hook's check that sign-up is open and the insert it lets through are
+  // awaits apart, so two first sign-ups at once could both find no account.
+  // Sign-ups run one at a time instead; they are rare and rate-limited.
+  let lastSignUp: Promise<unknown> = Promise.resolve();
+  function oneSignUpAtATime<T>(run: () => Promise<T>): Promise<T> {
+    const turn = lastSignUp.then(run, run);
+    lastSignUp = turn.catch(() => {});
+    return turn;
+  }
+
+  /** better-auth's own routes (`/api/auth/*`), with its sign-ups taken one at a time. */
+  function handler(req: Request): Promise<Response> {
+    const signingUp = new URL(req.url).pathname.includes("/sign-up/");
+    return signingUp ? oneSignUpAtATime(() => auth.handler(req)) : auth.handler(req);
+  }
+
+  /** Creates an account with a password (one sign-up at a time); its id. */
+  async function signUpEmail(body: { email: string; password: string; name: string }) {
+    const res = await oneSignUpAtATime(() => auth.api.signUpEmail({ body }));
+    return res.user.id;
+  }
+
   // Cookie sessions seen in the last few seconds, so a busy client does not
   // cost a database lookup and a signature check per request. Any change made
   // through /api/auth (sign-out, password change) empties it at once.
@@ -203,6 +225,8 @@ export async function createAuth(options: AuthOptions) {
 
   return {
     auth,
+    handler,
+    signUpEmail,
     authenticate,
     principalFromKey,
     userIdByEmail,
