@@ -202,7 +202,10 @@ export async function* commands(): AsyncGenerator<Record<string, unknown>> {
   }
 }
 
-/** Resolves on SIGTERM or SIGINT, or when stdin closes (the parent is gone). */
+/**
+ * Resolves on SIGTERM or SIGINT. Call it before announcing the server, so no
+ * signal falls between.
+ */
 export function untilStopped(): Promise<void> {
   return new Promise((resolve) => {
     for (const sig of ["SIGINT", "SIGTERM"] as const) Deno.addSignalListener(sig, () => resolve());

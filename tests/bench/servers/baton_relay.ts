@@ -84,6 +84,9 @@ const served = await serveRelay({
   log: (line) => console.error(`[relay] ${line}`),
   ...(values.volatile ? { store: (db: Database) => new VolatileStore(db) } : {}),
 });
+// Listening for the stop signal before saying so: a signal sent on that line
+// would otherwise kill the process before its listener is in place.
+const stopped = untilStopped();
 emit("listening", { url: served.url, dataDir });
 // `{"cmd":"memory"}` on stdin: where the RSS goes (V8 heap vs the rest).
 (async () => {
@@ -96,7 +99,7 @@ emit("listening", { url: served.url, dataDir });
     }
   }
 })();
-await untilStopped();
+await stopped;
 await Promise.race([served.shutdown(), new Promise((r) => setTimeout(r, 2000))]);
 // A full run stores gigabytes of events: a data folder made here goes with the process.
 if (!values["data-dir"]) await Deno.remove(dataDir, { recursive: true }).catch(() => {});

@@ -26,7 +26,10 @@ io.of("/pub").on("connection", (socket) => {
 });
 
 await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", () => resolve()));
+// Listening for the stop signal before saying so: a signal sent on that line
+// would otherwise kill the process before its listener is in place.
+const stopped = untilStopped();
 emit("listening", { url: `http://127.0.0.1:${(http.address() as AddressInfo).port}` });
-await untilStopped();
+await stopped;
 io.close();
 Deno.exit(0);
