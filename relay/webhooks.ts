@@ -172,22 +172,24 @@ export class Webhooks {
       : null;
     if (!v.deliveryId) return await this.#deliver(w, headers, raw, nonce);
     const key = `${w.id}:${v.deliveryId}`;
-    const earlier = this.store.webhooks.delivery(w.id, v.deliveryId, now - DELIVERY_TTL_MS);
-    if (earlier) {
-      // A redelivery (retry) of something already handled: answer success, do nothing.
-      return { status: 200, body: { ok: true, duplicate: true, ...earlier } };
-    }
-    // A retry while the first attempt is still starting its session waits for
-    // that attempt instead of starting a second session.
-    const running = this.#inflight.get(key);
-    if (running) {
+    while (true) {
+      const earlier = this.store.webhooks.delivery(w.id, v.deliveryId, now - DELIVERY_TTL_MS);
+      if (earlier) {
+        // A redelivery (retry) of something already handled: answer success, do nothing.
+        return { status: 200, body: { ok: true, duplicate: true, ...earlier } };
+      }
+      // A retry while the first attempt is still starting its session waits for
+      // that attempt instead of starting a second session.
+      const running = this.#inflight.get(key);
+      if (!running) break;
       const first = await running.catch(() => null);
       if (first?.body.sessionId) {
         const { triggerId, sessionId } = first.body;
         return { status: 200, body: { ok: true, duplicate: true, triggerId, sessionId } };
       }
       if (first) return first;
-      // The first attempt failed: this one tries again.
+      // The first attempt failed: this one tries again, unless another retry
+      // that waited with it already has (look again after the await).
     }
     const attempt = this.#deliver(w, headers, raw, nonce).then((r) => {
       if (r.body.sessionId) {

@@ -7,7 +7,7 @@ import githubExamples from "@octokit/webhooks-examples" with { type: "json" };
 import { serveRelay } from "../relay/serve.ts";
 import type { SpawnRequest } from "../shared/protocol.ts";
 import { json, signUp, type User } from "./harness/client.ts";
-import { defaultAnswer, FakeRunner } from "./harness/fake_runner.ts";
+import { defaultAnswer, type FakeAnswer, FakeRunner } from "./harness/fake_runner.ts";
 import { MODEL } from "./harness/mock_llm.ts";
 import { tempDir } from "./harness/procs.ts";
 import {
@@ -1192,6 +1192,60 @@ Deno.test("a GitHub or Standard Webhooks redelivery while the first is still sta
         }
       });
     }
+  });
+});
+
+Deno.test("two redeliveries waiting on a first attempt that fails start one session between them", async () => {
+  await withFakeRunner(10_000, async ({ relayUrl, user, runner }) => {
+    // The first spawn is held, then refused; every later one is accepted.
+    let refuseFirst!: () => void;
+    const firstRefused = new Promise<FakeAnswer>((resolve) => {
+      refuseFirst = () => resolve({ ok: false, error: { code: "busy", message: "Try again" } });
+    });
+    const spawned: string[] = [];
+    runner.answer = (req) => {
+      if (req.op !== "spawn") return defaultAnswer(req);
+      spawned.push((req.data as SpawnRequest).sessionId);
+      return spawned.length === 1 ? firstRefused : defaultAnswer(req);
+    };
+    const hook = await createHook(user, {
+      name: "Retries",
+      source: "github",
+      runnerId: runner.runnerId,
+    });
+    const body = JSON.stringify({ ref: "refs/heads/main", marker: "RETRIES" });
+    const headers = {
+      "x-hub-signature-256": await signGitHub(hook.secret, body),
+      "x-github-event": "push",
+      "x-github-delivery": crypto.randomUUID(),
+    };
+    const first = fire(relayUrl, hook.id, body, headers);
+    await runner.until(() => spawned.length === 1, "the first spawn");
+    // Two retries of the same delivery id arrive while the first is starting;
+    // nothing shows from outside that they are waiting for it, so give them time.
+    const retries = [
+      fire(relayUrl, hook.id, body, headers),
+      fire(relayUrl, hook.id, body, headers),
+    ];
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal(spawned.length, 1, "the retries wait for the first attempt");
+    refuseFirst();
+    assert.equal((await first).status, 502);
+    await runner.until(() => spawned.length >= 2, "a spawn for the retries");
+    // A second spawn for the same delivery, if any, follows in the same turn.
+    await runner.barrier();
+    for (const id of spawned.slice(1)) {
+      runner.sendEvents(id, [{
+        seq: 1,
+        ts: Date.now(),
+        e: { type: "session_start", cwd: "/fake", model: null, resumed: false, tools: [] },
+      }]);
+    }
+    const answers = await Promise.all(retries);
+    assert.equal(spawned.length, 2, `one session for the delivery: ${JSON.stringify(answers)}`);
+    for (const a of answers) assert.equal(a.status, 200, JSON.stringify(a.body));
+    assert.equal(answers[0]!.body.sessionId, spawned[1]);
+    assert.equal(answers[1]!.body.sessionId, spawned[1]);
   });
 });
 
