@@ -5,19 +5,32 @@ import type { Principal } from "./auth.ts";
 
 /** Hono variables the relay's middleware sets. */
 export type RelayEnv = {
-  Variables: { principal: Principal };
+  Variables: {
+    principal: Principal;
+    /** Whether the principal's key or browser session still holds (see readJson). */
+    principalLive?: () => boolean;
+  };
 };
 
 /** Largest JSON body any API route accepts. */
 export const MAX_JSON_BODY = 1024 * 1024;
 
 /** Reads and validates a JSON body; every failure is a 4xx HttpError. */
-export async function readJson<T extends z.ZodType>(c: Context, schema: T): Promise<z.infer<T>> {
+export async function readJson<T extends z.ZodType>(
+  c: Context<RelayEnv>,
+  schema: T,
+): Promise<z.infer<T>> {
   const type = c.req.header("content-type") ?? "";
   if (!/^application\/json\b/i.test(type)) {
     throw new HttpError(415, "unsupported_media_type", "Content-Type must be application/json");
   }
   const buf = await readBody(c.req.raw, MAX_JSON_BODY);
+  // The caller was authenticated when its headers came in; the body may come
+  // much later. A key revoked (or a sign-out) meanwhile must not let it act.
+  const live = c.get("principalLive");
+  if (live && !live()) {
+    throw new HttpError(401, "unauthorized", "API key revoked or signed out during the request");
+  }
   let body: unknown;
   try {
     body = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(buf));

@@ -248,6 +248,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
       throw new HttpError(403, "bad_origin", "Request origin is not allowed");
     }
     c.set("principal", p);
+    c.set("principalLive", () => principalLive(p));
     await next();
   });
 

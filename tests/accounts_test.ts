@@ -8,7 +8,7 @@ import {
   startRunner,
   tempDir,
 } from "./harness/procs.ts";
-import { within } from "./harness/wait.ts";
+import { eventually, within } from "./harness/wait.ts";
 import { DatabaseSync } from "node:sqlite";
 import { join } from "node:path";
 
@@ -394,6 +394,37 @@ Deno.test("API keys: created once, listed without the secret, usable, and revoca
       assert.ok(created.expiresAt !== null);
     }
   });
+});
+
+Deno.test("a key revoked while a request made with it is still sending its body cannot act", async () => {
+  await using relay = await startTestRelay();
+  const user = await signUp(relay.url);
+  const doomed = await createKey(user, { name: "doomed" });
+  // A POST /api/keys with the doomed key whose body arrives in two parts.
+  let body!: ReadableStreamDefaultController<Uint8Array>;
+  const stream = new ReadableStream<Uint8Array>({ start: (c) => void (body = c) });
+  const minting = fetch(`${relay.url}/api/keys`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-api-key": doomed.key },
+    body: stream,
+  });
+  body.enqueue(new TextEncoder().encode('{"name":'));
+  // The relay has checked the key once it marks it used.
+  await eventually(
+    "the relay to authenticate the request",
+    () => relay.relay.store.keys.byId(doomed.id)?.lastUsedAt ?? undefined,
+  );
+  const del = await user.web(`/api/keys/${doomed.id}`, { method: "DELETE" });
+  assert.equal(del.status, 200, await del.text());
+  body.enqueue(new TextEncoder().encode('"minted-after-revocation"}'));
+  body.close();
+  const res = await minting;
+  assert.equal(await errorCode(res, 401), "unauthorized");
+  const { keys } = await (await user.web("/api/keys")).json();
+  assert.ok(
+    !keys.some((k: { name: string }) => k.name === "minted-after-revocation"),
+    "a revoked key minted a new key",
+  );
 });
 
 Deno.test("revoking a key closes the sockets opened with it", async (t) => {
