@@ -319,13 +319,20 @@ export class Hub {
       }
       this.store.sessions.update(sessionId, { cwd: res.cwd }, new Date().toISOString());
     } catch (err) {
-      // Nothing started: the session leaves no trace.
-      await this.settle();
-      this.store.tx(() => {
-        this.store.events.deleteSession(sessionId);
-        this.store.sessions.delete(sessionId);
-      });
-      this.#live.delete(sessionId);
+      // Nothing started: the session leaves no trace. Its row goes first, so
+      // no more of its events are taken (ingest answers unknown_session); what
+      // is pending is dropped, and its stored events go once the commit in
+      // flight, which may hold some of them, is done.
+      this.store.sessions.delete(sessionId);
+      const live = this.#live.get(sessionId);
+      if (live) {
+        live.pending = [];
+        live.pendingPatch = null;
+        this.#dirty.delete(live);
+        this.#live.delete(sessionId);
+      }
+      await this.#committing;
+      this.store.events.deleteSession(sessionId);
       this.#bump(userId);
       throw err;
     } finally {

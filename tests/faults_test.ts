@@ -937,3 +937,53 @@ Deno.test("sign-ups and sign-ins while a session streams never break the relay's
     await cleanup(relay.home);
   }
 });
+
+Deno.test("a spawn the runner refuses while it streams that session's events leaves none stored", async () => {
+  const relay = await startLoggedRelay();
+  const closers: (() => Promise<unknown>)[] = [];
+  try {
+    const user = await signUp(relay.url);
+    const fake = await FakeRunner.connect(relay.url, { apiKey: await runnerToken(user) });
+    closers.push(() => fake.close());
+    // A runner whose worker starts streaming, then reports the spawn failed and
+    // keeps streaming for a while (a worker it failed to stop): batches big
+    // enough for the writer thread, so commits are in flight when the spawn fails.
+    let sessionId = "";
+    let streaming: Promise<void> = Promise.resolve();
+    fake.answer = (req) => {
+      if (req.op !== "spawn") return null;
+      sessionId = (req.data as { sessionId: string }).sessionId;
+      let seq = 0;
+      const batch = () =>
+        Array.from({ length: 600 }, () => ({
+          seq: ++seq,
+          ts: Date.now(),
+          e: toolOutput("t1", `line ${seq} `.repeat(8)),
+        }));
+      fake.sendEvents(sessionId, batch());
+      fake.sendEvents(sessionId, batch());
+      streaming = (async () => {
+        for (let i = 0; i < 60 && fake.open; i++) {
+          fake.sendEvents(sessionId, batch());
+          await new Promise((r) => setTimeout(r, 2));
+        }
+      })();
+      return { ok: false, error: { code: "spawn_failed", message: "The worker did not start" } };
+    };
+    const res = await user.api(
+      "/api/runners/spawn",
+      json("POST", { runnerId: fake.runnerId, prompt: "fake", cwd: "/fake" }),
+    );
+    assert.equal(res.status, 502, await res.text());
+    await streaming;
+    await fake.barrier();
+    await relay.relay.hub.settle();
+    // Nothing of it is listed or stored, and the runner's later events were refused.
+    assert.equal(relay.relay.store.sessions.get(sessionId), undefined);
+    assert.equal(relay.relay.store.events.maxSeq(sessionId), 0, "events of the failed spawn");
+    assert.ok(fake.errors.some((e) => e.code === "unknown_session" && e.sessionId === sessionId));
+  } finally {
+    for (const close of closers.reverse()) await close().catch(() => {});
+    await relay.dispose();
+  }
+});
