@@ -6,7 +6,7 @@
  */
 import { DatabaseSync } from "node:sqlite";
 import { transaction } from "../db.ts";
-import { applyCommits, type EventCommit } from "./event_writer.ts";
+import { applyCommits, type ChunkedCommit } from "./event_writer.ts";
 import { EventsRepo } from "./events.ts";
 import { SessionsRepo } from "./sessions.ts";
 
@@ -19,7 +19,7 @@ let db: DatabaseSync | null = null;
 let repos: { events: EventsRepo; sessions: SessionsRepo } | null = null;
 
 scope.onmessage = (e: MessageEvent) => {
-  const m = e.data as { open?: string; id?: number; batch?: EventCommit[]; close?: boolean };
+  const m = e.data as { open?: string; id?: number; batch?: ChunkedCommit[]; close?: boolean };
   if (m.open) {
     db = new DatabaseSync(m.open);
     db.exec("PRAGMA busy_timeout = 5000");

@@ -61,36 +61,29 @@ export class EventsRepo {
    * re-send). Returns how many were stored.
    */
   appendMany(sessionId: string, events: readonly StoredEvent[]): number {
+    return this.appendChunks(sessionId, chunkEvents(events));
+  }
+
+  /**
+   * Appends chunks made by {@linkcode chunkEvents} (ascending, not
+   * overlapping), skipping the events at or below the session's last stored
+   * seq. Returns how many events were stored.
+   */
+  appendChunks(sessionId: string, chunks: readonly EventChunk[]): number {
     const stored = this.maxSeq(sessionId);
-    let i = 0;
-    while (i < events.length && events[i]!.seq <= stored) i++;
-    const from = i;
-    while (i < events.length) {
-      const start = i;
-      let bytes = events[i]!.json.length;
-      let contiguous = true;
-      // A line per event: JSON that holds a newline of its own goes alone.
-      const alone = events[i]!.json.includes("\n");
-      i++;
-      while (i < events.length) {
-        const ev = events[i]!;
-        const prev = events[i - 1]!.seq;
-        if (ev.seq <= prev) throw new Error(`Events out of order: ${ev.seq} after ${prev}`);
-        if (alone || bytes + ev.json.length > CHUNK_BYTES || ev.json.includes("\n")) break;
-        if (ev.seq !== prev + 1) contiguous = false;
-        bytes += ev.json.length;
-        i++;
+    let n = 0;
+    for (const c of chunks) {
+      if (c.lastSeq <= stored) continue;
+      // A re-send that overlaps what is stored: the stored copies win.
+      const fresh = c.firstSeq > stored
+        ? [c]
+        : chunkEvents(eventsOf(c).filter((e) => e.seq > stored));
+      for (const f of fresh) {
+        this.#insert.run(sessionId, f.firstSeq, f.lastSeq, f.seqs, f.body);
+        n += f.count;
       }
-      const chunk = events.slice(start, i);
-      this.#insert.run(
-        sessionId,
-        chunk[0]!.seq,
-        chunk[chunk.length - 1]!.seq,
-        contiguous ? null : chunk.map((e) => e.seq).join(","),
-        chunk.length === 1 ? chunk[0]!.json : chunk.map((e) => e.json).join("\n"),
-      );
     }
-    return events.length - from;
+    return n;
   }
 
   /** Up to `limit` events with seq greater than `afterSeq`, oldest first. */
@@ -105,15 +98,8 @@ export class EventsRepo {
         body: string;
       };
       if (last <= afterSeq) continue;
-      if (first === last) {
-        out.push({ seq: first, json: body });
-      } else {
-        const lines = body.split("\n");
-        const nums = seqs === null ? null : seqs.split(",").map(Number);
-        for (let k = 0; k < lines.length && out.length < limit; k++) {
-          const seq = nums ? nums[k]! : first + k;
-          if (seq > afterSeq) out.push({ seq, json: lines[k]! });
-        }
+      for (const ev of eventsOf({ firstSeq: first, lastSeq: last, seqs, body })) {
+        if (ev.seq > afterSeq && out.length < limit) out.push(ev);
       }
       if (out.length >= limit) break;
     }
@@ -129,4 +115,59 @@ export class EventsRepo {
   deleteSession(sessionId: string): void {
     this.db.prepare("DELETE FROM session_event_chunks WHERE session_id = ?").run(sessionId);
   }
+}
+
+/** A run of one session's events as one stored row (see {@linkcode EventsRepo}). */
+export interface EventChunk {
+  firstSeq: number;
+  lastSeq: number;
+  /** How many events it holds. */
+  count: number;
+  /** Their seqs, comma-separated, when the run has a gap; null when it has none. */
+  seqs: string | null;
+  /** Their JSON, a line each; one event whose JSON holds a newline is a chunk by itself. */
+  body: string;
+}
+
+/**
+ * Cuts a run of events (ascending seqs) into chunks of at most CHUNK_BYTES;
+ * throws when two are out of order.
+ */
+export function chunkEvents(events: readonly StoredEvent[]): EventChunk[] {
+  const chunks: EventChunk[] = [];
+  let i = 0;
+  while (i < events.length) {
+    const start = i;
+    let bytes = events[i]!.json.length;
+    let contiguous = true;
+    // A line per event: JSON that holds a newline of its own goes alone.
+    const alone = events[i]!.json.includes("\n");
+    i++;
+    while (i < events.length) {
+      const ev = events[i]!;
+      const prev = events[i - 1]!.seq;
+      if (ev.seq <= prev) throw new Error(`Events out of order: ${ev.seq} after ${prev}`);
+      if (alone || bytes + ev.json.length > CHUNK_BYTES || ev.json.includes("\n")) break;
+      if (ev.seq !== prev + 1) contiguous = false;
+      bytes += ev.json.length;
+      i++;
+    }
+    const run = events.slice(start, i);
+    chunks.push({
+      firstSeq: run[0]!.seq,
+      lastSeq: run[run.length - 1]!.seq,
+      count: run.length,
+      seqs: contiguous ? null : run.map((e) => e.seq).join(","),
+      body: run.length === 1 ? run[0]!.json : run.map((e) => e.json).join("\n"),
+    });
+  }
+  return chunks;
+}
+
+/** The events a stored chunk holds, in order. */
+function eventsOf(c: Omit<EventChunk, "count">): StoredEvent[] {
+  if (c.firstSeq === c.lastSeq) return [{ seq: c.firstSeq, json: c.body }];
+  const lines = c.body.split("\n");
+  const nums = c.seqs === null ? null : c.seqs.split(",").map(Number);
+  return lines.map((json, k) => ({ seq: nums ? nums[k]! : c.firstSeq + k, json }));
 }
