@@ -2,7 +2,13 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { openDatabase } from "../db.ts";
-import { adaptiveCommit, CpuGauge, type EventCommit, EventWriterThread } from "./event_writer.ts";
+import {
+  adaptiveCommit,
+  CpuGauge,
+  type EventCommit,
+  EventWriterThread,
+  INLINE_EVENTS,
+} from "./event_writer.ts";
 import { Store } from "./mod.ts";
 
 /** A gauge that reads as told, one answer per commit (then idle). */
@@ -68,13 +74,13 @@ Deno.test("adaptive commits: a large commit goes to the thread even when idle", 
     // the event loop on it; on the thread it waits there.
     const other = new DatabaseSync(path);
     other.exec("BEGIN IMMEDIATE");
-    const big = commit(commitOf("s1", 1, 600));
+    const big = commit(commitOf("s1", 1, INLINE_EVENTS + 1));
     await new Promise((r) => setTimeout(r, 50));
     assert.equal(store.events.maxSeq("s1"), 0, "not stored while the lock is held");
     other.exec("COMMIT");
     other.close();
     await big;
-    assert.equal(store.events.maxSeq("s1"), 600);
+    assert.equal(store.events.maxSeq("s1"), INLINE_EVENTS + 1);
   });
 });
 
