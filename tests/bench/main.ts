@@ -3,7 +3,11 @@
  * machine, in one run, and prints ratios. See docs/performance.md.
  *
  *   deno task bench [--quick] [--only fanout,replay,durability,spawn,memory,http,ui,sessions]
- *                   [--client native|ws] [--out tests/bench/results/latest.json]
+ *                   [--client native|ws] [--out file.json]
+ *
+ * A full run writes tests/bench/results/latest.json (committed: the table in
+ * docs/performance.md comes from it); a quick or partial run writes
+ * results/partial.json (not committed), unless `--out` says otherwise.
  *
  * @module
  */
@@ -63,7 +67,9 @@ async function main(): Promise<number> {
     console.error(`Unknown client: '${values.client}' (native or ws)`);
     return 2;
   }
-  const out = values.out ?? join(BENCH_DIR, "results", "latest.json");
+  // A quick or partial run must not replace the full run's results.
+  const full = !values.quick && only.length === SCENARIOS.length;
+  const out = values.out ?? join(BENCH_DIR, "results", full ? "latest.json" : "partial.json");
   const rows: ResultRow[] = [];
   const started = performance.now();
   const ctx: BenchContext = {
