@@ -6,7 +6,7 @@
  *
  * @module
  */
-import type { ModelRef, SessionEvent, SessionEventBody } from "./protocol.ts";
+import type { ModelRef, SessionActivity, SessionEvent, SessionEventBody } from "./protocol.ts";
 
 /** A piece of an assistant message. */
 export type Block =
@@ -19,19 +19,29 @@ export interface ToolRun {
   id: string;
   name: string;
   args: unknown;
-  status: "pending" | "running" | "done" | "error";
+  /** `interrupted`: the runner stopped while it ran, so it has no result. */
+  status: "pending" | "running" | "done" | "error" | "interrupted";
   /** Latest output while it runs, then the result text. */
   output: string;
 }
 
 /** One entry of the conversation, in order. */
 export type Item =
-  | { kind: "user"; key: string; text: string; images: number }
+  | {
+    kind: "user";
+    key: string;
+    text: string;
+    images: number;
+    /** The agent no longer has this message (lost in a runner restart). */
+    forgotten: boolean;
+  }
   | {
     kind: "assistant";
     key: string;
     blocks: Block[];
     streaming: boolean;
+    /** Cut off by a runner restart: the agent never finished (nor remembers) it. */
+    interrupted: boolean;
     stopReason: string | null;
     error: string | null;
     model: string | null;
@@ -64,6 +74,8 @@ export interface Conversation {
   tools: Record<string, ToolRun>;
   usage: Usage;
   working: boolean;
+  /** What the agent is doing, as far as its events tell. */
+  activity: SessionActivity;
   model: ModelRef | null;
   cwd: string | null;
   ended: { reason: string; message: string } | null;
@@ -78,6 +90,7 @@ export function emptyConversation(): Conversation {
     tools: {},
     usage: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, cost: 0 },
     working: false,
+    activity: "idle",
     model: null,
     cwd: null,
     ended: null,
@@ -136,16 +149,49 @@ function apply(
     case "session_start": {
       if (isModel(e.model)) c.model = { provider: e.model.provider, id: e.model.id };
       if (typeof e.cwd === "string") c.cwd = e.cwd;
-      c.working = false;
-      if (e.resumed) notice("info", "Session resumed after the runner restarted");
+      // A new worker has no turn in flight and an empty queue, whatever the
+      // last events said: a turn the runner lost in a restart ends here.
+      const cut = interrupt(c, items, tools);
+      if (c.queue.steering.length > 0 || c.queue.followUp.length > 0) {
+        c.queue = { steering: [], followUp: [] };
+      }
+      if (cut) {
+        notice(
+          "error",
+          "The runner restarted during this turn, so the agent stopped. " +
+            "Send a message to continue",
+        );
+      } else if (e.resumed && !e.woke) notice("info", "Session resumed after the runner restarted");
+      const forgotten = isMemory(e.memory) ? markForgotten(c, items, e.memory) : 0;
+      if (forgotten > 0) {
+        notice(
+          "error",
+          forgotten === 1
+            ? "The agent does not remember the message marked above: the runner restarted " +
+              "before it was saved. Send it again to continue"
+            : `The agent does not remember the ${forgotten} messages marked above: the runner ` +
+              "restarted before they were saved. Send them again to continue",
+        );
+      }
       if (typeof e.notice === "string") notice("info", e.notice);
       return;
     }
+    case "session_sleep":
+      if (interrupt(c, items, tools)) {
+        notice("error", "The runner restarted during this turn, so the agent stopped");
+      }
+      c.activity = "asleep";
+      return;
+    case "session_waking":
+      c.activity = "waking";
+      return;
     case "agent_start":
       c.working = true;
+      c.activity = "working";
       return;
     case "agent_end":
       c.working = false;
+      c.activity = "idle";
       finishStreaming(c, items);
       return;
     case "message_start":
@@ -195,6 +241,7 @@ function apply(
       return;
     case "session_end": {
       c.working = false;
+      c.activity = "idle";
       finishStreaming(c, items);
       const reason = String(e.reason ?? "ended");
       const message = String(e.message ?? "Session ended");
@@ -248,7 +295,7 @@ function messageStart(
     // A trigger's message is already shown as its trigger card.
     const id = text.match(/<trigger id="([^"]+)"/)?.[1];
     if (id && c.items.some((i) => i.kind === "trigger" && i.triggerId === id)) return;
-    items().push({ kind: "user", key: `u${ev.seq}`, text, images });
+    items().push({ kind: "user", key: `u${ev.seq}`, text, images, forgotten: false });
   } else if (m?.role === "assistant") {
     finishStreaming(c, items);
     items().push({
@@ -256,6 +303,7 @@ function messageStart(
       key: `a${ev.seq}`,
       blocks: [],
       streaming: true,
+      interrupted: false,
       stopReason: null,
       error: null,
       model: typeof m.model === "string" ? m.model : null,
@@ -388,6 +436,7 @@ function messageEnd(
       kind: "assistant",
       key: `a${ev.seq}`,
       model: typeof m.model === "string" ? m.model : null,
+      interrupted: false,
       ...final,
     });
   }
@@ -431,6 +480,78 @@ function finishStreaming(c: Conversation, items: Mut<Item[]>): void {
   if (at < 0) return;
   const list = items();
   list[at] = { ...(list[at] as Extract<Item, { kind: "assistant" }>), streaming: false };
+}
+
+/**
+ * Ends what a lost turn left open: the streaming message (marked
+ * interrupted), running tools, the working state. Returns whether a turn
+ * was in flight.
+ */
+function interrupt(
+  c: Conversation,
+  items: Mut<Item[]>,
+  tools: Mut<Record<string, ToolRun>>,
+): boolean {
+  let cut = c.working;
+  c.working = false;
+  c.activity = "idle";
+  const at = lastStreaming(c);
+  if (at >= 0) {
+    const list = items();
+    list[at] = {
+      ...(list[at] as Extract<Item, { kind: "assistant" }>),
+      streaming: false,
+      interrupted: true,
+    };
+    cut = true;
+  }
+  for (const run of Object.values(c.tools)) {
+    if (run.status !== "running" && run.status !== "pending") continue;
+    tools()[run.id] = { ...run, status: "interrupted" };
+    cut = true;
+  }
+  return cut;
+}
+
+/** What a resumed agent holds (see the worker's `memoryOf`). */
+interface Memory {
+  messages: number;
+  lastPrompt: string | null;
+}
+
+function isMemory(v: unknown): v is Memory {
+  const m = v as Memory;
+  return typeof v === "object" && v !== null && typeof m.messages === "number" &&
+    (m.lastPrompt === null || typeof m.lastPrompt === "string");
+}
+
+/**
+ * Marks the prompts shown after the last one the agent remembers as
+ * forgotten; returns how many were newly marked. When the agent's last
+ * prompt is not on screen (the log and its memory disagree), nothing is.
+ */
+function markForgotten(c: Conversation, items: Mut<Item[]>, memory: Memory): number {
+  let from = 0;
+  if (memory.lastPrompt !== null) {
+    const trigger = memory.lastPrompt.match(/<trigger id="([^"]+)"/)?.[1];
+    from = -1;
+    for (let i = c.items.length - 1; i >= 0 && from < 0; i--) {
+      const it = c.items[i]!;
+      if (
+        (it.kind === "user" && it.text === memory.lastPrompt) ||
+        (trigger !== undefined && it.kind === "trigger" && it.triggerId === trigger)
+      ) from = i + 1;
+    }
+    if (from < 0) return 0;
+  }
+  let n = 0;
+  for (let i = from; i < c.items.length; i++) {
+    const it = c.items[i]!;
+    if (it.kind !== "user" || it.forgotten) continue;
+    items()[i] = { ...it, forgotten: true };
+    n++;
+  }
+  return n;
 }
 
 function userContent(content: unknown): { text: string; images: number } {
