@@ -127,6 +127,8 @@ interface LiveSession {
 const STATEFUL_EVENTS = new Set([
   "session_start",
   "session_end",
+  "session_sleep",
+  "session_waking",
   "agent_start",
   "agent_end",
   "message_start",
@@ -988,7 +990,9 @@ function statePatch(
     case "session_start": {
       // A session the relay already ended (say, it started too late) stays ended.
       if (rec.status === "ended" || rec.status === "error") return {};
-      const patch: SessionPatch = { status: "running" };
+      // A worker that just started has no turn in flight, whatever the last
+      // one did (a runner that crashed mid-turn never sent its agent_end).
+      const patch: SessionPatch = { status: "running", activity: "idle" };
       if (typeof e.cwd === "string") patch.cwd = e.cwd;
       if (isModelRef(e.model)) patch.model = { provider: e.model.provider, id: e.model.id };
       return patch;
@@ -997,6 +1001,10 @@ function statePatch(
       return { activity: "working" };
     case "agent_end":
       return { activity: "idle" };
+    case "session_sleep":
+    case "session_waking":
+      if (rec.status === "ended" || rec.status === "error") return {};
+      return { activity: e.type === "session_sleep" ? "asleep" : "waking" };
     case "message_start": {
       const m = e.message as { role?: string; content?: unknown } | undefined;
       if (rec.title || m?.role !== "user") return {};

@@ -97,7 +97,8 @@ function runnerError(e: WireError | undefined): HttpError {
     ? 400
     : code === "not_found"
     ? 404
-    : code === "busy" || code === "session_ended" || code === "not_ready"
+    : code === "busy" || code === "session_ended" || code === "not_ready" ||
+        code === "not_queued"
     ? 409
     : code === "runner_timeout"
     ? 504

@@ -32,6 +32,31 @@ export interface RunnerConfig {
   rootsSource: string | null;
   name: string;
   skip: SkipOptions;
+  /** How long a session may go without a turn before its worker stops (0: never). */
+  sleepAfterMs: number;
+}
+
+/** Default of `sleepAfter`: an idle session's worker stops after 10 minutes. */
+export const DEFAULT_SLEEP_AFTER_MS = 10 * 60_000;
+
+const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+/**
+ * A duration such as `10m`, `90s`, `500ms` or `1h` (a bare number is
+ * seconds) in milliseconds; `0` or `off` is 0 (never).
+ */
+export function parseDuration(raw: string | number, what: string): number {
+  if (typeof raw === "number") raw = String(raw);
+  const text = raw.trim().toLowerCase();
+  if (text === "off" || text === "never") return 0;
+  const m = text.match(/^(\d+(?:\.\d+)?)\s*(ms|s|m|h)?$/);
+  const ms = m ? Math.round(Number(m[1]) * DURATION_UNITS[m[2] ?? "s"]!) : NaN;
+  if (!Number.isSafeInteger(ms) || ms > 30 * 86_400_000) {
+    throw new ConfigError(
+      `Invalid ${what}: '${raw}' (expected a duration such as 10m, 90s or off)`,
+    );
+  }
+  return ms;
 }
 
 /** Reads an environment variable (replaceable in tests). */
@@ -181,7 +206,23 @@ export async function loadRunnerConfig(
   const { roots, source } = rootsFromEnv(env);
   const name = flags.name || env("BATON_RUNNER_NAME") ||
     (typeof file.runnerName === "string" ? file.runnerName : "") || hostname();
-  return { home, batonDir, relayUrl, apiKey, roots, rootsSource: source, name, skip };
+  const sleepEnv = env("BATON_SLEEP_AFTER");
+  const sleepAfterMs = sleepEnv !== undefined && sleepEnv.trim() !== ""
+    ? parseDuration(sleepEnv, "BATON_SLEEP_AFTER")
+    : typeof file.sleepAfter === "string" || typeof file.sleepAfter === "number"
+    ? parseDuration(file.sleepAfter, "sleepAfter in config.json")
+    : DEFAULT_SLEEP_AFTER_MS;
+  return {
+    home,
+    batonDir,
+    relayUrl,
+    apiKey,
+    roots,
+    rootsSource: source,
+    name,
+    skip,
+    sleepAfterMs,
+  };
 }
 
 /** `<home>/.baton/runner.json`'s runner id, created on first use and kept after. */

@@ -79,6 +79,14 @@ interface DaemonSession {
   sentSeq: number;
   /** The worker reported (or the daemon recorded) the end of the session. */
   ended: boolean;
+  /** The agent is on a turn (from agent_start until agent_end or an error). */
+  working: boolean;
+  /** The worker was (or is being) stopped for want of turns; input wakes it. */
+  asleep: boolean;
+  /** The wake in progress, which inputs arriving meanwhile wait for. */
+  waking: Promise<void> | null;
+  /** Puts the worker to sleep once the session has been idle long enough. */
+  sleepTimer: ReturnType<typeof setTimeout> | null;
   inputs: Map<number, { resolve: () => void; reject: (e: Error) => void }>;
 }
 
@@ -90,6 +98,8 @@ export interface DaemonOptions {
   roots: string[] | null;
   /** Workers started ahead of time (0 or 1) so spawns skip the start-up cost. */
   warmWorkers: number;
+  /** How long a session may go without a turn before its worker stops (0: never). */
+  sleepAfterMs: number;
   log: (line: string) => void;
 }
 
@@ -159,11 +169,25 @@ export class Daemon {
   // -------------------------------------------------------------------------
   // Sessions and workers
 
+  /**
+   * Brings back the sessions of the last run: those with a turn in flight
+   * get a worker at once (the turn is over, and the viewers must see so);
+   * the others sleep until an input or a trigger wakes them.
+   */
   async #resumeAll(): Promise<void> {
     for (const entry of await this.#registry.list()) {
       const s = this.#newSession(entry, null);
-      this.#startWorker(s, { prompt: "", resumeFile: entry.piSessionFile, resumed: true });
-      this.#opts.log(`resuming session ${entry.sessionId}`);
+      if (entry.busy) {
+        this.#startWorker(s, { prompt: "", resumeFile: entry.piSessionFile, resumed: true });
+        this.#opts.log(`resuming session ${entry.sessionId} (a turn was in flight)`);
+        continue;
+      }
+      s.asleep = true;
+      if (!entry.asleep) {
+        entry.asleep = true;
+        this.#enqueue(s, { type: "session_sleep" });
+        this.#saveEntry(s);
+      }
     }
   }
 
@@ -176,6 +200,10 @@ export class Daemon {
       unacked: [],
       sentSeq: 0,
       ended: false,
+      working: entry.busy ?? false,
+      asleep: false,
+      waking: null,
+      sleepTimer: null,
       inputs: new Map(),
     };
     this.#sessions.set(entry.sessionId, s);
@@ -212,12 +240,17 @@ export class Daemon {
     });
   }
 
+  #saveEntry(s: DaemonSession): void {
+    this.#registry.save(s.entry).catch((e) => this.#opts.log(`registry: ${e}`));
+  }
+
   #startWorker(
     s: DaemonSession,
     start: {
       prompt: string;
       resumeFile: string | null;
       resumed: boolean;
+      woke?: boolean;
       trigger?: DeliveredTrigger;
       instruction?: string;
     },
@@ -240,11 +273,12 @@ export class Daemon {
       prompt: start.prompt,
       resumeFile: start.resumeFile,
       resumed: start.resumed,
+      ...(start.woke ? { woke: true } : {}),
       ...(start.trigger ? { trigger: start.trigger } : {}),
       ...(start.instruction ? { instruction: start.instruction } : {}),
     });
     s.entry.pid = worker.pid;
-    this.#registry.save(s.entry).catch((e) => this.#opts.log(`registry: ${e}`));
+    this.#saveEntry(s);
     worker.exited.then((st: Deno.CommandStatus) => this.#onWorkerExit(s, worker, st));
     queueMicrotask(() => this.#refillSpare());
   }
@@ -254,10 +288,27 @@ export class Daemon {
       case "started":
         s.entry.piSessionFile = msg.piSessionFile;
         if (msg.model) s.entry.model = msg.model;
-        this.#registry.save(s.entry).catch((e) => this.#opts.log(`registry: ${e}`));
+        this.#saveEntry(s);
         return;
       case "event":
-        if (msg.e.type === "session_end") s.ended = true;
+        switch (msg.e.type) {
+          case "session_end":
+            s.ended = true;
+            this.#clearSleep(s);
+            break;
+          case "session_start":
+            // A resumed worker has no turn in flight: the one it had is over.
+            if (msg.e.resumed) this.#setWorking(s, false);
+            else this.#armSleep(s);
+            break;
+          case "agent_start":
+            this.#setWorking(s, true);
+            break;
+          case "agent_end":
+          case "session_error":
+            this.#setWorking(s, false);
+            break;
+        }
         this.#enqueue(s, msg.e);
         return;
       case "res": {
@@ -302,6 +353,12 @@ export class Daemon {
     s.inputs.clear();
     // During shutdown the session stays registered and comes back at next start.
     if (this.#stopping) return;
+    if (s.asleep) {
+      // Put to sleep on purpose (see #sleep), unless it was ended meanwhile.
+      if (!s.ended) this.#enqueue(s, { type: "session_sleep" });
+      this.#maybeForget(s);
+      return;
+    }
     if (!s.ended && st.signal === "SIGTERM") {
       // A service manager stopping the whole unit signals every process at
       // once: give the daemon's own SIGTERM a moment to arrive before calling
@@ -326,6 +383,79 @@ export class Daemon {
         signal: st.signal,
       });
     }
+    this.#registry.remove(s.entry.sessionId).catch((e) => this.#opts.log(`registry: ${e}`));
+    this.#maybeForget(s);
+  }
+
+  // -------------------------------------------------------------------------
+  // Sleep and wake
+
+  /** Records whether a turn is in flight (kept on disk for a restart) and times sleep. */
+  #setWorking(s: DaemonSession, working: boolean): void {
+    if (s.working !== working) {
+      s.working = working;
+      s.entry.busy = working;
+      this.#saveEntry(s);
+    }
+    if (working) this.#clearSleep(s);
+    else this.#armSleep(s);
+  }
+
+  #clearSleep(s: DaemonSession): void {
+    if (s.sleepTimer !== null) clearTimeout(s.sleepTimer);
+    s.sleepTimer = null;
+  }
+
+  /** (Re)starts the idle countdown of a session whose agent is idle. */
+  #armSleep(s: DaemonSession): void {
+    this.#clearSleep(s);
+    const ms = this.#opts.sleepAfterMs;
+    if (ms <= 0 || s.working || s.ended || s.asleep || !s.worker || this.#stopping) return;
+    s.sleepTimer = setTimeout(() => this.#sleep(s), ms);
+  }
+
+  /**
+   * Stops an idle session's worker (about 115 MB) and keeps the session: pi
+   * has saved its conversation, and the next input or trigger wakes it.
+   */
+  #sleep(s: DaemonSession): void {
+    s.sleepTimer = null;
+    if (s.working || s.ended || s.asleep || !s.worker || s.inputs.size > 0) return;
+    if (this.#stopping) return;
+    this.#opts.log(`session ${s.entry.sessionId}: idle, stopping its worker until it is needed`);
+    s.asleep = true;
+    s.entry.asleep = true;
+    this.#saveEntry(s);
+    s.worker.kill("SIGTERM");
+  }
+
+  /** Starts a sleeping session's worker again; resolves once it takes input. */
+  #wake(s: DaemonSession): Promise<void> {
+    s.waking ??= (async () => {
+      // A worker still on its way to sleep finishes first.
+      if (s.worker) await s.worker.exited;
+      if (s.ended || this.#stopping) {
+        throw new RequestError("session_ended", "Session has ended");
+      }
+      if (!s.asleep) return;
+      this.#opts.log(`session ${s.entry.sessionId}: waking`);
+      s.asleep = false;
+      s.entry.asleep = false;
+      this.#enqueue(s, { type: "session_waking" });
+      this.#startWorker(s, {
+        prompt: "",
+        resumeFile: s.entry.piSessionFile,
+        resumed: true,
+        woke: true,
+      });
+    })().finally(() => s.waking = null);
+    return s.waking;
+  }
+
+  /** Ends a sleeping session without waking it. */
+  #endAsleep(s: DaemonSession): void {
+    s.ended = true;
+    this.#enqueue(s, { type: "session_end", reason: "ended", message: "Ended by user" });
     this.#registry.remove(s.entry.sessionId).catch((e) => this.#opts.log(`registry: ${e}`));
     this.#maybeForget(s);
   }
@@ -496,6 +626,8 @@ export class Daemon {
       piSessionFile: null,
       pid: null,
       createdAt: new Date().toISOString(),
+      // A first prompt or trigger starts a turn right away.
+      busy: (typeof req.prompt === "string" && req.prompt.trim() !== "") || !!req.trigger,
     };
     const s = this.#newSession(entry, 1);
     await this.#registry.save(entry);
@@ -515,6 +647,20 @@ export class Daemon {
       return Promise.reject(new RequestError("bad_request", "Unknown input kind"));
     }
     const text = typeof req.text === "string" ? req.text : "";
+    const s = this.#sessions.get(req?.sessionId);
+    if (s?.asleep && !s.ended) {
+      // Nothing runs and nothing is queued in a sleeping session: these need no worker.
+      if (kind === "abort") return Promise.resolve();
+      if (kind === "dequeue") {
+        return Promise.reject(
+          new RequestError("not_queued", "That message is no longer queued: the agent has read it"),
+        );
+      }
+      if (kind === "end") {
+        this.#endAsleep(s);
+        return Promise.resolve();
+      }
+    }
     return this.#ask(req?.sessionId, (id) => ({ t: "input", id, kind, text }));
   }
 
@@ -530,18 +676,20 @@ export class Daemon {
     }));
   }
 
-  /** Sends a message that the session's worker answers with `res`, and waits for it. */
-  #ask(sessionId: string, message: (id: number) => DaemonToWorker): Promise<void> {
+  /**
+   * Sends a message that the session's worker answers with `res`, and waits
+   * for it; a sleeping session is woken first.
+   */
+  async #ask(sessionId: string, message: (id: number) => DaemonToWorker): Promise<void> {
     const s = this.#sessions.get(sessionId);
-    if (!s) {
-      return Promise.reject(new RequestError("not_found", "Session is not on this runner"));
-    }
-    if (!s.worker || s.ended) {
-      return Promise.reject(new RequestError("session_ended", "Session has ended"));
-    }
+    if (!s) throw new RequestError("not_found", "Session is not on this runner");
+    if (s.ended) throw new RequestError("session_ended", "Session has ended");
+    this.#clearSleep(s);
+    if (s.asleep || s.waking) await this.#wake(s);
+    if (!s.worker || s.ended) throw new RequestError("session_ended", "Session has ended");
     const id = this.#nextInputId++;
     const worker = s.worker;
-    return new Promise<void>((resolve, reject) => {
+    await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
         s.inputs.delete(id);
         reject(new RequestError("runner_timeout", "The session did not take the input in time"));
@@ -551,7 +699,7 @@ export class Daemon {
         reject: (e) => (clearTimeout(timer), reject(e)),
       });
       worker.send(message(id));
-    });
+    }).finally(() => this.#armSleep(s));
   }
 
   async #shutdownWorkers(): Promise<void> {
@@ -633,6 +781,7 @@ export async function daemonMain(argv: string[]): Promise<number> {
     runnerId,
     roots,
     warmWorkers: warm === "0" ? 0 : 1,
+    sleepAfterMs: config.sleepAfterMs,
     log,
   });
   for (const sig of ["SIGINT", "SIGTERM"] as const) {

@@ -11,6 +11,10 @@ export interface SessionEntry {
   /** The worker's process id (to stop an orphan before resuming). */
   pid: number | null;
   createdAt: string;
+  /** A turn was in flight: a restarted daemon resumes the session at once. */
+  busy?: boolean;
+  /** The worker was stopped after a while without a turn; the next input wakes it. */
+  asleep?: boolean;
 }
 
 /** `<home>/.baton/runner/sessions/<id>.json`, one file per live session. */

@@ -179,10 +179,12 @@ class Worker {
       resumed: msg.resumed,
       tools: session.agent.state.tools.map((t) => t.name),
       skip,
+      ...(msg.woke ? { woke: true } : {}),
+      // What the agent still has of the conversation: a viewer marks what it
+      // showed after the last remembered prompt as forgotten (pi saves a
+      // conversation only once its first answer ends).
+      ...(msg.resumed ? { memory: memoryOf(session.messages) } : {}),
       ...(modelFallbackMessage ? { notice: modelFallbackMessage } : {}),
-      ...(msg.resumed && !haveFile
-        ? { notice: "The conversation had not been saved yet; the session starts afresh" }
-        : {}),
     });
     session.subscribe((ev) => this.emit(slimPiEvent(ev as { type: string })));
     if (!usable) {
@@ -255,7 +257,18 @@ class Worker {
           else await s.followUp(msg.text);
           return reply();
         case "abort":
+          // Queued steers and follow-ups would otherwise ride along with the
+          // next prompt: Stop takes them back too.
+          s.clearQueue();
           await s.abort();
+          return reply();
+        case "dequeue":
+          if (!dequeue(s, msg.text)) {
+            return reply({
+              code: "not_queued",
+              message: "That message is no longer queued: the agent has read it",
+            });
+          }
           return reply();
         case "end":
           this.#flushUpdates();
@@ -277,6 +290,40 @@ class Worker {
       // Nothing to save: pi writes its session file as it goes.
     }
   }
+}
+
+/**
+ * Takes one queued steer or follow-up back (the first one with this text).
+ * pi can only clear its queues, so the others are queued again, in order.
+ */
+function dequeue(s: AgentSession, text: string): boolean {
+  const steering = [...s.getSteeringMessages()];
+  const followUp = [...s.getFollowUpMessages()];
+  const from = steering.includes(text) ? steering : followUp.includes(text) ? followUp : null;
+  if (!from) return false;
+  from.splice(from.indexOf(text), 1);
+  s.clearQueue();
+  // Each queues synchronously before its first await, so the order holds.
+  for (const t of steering) s.steer(t).catch(() => {});
+  for (const t of followUp) s.followUp(t).catch(() => {});
+  return true;
+}
+
+/** How much of a conversation the agent holds: its message count and last prompt. */
+export function memoryOf(
+  messages: readonly { role: string; content?: unknown }[],
+): { messages: number; lastPrompt: string | null } {
+  let lastPrompt: string | null = null;
+  for (let i = messages.length - 1; i >= 0 && lastPrompt === null; i--) {
+    const m = messages[i]!;
+    if (m.role !== "user") continue;
+    lastPrompt = typeof m.content === "string"
+      ? m.content
+      : Array.isArray(m.content)
+      ? m.content.filter((c) => c?.type === "text").map((c) => String(c.text ?? "")).join("\n")
+      : "";
+  }
+  return { messages: messages.length, lastPrompt };
 }
 
 function errorText(err: unknown): string {

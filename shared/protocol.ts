@@ -41,14 +41,28 @@ export interface SessionEvent {
   e: SessionEventBody;
 }
 
-/** What a viewer may send into a session. */
-export type InputKind = "prompt" | "steer" | "followUp" | "abort" | "end";
-export const INPUT_KINDS: readonly InputKind[] = ["prompt", "steer", "followUp", "abort", "end"];
+/**
+ * What a viewer may send into a session. `dequeue` takes back a queued steer
+ * or follow-up that the agent has not read yet (its `text` names it).
+ */
+export type InputKind = "prompt" | "steer" | "followUp" | "abort" | "end" | "dequeue";
+export const INPUT_KINDS: readonly InputKind[] = [
+  "prompt",
+  "steer",
+  "followUp",
+  "abort",
+  "end",
+  "dequeue",
+];
 
 /** Lifecycle of a session as the relay lists it. */
 export type SessionStatus = "starting" | "running" | "ended" | "error";
-/** Whether the agent of a running session is working on a turn. */
-export type SessionActivity = "working" | "idle";
+/**
+ * What the agent of a running session is doing: working on a turn, idle,
+ * asleep (its worker stopped after a while without a turn; the next input
+ * wakes it) or waking (its worker is starting again).
+ */
+export type SessionActivity = "working" | "idle" | "asleep" | "waking";
 
 /** A session as the relay lists it. */
 export interface SessionInfo {
@@ -242,8 +256,10 @@ export interface WorkerStart {
   instruction?: string;
   /** pi session file to resume instead of starting a new conversation. */
   resumeFile: string | null;
-  /** True when the daemon brings back a session after a restart. */
+  /** True when the daemon brings back a session after a restart, or wakes it. */
   resumed: boolean;
+  /** True when the session wakes from sleep (not after a restart). */
+  woke?: boolean;
 }
 
 export interface WorkerInput {

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
+import { applyEvents, emptyConversation } from "../shared/conversation.ts";
 import { assertContiguous, json, signUp, Viewer } from "./harness/client.ts";
 import { MockLlm, MODEL } from "./harness/mock_llm.ts";
 import { RelayProcess, type RunnerProcess, startRunner, tempDir } from "./harness/procs.ts";
@@ -130,7 +131,7 @@ Deno.test("a worker killed with SIGKILL ends only its own session", async () => 
   }
 });
 
-Deno.test("a killed daemon is restarted by the supervisor and its sessions come back", async () => {
+Deno.test("a killed daemon is restarted by the supervisor: idle sessions sleep, turns in flight end visibly", async () => {
   const llm = MockLlm.start();
   const relay = await RelayProcess.start();
   let runner: RunnerProcess | undefined;
@@ -140,23 +141,38 @@ Deno.test("a killed daemon is restarted by the supervisor and its sessions come 
     await llm.writeModelsJson(home);
     runner = await startRunner({ relayUrl: relay.url, apiKey: user.apiKey, home });
     const runnerId = JSON.parse(await Deno.readTextFile(join(home, ".baton/runner.json"))).runnerId;
+    const slow = { text: Array.from({ length: 400 }, (_, i) => `s${i} `), chunkDelayMs: 50 };
+    llm.responder = (req) => {
+      const said = JSON.stringify(req.messages.filter((m) => m.role !== "system"));
+      if (said.includes("what was it?")) return { text: "still 42" };
+      if (said.includes("SLOW-SECOND")) return slow;
+      if (said.includes("remember 42")) return { text: "remembered: the answer is 42" };
+      if (said.includes("SLOW-FIRST")) return slow;
+      return { text: "ok" };
+    };
     const spawn = async (prompt: string) =>
       (await (await user.api(
         "/api/runners/spawn",
         json("POST", { runnerId, cwd: home, model: MODEL, prompt }),
       )).json()).sessionId as string;
-    llm.enqueue({ text: "remembered: the answer is 42" }, { text: "other" });
-    const a = await spawn("remember 42");
-    const b = await spawn("second session");
+    const idle = await spawn("remember 42");
+    const first = await spawn("SLOW-FIRST turn");
+    const second = await spawn("a first turn");
     const viewer = await Viewer.connect(relay.url, { apiKey: user.apiKey });
-    viewer.subscribe(a);
-    viewer.subscribe(b);
-    await viewer.waitForEvent(a, "agent_end");
-    await viewer.waitForEvent(b, "agent_end");
-    // pi has saved both conversations once their first turn ended.
+    for (const id of [idle, first, second]) viewer.subscribe(id);
+    await viewer.waitForEvent(idle, "agent_end");
+    await viewer.waitForEvent(second, "agent_end");
+    await user.api(
+      `/api/sessions/${second}/input`,
+      json("POST", { kind: "prompt", text: "SLOW-SECOND turn" }),
+    );
+    const streamed = (id: string) =>
+      viewer.eventsOf(id).filter((e) => e.e.type === "message_update").length;
+    await viewer.until(() => streamed(first) > 5 && streamed(second) > 5, "both slow turns stream");
+    assert.equal((await sessionState(user.api, first)).activity, "working");
+
     const daemonPid = Number((await runner.proc.waitFor(/\[daemon\] runner .* pid (\d+)/))[1]);
     Deno.kill(daemonPid, "SIGKILL");
-
     await runner.proc.waitFor(/daemon exited \(signal SIGKILL\); restarting/);
     await runner.connected(2);
     const runners = await (await user.api("/api/runners")).json();
@@ -164,33 +180,53 @@ Deno.test("a killed daemon is restarted by the supervisor and its sessions come 
     assert.equal(runners[0].id, runnerId, "same runner id after the restart");
     assert.equal(runners[0].connected, true);
 
-    for (const id of [a, b]) {
+    // The idle session sleeps: no worker until something needs it.
+    await viewer.waitForEvent(idle, "session_sleep");
+    assert.equal(viewer.eventsOf(idle).filter((e) => e.e.type === "session_start").length, 1);
+    assert.equal((await sessionState(user.api, idle)).activity, "asleep");
+
+    // The turns in flight are over, and everyone can tell.
+    for (const id of [first, second]) {
       await viewer.until(
         () => viewer.eventsOf(id).filter((e) => e.e.type === "session_start").length === 2,
         "resumed session_start",
       );
-      const starts = viewer.eventsOf(id).filter((e) => e.e.type === "session_start");
-      assert.equal(starts[1]!.e.resumed, true);
-      assert.equal((await sessionState(user.api, id)).status, "running");
+      const state = await sessionState(user.api, id);
+      assert.equal(state.status, "running");
+      assert.equal(state.activity, "idle", "not working forever");
+      const conv = applyEvents(emptyConversation(), viewer.eventsOf(id));
+      assert.equal(conv.working, false);
+      const answers = conv.items.filter((i) => i.kind === "assistant");
+      const cut = answers[answers.length - 1]!;
+      assert.ok(cut.kind === "assistant" && cut.interrupted && !cut.streaming, "answer cut off");
+      assert.ok(
+        conv.items.some((i) => i.kind === "notice" && /restarted during this turn/.test(i.text)),
+      );
     }
+    // A crash in the first turn: pi had saved nothing, and the prompt shows as forgotten.
+    const lost = applyEvents(emptyConversation(), viewer.eventsOf(first)).items
+      .filter((i) => i.kind === "user");
+    assert.deepEqual(lost.map((i) => i.kind === "user" && i.forgotten), [true]);
+    // A crash in a later turn: the agent kept every prompt.
+    const kept = applyEvents(emptyConversation(), viewer.eventsOf(second)).items
+      .filter((i) => i.kind === "user");
+    assert.deepEqual(kept.map((i) => i.kind === "user" && i.forgotten), [false, false]);
 
-    // The resumed session remembers its conversation.
-    llm.enqueue({ text: "still 42" });
+    // The sleeping session wakes for a prompt and remembers its conversation.
     const before = llm.requests.length;
     const res = await user.api(
-      `/api/sessions/${a}/input`,
+      `/api/sessions/${idle}/input`,
       json("POST", { kind: "prompt", text: "what was it?" }),
     );
     assert.equal(res.status, 200, await res.text());
     await viewer.until(
-      () => viewer.eventsOf(a).filter((e) => e.e.type === "agent_end").length === 2,
-      "answer after resume",
+      () => viewer.eventsOf(idle).filter((e) => e.e.type === "agent_end").length === 2,
+      "answer after waking",
     );
     const history = JSON.stringify(llm.requests[before]?.messages);
     assert.match(history, /remember 42/);
     assert.match(history, /remembered: the answer is 42/);
-    assertContiguous(viewer.eventsOf(a));
-    assertContiguous(viewer.eventsOf(b));
+    for (const id of [idle, first, second]) assertContiguous(viewer.eventsOf(id));
     await viewer.close();
   } finally {
     await runner?.stop();
