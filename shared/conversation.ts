@@ -139,8 +139,9 @@ function apply(
   tools: Mut<Record<string, ToolRun>>,
 ): void {
   const e = ev.e;
+  let notices = 0;
   const notice = (level: "info" | "error", text: string) =>
-    items().push({ kind: "notice", key: `n${ev.seq}`, level, text });
+    items().push({ kind: "notice", key: `n${ev.seq}.${notices++}`, level, text });
   if (e.truncated) {
     notice("error", `An event (${e.type}) was too large and was cut`);
     return;
@@ -155,24 +156,23 @@ function apply(
       if (c.queue.steering.length > 0 || c.queue.followUp.length > 0) {
         c.queue = { steering: [], followUp: [] };
       }
+      const forgotten = isMemory(e.memory) ? markForgotten(c, items, e.memory) : 0;
+      const lost = forgotten === 0
+        ? ""
+        : forgotten === 1
+        ? "the agent does not remember the message marked above (it was not saved yet). " +
+          "Send it again to continue"
+        : `the agent does not remember the ${forgotten} messages marked above (they were not ` +
+          "saved yet). Send them again to continue";
       if (cut) {
         notice(
           "error",
-          "The runner restarted during this turn, so the agent stopped. " +
-            "Send a message to continue",
+          `The runner restarted during this turn, so the agent stopped${
+            lost ? `, and ${lost}` : ". Send a message to continue"
+          }`,
         );
-      } else if (e.resumed && !e.woke) notice("info", "Session resumed after the runner restarted");
-      const forgotten = isMemory(e.memory) ? markForgotten(c, items, e.memory) : 0;
-      if (forgotten > 0) {
-        notice(
-          "error",
-          forgotten === 1
-            ? "The agent does not remember the message marked above: the runner restarted " +
-              "before it was saved. Send it again to continue"
-            : `The agent does not remember the ${forgotten} messages marked above: the runner ` +
-              "restarted before they were saved. Send them again to continue",
-        );
-      }
+      } else if (lost) notice("error", `The runner restarted: ${lost}`);
+      else if (e.resumed && !e.woke) notice("info", "Session resumed after the runner restarted");
       if (typeof e.notice === "string") notice("info", e.notice);
       return;
     }

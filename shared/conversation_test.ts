@@ -189,3 +189,88 @@ Deno.test("a delivered trigger shows as one card, not also as the user message c
   assert.equal(card.instruction, "Fix it");
   assert.deepEqual(card.payload, { branch: "main" });
 });
+
+Deno.test("a runner restart ends the turn in flight and marks the prompts the agent lost", async (t) => {
+  const user = (text: string) => ({
+    type: "message_start",
+    message: { role: "user", content: [{ type: "text", text }] },
+  });
+  const answer = (text: string) => [
+    { type: "message_start", message: { role: "assistant", content: [] } },
+    delta("text_start", 0),
+    delta("text_delta", 0, { delta: text }),
+  ];
+  const start = { type: "session_start", cwd: "/w", resumed: false };
+  const before = [
+    start,
+    { type: "agent_start" },
+    user("first"),
+    ...answer("one"),
+    { type: "message_end", message: { role: "assistant", content: [], usage } },
+    { type: "agent_end" },
+    { type: "agent_start" },
+    user("second"),
+    ...answer("half an ans"),
+    { type: "tool_execution_start", toolCallId: "c9", toolName: "bash", args: {} },
+    { type: "queue_update", steering: ["wait"], followUp: [] },
+  ];
+
+  await t.step("the agent kept every prompt: only the answer is cut", () => {
+    const c = applyEvents(
+      emptyConversation(),
+      log(...before, {
+        ...start,
+        resumed: true,
+        memory: { messages: 3, lastPrompt: "second" },
+      }),
+    );
+    assert.equal(c.working, false);
+    assert.equal(c.activity, "idle");
+    assert.deepEqual(c.queue, { steering: [], followUp: [] });
+    assert.equal(c.tools.c9?.status, "interrupted");
+    const last = c.items.findLast((i) => i.kind === "assistant");
+    assert.ok(last?.kind === "assistant" && last.interrupted && !last.streaming);
+    assert.deepEqual(
+      c.items.filter((i) => i.kind === "user").map((i) => i.kind === "user" && i.forgotten),
+      [false, false],
+    );
+    const notices = c.items.filter((i) => i.kind === "notice").map((i) =>
+      i.kind === "notice" && i.text
+    );
+    assert.deepEqual(notices, [
+      "The runner restarted during this turn, so the agent stopped. Send a message to continue",
+    ]);
+  });
+
+  await t.step("nothing was saved: every prompt is marked, in one notice", () => {
+    const c = applyEvents(
+      emptyConversation(),
+      log(...before, { ...start, resumed: true, memory: { messages: 0, lastPrompt: null } }),
+    );
+    assert.deepEqual(
+      c.items.filter((i) => i.kind === "user").map((i) => i.kind === "user" && i.forgotten),
+      [true, true],
+    );
+    const notices = c.items.filter((i) => i.kind === "notice");
+    assert.equal(notices.length, 1);
+    assert.match(notices[0]!.kind === "notice" ? notices[0]!.text : "", /2 messages marked above/);
+    assert.equal(new Set(c.items.map((i) => i.key)).size, c.items.length, "keys stay unique");
+  });
+
+  await t.step("a session that wakes from sleep shows nothing new", () => {
+    const idle = before.slice(0, 8);
+    assert.equal(idle.at(-1)?.type, "agent_end");
+    const c = applyEvents(
+      emptyConversation(),
+      log(...idle, { type: "session_sleep" }, { type: "session_waking" }, {
+        ...start,
+        resumed: true,
+        woke: true,
+        memory: { messages: 2, lastPrompt: "first" },
+      }),
+    );
+    assert.equal(c.items.some((i) => i.kind === "notice"), false);
+    assert.equal(c.activity, "idle");
+    assert.equal(c.items.some((i) => i.kind === "user" && i.forgotten), false);
+  });
+});
