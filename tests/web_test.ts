@@ -47,6 +47,15 @@ function responder(req: ChatRequest): Turn | undefined {
     return { text: `answer-${answered}` };
   }
   if (first.includes("XSS")) return { text: XSS };
+  if (first.includes("FAIL-TOOL")) {
+    return [
+      {
+        text: "Looking.",
+        toolCalls: [{ name: "bash", args: { command: `ls /nope-dir-${"x".repeat(60)}` } }],
+      },
+      { text: "That folder is missing." },
+    ][answered] ?? { text: "OK." };
+  }
   return undefined;
 }
 
@@ -482,5 +491,123 @@ Deno.test("automations: a webhook is created with its secret shown once, toggled
     await page.getByRole("button", { name: "Triggers" }).click();
     await page.locator(".history li", { hasText: "main is red" }).waitFor();
     assert.deepEqual(errors, []);
+  });
+});
+
+Deno.test("a turn cut off by a runner crash ends visibly, and a forgotten prompt can be sent again", async () => {
+  await withWorld(async (w) => {
+    const id = await spawnApi(w, "LONG-RUN cut short");
+    const { page, errors } = await newPage(w.browser);
+    await page.goto(`${w.relay.url}/session/${id}`);
+    await signInUi(page, w);
+    await page.getByText("w5 ").waitFor();
+    await page.getByRole("button", { name: "Stop the agent" }).waitFor();
+
+    const daemon = Number((await w.runner.proc.waitFor(/\[daemon\] runner .* pid (\d+)/))[1]);
+    Deno.kill(daemon, "SIGKILL");
+    await w.runner.connected(2);
+
+    // The turn is over: idle, no streaming cursor, no Stop, and the answer says why.
+    await page.getByText("Interrupted by a runner restart").waitFor();
+    await page.locator(".pill", { hasText: "idle" }).waitFor();
+    assert.equal(await page.locator(".md.streaming").count(), 0);
+    assert.equal(await page.getByRole("button", { name: "Stop the agent" }).count(), 0);
+    await page.getByRole("button", { name: "Send", exact: true }).waitFor();
+    await page.getByText(/restarted during this turn/).waitFor();
+    // It was the first turn: pi had saved nothing, so the prompt is not the agent's any more.
+    const prompt = page.locator(".msg.user.forgotten");
+    await prompt.getByText("Not remembered by the agent").waitFor();
+    await page.reload();
+    await page.locator(".msg.user.forgotten").waitFor();
+    await page.locator(".pill", { hasText: "idle" }).waitFor();
+
+    const before = w.llm.requests.length;
+    await page.getByRole("button", { name: "Send again" }).click();
+    await w.llm.waitForRequests(before + 1);
+    const sent = w.llm.requests[before]!.messages.filter((m) => m.role === "user");
+    assert.equal(JSON.stringify(sent.at(-1)?.content).includes("LONG-RUN cut short"), true);
+    await page.locator(".msg.user:not(.forgotten)", { hasText: "LONG-RUN cut short" }).waitFor();
+    await page.getByRole("button", { name: "Stop the agent" }).click();
+    await page.locator(".pill", { hasText: "idle" }).waitFor();
+    assert.deepEqual(errors, []);
+  });
+});
+
+Deno.test("Stop drops queued messages and gives their text back; each one can be removed", async () => {
+  await withWorld(async (w) => {
+    const id = await spawnApi(w, "LONG-RUN with a queue");
+    const { page, errors } = await newPage(w.browser);
+    await page.goto(`${w.relay.url}/session/${id}`);
+    await signInUi(page, w);
+    await page.getByText("w3 ").waitFor();
+    const box = page.locator("#composer-input");
+    await page.getByRole("radio", { name: "Steer" }).click();
+    await box.fill("STEER-ONE");
+    await box.press("Enter");
+    await page.getByRole("radio", { name: "Follow-up" }).click();
+    await box.fill("FOLLOW-TWO");
+    await box.press("Enter");
+    await box.fill("FOLLOW-THREE");
+    await box.press("Enter");
+    const chips = page.locator(".queue li");
+    await chips.filter({ hasText: "FOLLOW-THREE" }).waitFor();
+    assert.equal(await chips.count(), 3);
+
+    await page.getByRole("button", { name: "Remove queued follow-up: FOLLOW-TWO" }).click();
+    await chips.filter({ hasText: "FOLLOW-TWO" }).waitFor({ state: "detached" });
+    assert.equal(await chips.count(), 2);
+
+    await page.getByRole("button", { name: "Stop the agent" }).click();
+    await page.locator(".queue").waitFor({ state: "detached" });
+    assert.equal(await box.inputValue(), "STEER-ONE\n\nFOLLOW-THREE");
+    await page.getByText("Stop cleared the queued messages").waitFor();
+    await page.reload();
+    await page.locator(".pill", { hasText: "idle" }).waitFor();
+    await page.getByText("Stopped").waitFor();
+    assert.equal(await page.locator(".queue").count(), 0, "no queued message after a reload");
+    assert.deepEqual(errors, []);
+  });
+});
+
+Deno.test("a failed tool call renders as a card with its command once, on a desktop and a phone", async (t) => {
+  await withWorld(async (w) => {
+    const id = await spawnApi(w, "FAIL-TOOL please");
+    for (const [name, viewport] of [["desktop", DESKTOP], ["phone", PHONE]] as const) {
+      await t.step(name, async () => {
+        const { page, errors } = await newPage(w.browser, { viewport });
+        await page.goto(`${w.relay.url}/session/${id}`);
+        await signInUi(page, w);
+        await page.getByText("That folder is missing.").waitFor();
+        const card = page.locator("details.tool.error");
+        await card.locator(".badge", { hasText: "failed" }).waitFor();
+        const look = await page.evaluate(`(() => {
+          const card = document.querySelector("details.tool.error");
+          const name = card.querySelector(".tool-name");
+          return {
+            display: getComputedStyle(card).display,
+            background: getComputedStyle(card).backgroundColor,
+            panel: getComputedStyle(document.querySelector(".composer")).backgroundColor,
+            nameCut: name.scrollWidth > name.clientWidth,
+          };
+        })()`) as { display: string; background: string; panel: string; nameCut: boolean };
+        assert.equal(look.display, "block", "header and body are stacked, not side by side");
+        assert.equal(look.background, look.panel, "a failed card keeps the card background");
+        assert.equal(look.nameCut, false, "the tool name is not cut");
+        assert.equal(await card.locator(".tool-name").innerText(), "bash");
+        const head = (await card.locator("summary").boundingBox())!;
+        const body = (await card.locator(".tool-body").boundingBox())!;
+        assert.ok(body.y >= head.y + head.height - 1, "the output sits under the header");
+        assert.ok(head.width > viewport.width * 0.6, "the header spans the card");
+        const text = await card.innerText();
+        assert.equal(count(text, "ls /nope-dir-"), 1, "the command is shown once");
+        assert.match(text, /No such file or directory/);
+        assert.equal(
+          await page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1"),
+          true,
+        );
+        assert.deepEqual(errors, []);
+        await page.context().close();
+      });
+    }
   });
 });

@@ -15,13 +15,19 @@ const Markdown = memo(function Markdown({ text, streaming }: { text: string; str
   );
 });
 
-/** A short line that says what a tool call does (the command, the path, ...). */
-function toolSummary(name: string, args: unknown): string {
-  const a = (args ?? {}) as Record<string, unknown>;
-  const pick = a.command ?? a.path ?? a.file_path ?? a.pattern ?? a.query ?? a.url;
-  if (typeof pick === "string") return pick;
-  const first = Object.values(a).find((v) => typeof v === "string");
-  return typeof first === "string" ? first : name;
+const SUMMARY_KEYS = ["command", "path", "file_path", "pattern", "query", "url"];
+
+/**
+ * What a tool call does in one line (the command, the path, ...), and the
+ * arguments left to show in its body: the summary is not shown twice.
+ */
+function toolSummary(args: unknown): { summary: string; rest: Record<string, unknown> | null } {
+  const a = (args && typeof args === "object" ? args : {}) as Record<string, unknown>;
+  const key = SUMMARY_KEYS.find((k) => typeof a[k] === "string") ??
+    Object.keys(a).find((k) => typeof a[k] === "string");
+  if (key === undefined) return { summary: "", rest: Object.keys(a).length > 0 ? a : null };
+  const { [key]: summary, ...rest } = a;
+  return { summary: String(summary), rest: Object.keys(rest).length > 0 ? rest : null };
 }
 
 const MAX_OUTPUT_CHARS = 20_000;
@@ -30,21 +36,25 @@ function ToolCard({ call, run }: { call: Extract<Block, { type: "toolCall" }>; r
   const status = run?.status ?? "pending";
   const name = run?.name ?? call.name ?? "tool";
   const args = run?.args ?? call.args;
-  const summary = toolSummary(name, args);
+  const { summary, rest } = useMemo(() => toolSummary(args), [args]);
   const output = run?.output ?? "";
   const shown = output.length > MAX_OUTPUT_CHARS
     ? "…" + output.slice(output.length - MAX_OUTPUT_CHARS)
     : output;
-  const argsJson = useMemo(() => JSON.stringify(args ?? {}, null, 2), [args]);
-  const label = status === "running"
-    ? "running"
-    : status === "error"
-    ? "failed"
-    : status === "done"
-    ? "done"
-    : "waiting";
+  const restJson = useMemo(() => rest && JSON.stringify(rest, null, 2), [rest]);
+  const label = {
+    running: "running",
+    error: "failed",
+    done: "done",
+    pending: "waiting",
+    interrupted: "interrupted",
+  }[status];
+  const hasBody = restJson !== null || shown !== "" || status === "running";
   return (
-    <details class={`tool ${status}`} open={status === "running" || status === "error"}>
+    <details
+      class={`tool ${status}`}
+      open={status === "running" || status === "error" || status === "interrupted"}
+    >
       <summary>
         <span class="tool-icon" aria-hidden="true">
           <Icon name={name === "bash" ? "terminal" : "chevron"} size={14} />
@@ -56,36 +66,48 @@ function ToolCard({ call, run }: { call: Extract<Block, { type: "toolCall" }>; r
           {label}
         </span>
       </summary>
-      <div class="tool-body">
-        {name === "bash" && typeof (args as { command?: unknown })?.command === "string"
-          ? (
+      {hasBody && (
+        <div class="tool-body">
+          {restJson !== null && (
             <pre class="code"><code class="hljs" dangerouslySetInnerHTML={{
-              __html: highlight(String((args as { command: string }).command), "bash"),
-            }} /></pre>
-          )
-          : (
-            <pre class="code"><code class="hljs" dangerouslySetInnerHTML={{
-              __html: highlight(argsJson, "json"),
+              __html: highlight(restJson, "json"),
             }} /></pre>
           )}
-        {(shown || status === "running") && (
-          <pre class={`tool-output ${status === "error" ? "error-text" : ""}`} aria-live="off">
-            {shown || "…"}
-          </pre>
-        )}
-      </div>
+          {(shown || status === "running") && (
+            <pre class={`tool-output ${status === "error" ? "error-text" : ""}`} aria-live="off">
+              {shown || "…"}
+            </pre>
+          )}
+        </div>
+      )}
     </details>
   );
 }
 
+/** Sends a forgotten prompt again (absent where the session cannot take input). */
+export type Resend = ((text: string) => void) | null;
+
 const ItemView = memo(function ItemView(
-  { item, tools }: { item: Item; tools: Record<string, ToolRun> },
+  { item, tools, resend }: { item: Item; tools: Record<string, ToolRun>; resend: Resend },
 ) {
   if (item.kind === "user") {
     return (
-      <article class="msg user" aria-label="You">
+      <article
+        class={`msg user ${item.forgotten ? "forgotten" : ""}`}
+        aria-label={item.forgotten ? "You (not remembered by the agent)" : "You"}
+      >
         <div class="bubble">{item.text}</div>
         {item.images > 0 && <span class="hint">{item.images} image(s)</span>}
+        {item.forgotten && (
+          <p class="forgotten-note">
+            <span>Not remembered by the agent</span>
+            {resend && (
+              <button type="button" class="btn small" onClick={() => resend(item.text)}>
+                <Icon name="send" size={13} /> Send again
+              </button>
+            )}
+          </p>
+        )}
       </article>
     );
   }
@@ -148,10 +170,11 @@ const ItemView = memo(function ItemView(
         </p>
       )}
       {item.stopReason === "aborted" && <p class="notice info">Stopped</p>}
+      {item.interrupted && <p class="notice info">Interrupted by a runner restart</p>}
     </article>
   );
 }, (a, b) => {
-  if (a.item !== b.item) return false;
+  if (a.item !== b.item || a.resend !== b.resend) return false;
   if (a.item.kind !== "assistant") return true;
   // Re-render when a tool this message called changed.
   for (const blk of a.item.blocks) {
@@ -161,10 +184,12 @@ const ItemView = memo(function ItemView(
 });
 
 /** The whole conversation of a session. */
-export function ConversationView({ conv }: { conv: Conversation }) {
+export function ConversationView({ conv, resend }: { conv: Conversation; resend: Resend }) {
   return (
     <div class="conversation">
-      {conv.items.map((item) => <ItemView key={item.key} item={item} tools={conv.tools} />)}
+      {conv.items.map((item) => (
+        <ItemView key={item.key} item={item} tools={conv.tools} resend={resend} />
+      ))}
       {conv.working && !conv.items.some((i) => i.kind === "assistant" && i.streaming) && (
         <p class="typing" aria-label="The agent is working">
           <span />

@@ -1,4 +1,4 @@
-import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
+import { useCallback, useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import type { InputKind } from "../../../shared/protocol.ts";
 import { api } from "../api.ts";
 import { baseName, cost, tokens } from "../format.ts";
@@ -40,6 +40,13 @@ export function SessionView({ id }: { id: string }) {
   const runner = info ? runners.value.find((r) => r.id === info.runnerId) : undefined;
   const ended = info?.status === "ended" || info?.status === "error";
   const model = conv.model ?? info?.model ?? null;
+  const working = conv.working;
+  // A prompt the agent lost in a runner restart goes again as a new message
+  // (queued after the current turn while it works).
+  const resend = useCallback(
+    (text: string) => link.input(id, working ? "followUp" : "prompt", text).catch(() => {}),
+    [id, working],
+  );
   return (
     <main class="session" aria-labelledby="session-title">
       <header class="session-head">
@@ -98,7 +105,7 @@ export function SessionView({ id }: { id: string }) {
           {open.caughtUp.value && conv.items.length === 0 && !conv.working && (
             <p class="muted pad">Nothing here yet. Send the agent a message below.</p>
           )}
-          <ConversationView conv={conv} />
+          <ConversationView conv={conv} resend={ended ? null : resend} />
         </div>
         {panel && (
           <SessionTriggers
@@ -170,6 +177,7 @@ function Composer(
   const [mode, setMode] = useState<"steer" | "followUp">("steer");
   const [error, setError] = useState<string | null>(null);
   const [sending, setSending] = useState(false);
+  const [note, setNote] = useState<string | null>(null);
   const area = useRef<HTMLTextAreaElement>(null);
 
   useLayoutEffect(() => {
@@ -184,11 +192,33 @@ function Composer(
     setSending(true);
     try {
       await link.input(id, kind, body);
-      if (kind !== "abort") setText("");
+      if (kind !== "abort") {
+        setText("");
+        setNote(null);
+      }
     } catch (err) {
       setError((err as Error).message);
     } finally {
       setSending(false);
+    }
+  }
+
+  /** Stops the agent; what was queued is dropped, and its text comes back to the box. */
+  async function stop() {
+    const queuedText = [...queue.steering, ...queue.followUp];
+    await send("abort", "");
+    if (queuedText.length > 0) {
+      setText((t) => [t.trim(), ...queuedText].filter((x) => x).join("\n\n"));
+      setNote("Stop cleared the queued messages: their text is back in the message box");
+    }
+  }
+
+  async function unqueue(message: string) {
+    setError(null);
+    try {
+      await link.input(id, "dequeue", message);
+    } catch (err) {
+      setError((err as Error).message);
     }
   }
 
@@ -206,8 +236,8 @@ function Composer(
     );
   }
   const queued = [
-    ...queue.steering.map((t) => ["steer", t]),
-    ...queue.followUp.map((t) => ["follow-up", t]),
+    ...queue.steering.map((t) => ["steer", t] as const),
+    ...queue.followUp.map((t) => ["follow-up", t] as const),
   ];
   return (
     <footer class="composer">
@@ -215,12 +245,28 @@ function Composer(
         <ul class="queue" aria-label="Queued messages">
           {queued.map(([k, t], i) => (
             <li key={i}>
-              <span class="badge">{k}</span> {t}
+              <span class="badge">{k}</span>
+              <span class="queue-text" title={t}>{t}</span>
+              <button
+                type="button"
+                class="icon-btn"
+                aria-label={`Remove queued ${k}: ${t.slice(0, 60)}`}
+                title="Remove from the queue"
+                onClick={() => unqueue(t)}
+              >
+                <Icon name="x" size={15} />
+              </button>
             </li>
           ))}
         </ul>
       )}
       {error && <p class="error" role="alert">{error}</p>}
+      {note && !error && (
+        <p class="hint composer-note" role="status">
+          {note}
+          <button type="button" class="btn small" onClick={() => setNote(null)}>Dismiss</button>
+        </p>
+      )}
       <form class="composer-row" onSubmit={submit}>
         <label class="sr-only" for="composer-input">Message</label>
         <textarea
@@ -230,7 +276,7 @@ function Composer(
           value={text}
           placeholder={working
             ? (mode === "steer"
-              ? "Steer the agent (interrupts its turn)…"
+              ? "Steer the agent (it reads this after its current step)…"
               : "Queue a follow-up for after this run…")
             : "Message the agent…"}
           onInput={(e) => setText(e.currentTarget.value)}
@@ -252,7 +298,7 @@ function Composer(
               class={mode === "steer" ? "on" : ""}
               onClick={() =>
                 setMode("steer")}
-              title="Interrupt: delivered after the current tool call"
+              title="Read by the agent once its current step ends (a tool call, or the answer it is writing)"
             >
               Steer
             </button>
@@ -283,7 +329,7 @@ function Composer(
             class="btn danger icon-only"
             aria-label="Stop the agent"
             title="Stop (abort the current run)"
-            onClick={() => send("abort", "")}
+            onClick={stop}
           >
             <Icon name="stop" />
           </button>
