@@ -306,6 +306,16 @@ Deno.test("baton rejects command-line mistakes with exit code 2 and one line", a
       re: /BATON_RELAY_EVENT_BUFFER_SIZE/,
     },
     { name: "a stray positional argument", args: [...relay, "extra"], re: /extra/ },
+    {
+      name: "BATON_SLEEP_AFTER that is not a duration",
+      args: ["runner"],
+      env: {
+        BATON_RELAY_URL: "http://127.0.0.1:9",
+        BATON_API_KEY: "bk_x",
+        BATON_SLEEP_AFTER: "soon",
+      },
+      re: /Invalid BATON_SLEEP_AFTER: 'soon'/,
+    },
     { name: "a flag without its value", args: ["relay", "--port"], re: /--port/ },
     { name: "an unknown flag of up", args: ["up", "--nope"], re: /--nope/ },
     { name: "an unknown flag of setup", args: ["setup", "--nope"], re: /--nope/ },

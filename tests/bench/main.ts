@@ -2,7 +2,7 @@
  * `deno task bench`: measures the relay against bare baselines on this
  * machine, in one run, and prints ratios. See docs/performance.md.
  *
- *   deno task bench [--quick] [--only fanout,replay,durability,spawn,memory,http,ui,sessions]
+ *   deno task bench [--quick] [--only fanout,replay,durability,spawn,memory,http,ui,sessions,sleep]
  *                   [--client native|ws] [--out file.json]
  *
  * A full run writes tests/bench/results/latest.json (committed: the table in
@@ -22,6 +22,7 @@ import { hasWrk, http } from "./scenarios/http.ts";
 import { memory } from "./scenarios/memory.ts";
 import { replay } from "./scenarios/replay.ts";
 import { sessions } from "./scenarios/sessions.ts";
+import { sleepScenario } from "./scenarios/sleep.ts";
 import { spawnLatency } from "./scenarios/spawn.ts";
 import { uiRender } from "./scenarios/ui.ts";
 
@@ -34,6 +35,7 @@ const SCENARIOS = [
   "http",
   "ui",
   "sessions",
+  "sleep",
 ] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
@@ -159,6 +161,8 @@ async function run(s: Scenario, ctx: BenchContext, client: ClientImpl): Promise<
       return await uiRender(ctx);
     case "sessions":
       return await sessions(ctx);
+    case "sleep":
+      return await sleepScenario(ctx);
   }
 }
 
