@@ -199,6 +199,9 @@ Deno.test("the web client spawns a session, streams a tool call, steers, aborts 
           undefined,
       );
       await page.getByRole("radio", { name: "Steer" }).click();
+      // The words say what happens: a steer waits for the agent's current step.
+      await page.getByPlaceholder("Steer the agent (it reads this after its current step)…")
+        .waitFor();
       await page.locator("#composer-input").fill("STEER-FROM-UI");
       const before = w.llm.requests.length;
       await page.getByRole("button", { name: "Send steer" }).click();

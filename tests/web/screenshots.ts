@@ -81,7 +81,23 @@ export async function takeScreenshots(): Promise<string[]> {
         { text: ANSWER },
       ],
       readme: [{ text: "Done: the README now documents the CLI flags." }],
-      tokenizer: [{ text: Array.from({ length: 600 }, (_, i) => `step ${i} `), chunkDelayMs: 30 }],
+      fixtures: [
+        {
+          text: "Let me look at the fixtures first.",
+          toolCalls: [{
+            name: "bash",
+            args: { command: "ls test/fixtures/parser && wc -l test/fixtures/parser/*.txt" },
+          }],
+        },
+        {
+          text: "There is no `test/fixtures/parser` folder yet: I will create it with three cases.",
+        },
+      ],
+      migration: [{
+        text: Array.from({ length: 600 }, (_, i) => `column ${i}, `),
+        chunkDelayMs: 40,
+      }],
+      tokenizer: [{ text: Array.from({ length: 2000 }, (_, i) => `step ${i} `), chunkDelayMs: 30 }],
     };
     llm.responder = (req) => {
       const first = JSON.stringify(req.messages.find((m) => m.role === "user")?.content ?? "");
@@ -92,6 +108,7 @@ export async function takeScreenshots(): Promise<string[]> {
     const main = await spawn("The parser test fails on files without a trailing newline. Fix it.");
     await spawn("Document the CLI flags in the README");
     const working = await spawn("Refactor the tokenizer into its own module");
+    const failing = await spawn("Add fixtures for the parser tests");
     await user.api(`/api/sessions/${main}/pin`, { method: "PUT" });
     await user.api(
       "/api/webhooks",
@@ -151,6 +168,10 @@ export async function takeScreenshots(): Promise<string[]> {
       await page.locator("#composer-input").fill("Keep the public API unchanged");
       await shot(page, `session-working-desktop${suffix}`);
 
+      await page.goto(`${relay.url}/session/${failing}`);
+      await page.waitForSelector("text=three cases");
+      await shot(page, `tool-failed-desktop${suffix}`);
+
       await page.goto(`${relay.url}/new`);
       await page.waitForSelector("option:has-text('mock/mock-large')", { state: "attached" });
       await shot(page, `new-session-desktop${suffix}`);
@@ -158,6 +179,24 @@ export async function takeScreenshots(): Promise<string[]> {
       await page.goto(`${relay.url}/settings`);
       await page.waitForSelector("table.keys");
       await shot(page, `settings-desktop${suffix}`);
+      await page.context().close();
+    }
+
+    {
+      // Queued messages (the tokenizer still works): a steer and a follow-up.
+      const { page } = await newPage(browser, { viewport: DESKTOP });
+      await page.goto(`${relay.url}/session/${working}`);
+      await page.getByLabel("Email").fill(user.email);
+      await page.getByLabel("Password").fill(user.password);
+      await page.getByRole("button", { name: "Sign in" }).click();
+      await page.waitForSelector(".seg");
+      await page.locator("#composer-input").fill("Keep the public API unchanged");
+      await page.locator("#composer-input").press("Enter");
+      await page.getByRole("radio", { name: "Follow-up" }).click();
+      await page.locator("#composer-input").fill("Then update the changelog");
+      await page.locator("#composer-input").press("Enter");
+      await page.locator(".queue li").nth(1).waitFor();
+      await shot(page, "session-queue-desktop");
       await page.context().close();
     }
 
@@ -172,8 +211,31 @@ export async function takeScreenshots(): Promise<string[]> {
     await phone.goto(`${relay.url}/session/${main}`);
     await phone.waitForSelector("text=all 42 tests pass");
     await shot(phone, "session-phone");
-    await phone.context().close();
+    await phone.goto(`${relay.url}/session/${failing}`);
+    await phone.waitForSelector("text=three cases");
+    await shot(phone, "tool-failed-phone");
     await user.api(`/api/sessions/${working}/input`, json("POST", { kind: "abort" }));
+
+    // Last, as it restarts the runner: a first turn cut short by a crash.
+    const cut = await spawn("Write the migration for the new columns");
+    const { page } = await newPage(browser, { viewport: DESKTOP });
+    await page.goto(relay.url);
+    await page.getByLabel("Email").fill(user.email);
+    await page.getByLabel("Password").fill(user.password);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.goto(`${relay.url}/session/${cut}`);
+    await page.waitForSelector("text=column 40,");
+    const daemon = Number((await runner.proc.waitFor(/\[daemon\] runner .* pid (\d+)/))[1]);
+    Deno.kill(daemon, "SIGKILL");
+    await runner.connected(2);
+    await page.waitForSelector("text=Interrupted by a runner restart");
+    await shot(page, "session-interrupted-desktop");
+    await phone.goto(`${relay.url}/session/${cut}`);
+    await phone.waitForSelector("text=Interrupted by a runner restart");
+    await phone.locator(".msg.user.forgotten").scrollIntoViewIfNeeded();
+    await shot(phone, "session-interrupted-phone");
+    await phone.context().close();
+    await page.context().close();
   } finally {
     await browser.close();
     await runner.stop();
