@@ -15,8 +15,6 @@ import {
   INPUT_KINDS,
   type InputKind,
   type InputRequest,
-  type ModelInfo,
-  type ModelRef,
   type RelayWelcome,
   type SessionEvent,
   type SessionEventBody,
@@ -40,6 +38,7 @@ import { ControlLink, RelayRejectedError, RequestError } from "./control_link.ts
 import { type SessionEntry, SessionRegistry } from "./registry.ts";
 import { checkCwd, defaultCwd, PathRejectedError, resolveRoots } from "./roots.ts";
 import { WorkerProcess } from "./worker_host.ts";
+import { assertModelKnown, listModels } from "./models.ts";
 
 /** Exit codes the supervisor understands. */
 export const DaemonExit = {
@@ -713,41 +712,6 @@ export class Daemon {
       for (const w of workers) w.kill("SIGKILL");
       await all;
     }
-  }
-}
-
-// ---------------------------------------------------------------------------
-// Models (pi's registry: built-in providers with keys, plus models.json)
-
-async function modelRegistry(batonDir: string) {
-  const { AuthStorage, ModelRegistry } = await import("@mariozechner/pi-coding-agent");
-  const auth = AuthStorage.create(join(batonDir, "auth.json"));
-  return ModelRegistry.create(auth, join(batonDir, "models.json"));
-}
-
-/** The models this runner can use right now (configured keys and custom providers). */
-export async function listModels(
-  batonDir: string,
-): Promise<{ models: ModelInfo[]; error?: string }> {
-  const registry = await modelRegistry(batonDir);
-  const models = registry.getAvailable().map((m) => ({
-    provider: m.provider,
-    id: m.id,
-    name: m.name,
-    reasoning: m.reasoning,
-    contextWindow: m.contextWindow,
-  }));
-  const error = registry.getError();
-  return error ? { models, error } : { models };
-}
-
-async function assertModelKnown(batonDir: string, model: ModelRef): Promise<void> {
-  if (typeof model.provider !== "string" || typeof model.id !== "string") {
-    throw new RequestError("bad_request", "model must be {provider, id}");
-  }
-  const registry = await modelRegistry(batonDir);
-  if (!registry.find(model.provider, model.id)) {
-    throw new RequestError("unknown_model", `Unknown model: '${model.provider}/${model.id}'`);
   }
 }
 
