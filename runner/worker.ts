@@ -309,21 +309,31 @@ function dequeue(s: AgentSession, text: string): boolean {
   return true;
 }
 
-/** How much of a conversation the agent holds: its message count and last prompt. */
+/** The most of the last prompt `session_start` carries (a prompt may be 200,000 characters). */
+const MEMORY_HEAD = 1000;
+
+/**
+ * How much of a conversation the agent holds: its message count and its
+ * last prompt, as the first MEMORY_HEAD characters and the whole length.
+ */
 export function memoryOf(
   messages: readonly { role: string; content?: unknown }[],
-): { messages: number; lastPrompt: string | null } {
-  let lastPrompt: string | null = null;
-  for (let i = messages.length - 1; i >= 0 && lastPrompt === null; i--) {
+): { messages: number; lastPrompt: string | null; lastPromptLength: number } {
+  for (let i = messages.length - 1; i >= 0; i--) {
     const m = messages[i]!;
     if (m.role !== "user") continue;
-    lastPrompt = typeof m.content === "string"
+    const text = typeof m.content === "string"
       ? m.content
       : Array.isArray(m.content)
       ? m.content.filter((c) => c?.type === "text").map((c) => String(c.text ?? "")).join("\n")
       : "";
+    return {
+      messages: messages.length,
+      lastPrompt: text.slice(0, MEMORY_HEAD),
+      lastPromptLength: text.length,
+    };
   }
-  return { messages: messages.length, lastPrompt };
+  return { messages: messages.length, lastPrompt: null, lastPromptLength: 0 };
 }
 
 function errorText(err: unknown): string {

@@ -516,12 +516,16 @@ function interrupt(
 /** What a resumed agent holds (see the worker's `memoryOf`). */
 interface Memory {
   messages: number;
+  /** The start of the agent's last user message (null: it has none). */
   lastPrompt: string | null;
+  /** That message's whole length. */
+  lastPromptLength: number;
 }
 
 function isMemory(v: unknown): v is Memory {
   const m = v as Memory;
   return typeof v === "object" && v !== null && typeof m.messages === "number" &&
+    typeof m.lastPromptLength === "number" &&
     (m.lastPrompt === null || typeof m.lastPrompt === "string");
 }
 
@@ -538,7 +542,8 @@ function markForgotten(c: Conversation, items: Mut<Item[]>, memory: Memory): num
     for (let i = c.items.length - 1; i >= 0 && from < 0; i--) {
       const it = c.items[i]!;
       if (
-        (it.kind === "user" && it.text === memory.lastPrompt) ||
+        (it.kind === "user" && it.text.length === memory.lastPromptLength &&
+          it.text.startsWith(memory.lastPrompt)) ||
         (trigger !== undefined && it.kind === "trigger" && it.triggerId === trigger)
       ) from = i + 1;
     }

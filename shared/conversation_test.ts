@@ -221,7 +221,7 @@ Deno.test("a runner restart ends the turn in flight and marks the prompts the ag
       log(...before, {
         ...start,
         resumed: true,
-        memory: { messages: 3, lastPrompt: "second" },
+        memory: { messages: 3, lastPrompt: "seco", lastPromptLength: 6 },
       }),
     );
     assert.equal(c.working, false);
@@ -245,7 +245,11 @@ Deno.test("a runner restart ends the turn in flight and marks the prompts the ag
   await t.step("nothing was saved: every prompt is marked, in one notice", () => {
     const c = applyEvents(
       emptyConversation(),
-      log(...before, { ...start, resumed: true, memory: { messages: 0, lastPrompt: null } }),
+      log(...before, {
+        ...start,
+        resumed: true,
+        memory: { messages: 0, lastPrompt: null, lastPromptLength: 0 },
+      }),
     );
     assert.deepEqual(
       c.items.filter((i) => i.kind === "user").map((i) => i.kind === "user" && i.forgotten),
@@ -266,7 +270,7 @@ Deno.test("a runner restart ends the turn in flight and marks the prompts the ag
         ...start,
         resumed: true,
         woke: true,
-        memory: { messages: 2, lastPrompt: "first" },
+        memory: { messages: 2, lastPrompt: "first", lastPromptLength: 5 },
       }),
     );
     assert.equal(c.items.some((i) => i.kind === "notice"), false);
