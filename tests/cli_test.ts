@@ -233,6 +233,37 @@ async function exists(path: string): Promise<boolean> {
 }
 
 // ---------------------------------------------------------------------------
+// First run
+
+Deno.test("the first deno task on a new machine prints no warning about npm build scripts", async () => {
+  // Before a task, `deno task` installs the npm packages of deno.json, as
+  // `deno install` does, and warns about install scripts it skips. It warns
+  // once per project folder (the marker it leaves in the npm cache is keyed
+  // by the folder's path), so the config copied to a new folder meets the
+  // packages as a fresh clone does, from the cache, with nothing to download.
+  const dir = await tempDir("baton-first-install-");
+  try {
+    await Deno.mkdir(join(dir, "web", "app"), { recursive: true });
+    for (const file of ["deno.json", "deno.lock", "web/app/deno.json"]) {
+      await Deno.copyFile(join(ROOT, file), join(dir, file));
+    }
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["install", "--frozen", "--cached-only"],
+      cwd: dir,
+      env: { NO_COLOR: "1" },
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const stderr = new TextDecoder().decode(out.stderr);
+    assert.equal(out.code, 0, stderr);
+    assert.doesNotMatch(stderr, /Ignored build scripts|lifecycle scripts/i);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+// ---------------------------------------------------------------------------
 // Help and usage errors
 
 Deno.test("baton prints its help and version and exits 0", async (t) => {
