@@ -429,7 +429,8 @@ Deno.test("automations: a webhook is created with its secret shown once, toggled
     await signInUi(page, w);
     await page.getByRole("button", { name: "New webhook" }).click();
     await page.getByLabel("Name").fill("Issues");
-    await page.getByLabel("Source").fill("github");
+    // A source is any label; markup in it is shown as text.
+    await page.getByLabel("Source").fill("GitHub <b>Actions</b>");
     await page.getByLabel("Folder").first().fill(w.home);
     await page.getByLabel("Event filter").fill("issues.opened");
     await page.getByRole("button", { name: "Create webhook" }).click();
@@ -438,10 +439,14 @@ Deno.test("automations: a webhook is created with its secret shown once, toggled
     assert.match(await page.locator(".new-key pre").innerText(), /openssl dgst -sha256 -hmac/);
     const [hook] = (await (await w.user.api("/api/webhooks")).json()).webhooks;
     assert.equal(hook.name, "Issues");
+    assert.equal(hook.source, "GitHub <b>Actions</b>");
     assert.deepEqual(hook.eventFilter, ["issues.opened"]);
     assert.equal(hook.runnerId, w.runnerId);
     await page.getByRole("button", { name: "Done" }).click();
     assert.equal(await page.locator("#new-key-value").count(), 0, "the secret is shown once");
+    const head = page.locator(".webhook-item", { hasText: "Issues" }).locator(".webhook-head");
+    await head.getByText("GitHub <b>Actions</b>", { exact: true }).waitFor();
+    assert.equal(await head.locator("b").count(), 0);
 
     await page.getByRole("checkbox", { name: "Enabled" }).uncheck();
     await page.getByText("disabled", { exact: true }).waitFor();
@@ -474,11 +479,14 @@ Deno.test("automations: a webhook is created with its secret shown once, toggled
       `/api/sessions/${id}/trigger`,
       json("POST", {
         type: "ci:build_failed",
+        source: "external:GitHub <b>Actions</b>",
         summary: "main is red",
         payload: { branch: "main" },
       }),
     );
-    await page.locator(".msg.trigger", { hasText: "main is red" }).waitFor();
+    const card = page.locator(".msg.trigger", { hasText: "main is red" });
+    await card.getByText("external:GitHub <b>Actions</b>", { exact: true }).waitFor();
+    assert.equal(await card.locator("b").count(), 0);
     await page.getByRole("button", { name: "Triggers" }).click();
     await page.locator(".history li", { hasText: "main is red" }).waitFor();
     assert.deepEqual(errors, []);
