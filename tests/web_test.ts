@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import axe from "axe-core";
 import type { Browser, Page } from "playwright-core";
-import { json } from "./harness/client.ts";
+import { json, signUp } from "./harness/client.ts";
 import { DESKTOP, launchBrowser, newPage, PHONE } from "./harness/browser.ts";
 import { type Stack, startTestRelay, withStack } from "./harness/in_process.ts";
 import { type ChatRequest, MODEL, type Turn } from "./harness/mock_llm.ts";
@@ -120,6 +120,34 @@ Deno.test("a new relay shows the owner screen; the owner signs in and out", asyn
     await page.getByRole("button", { name: "Sign in" }).click();
     await page.getByRole("alert").waitFor();
     assert.match(await page.getByRole("alert").innerText(), /invalid/i);
+    assert.deepEqual(errors, []);
+  } finally {
+    await browser.close();
+    await relay[Symbol.asyncDispose]();
+  }
+});
+
+Deno.test("an address typed by hand opens the app, not JSON; /settings/ lands on Settings", async () => {
+  const relay = await startTestRelay();
+  const browser = await launchBrowser();
+  try {
+    const user = await signUp(relay.url);
+    const { page, errors } = await newPage(browser);
+    await page.goto(`${relay.url}/login`);
+    await page.getByRole("heading", { name: "Sign in" }).waitFor();
+    await page.getByLabel("Email").fill(user.email);
+    await page.getByLabel("Password").fill(user.password);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.waitForSelector(".sidebar");
+
+    await page.goto(`${relay.url}/settings/`);
+    await page.getByRole("heading", { name: "Settings", level: 1 }).waitFor();
+    assert.equal(new URL(page.url()).pathname, "/settings");
+    for (const path of ["/sessions", "/no/such/page"]) {
+      await page.goto(`${relay.url}${path}`);
+      await page.waitForSelector(".sidebar");
+      assert.doesNotMatch(await page.locator("body").innerText(), /not_found|"error"/, path);
+    }
     assert.deepEqual(errors, []);
   } finally {
     await browser.close();
