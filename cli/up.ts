@@ -13,8 +13,8 @@ export const UP_HELP = `Usage: baton up [options]
 Start a relay and a runner on this machine, with everything on the embedded
 defaults (SQLite in ~/.baton/relay). On the first start it creates the owner
 account (asking on a terminal, otherwise generating a password it prints once
-and saves in <data-dir>/initial-password) and a runner token for the local
-runner. Then open the printed URL.
+and saves, alone, in <data-dir>/initial-password) and a runner token for the
+local runner. Then open the printed URL.
 
 Options:
   --port <n>          Port (env BATON_PORT, default 7420)
@@ -53,8 +53,14 @@ export async function upMain(argv: string[]): Promise<number> {
   const { relay, url } = served;
   console.log(`baton relay listening on ${url}`);
 
+  const passwordFile = join(dataDir, "initial-password");
+  let generated = false;
   try {
-    if (relay.store.userCount() === 0) await createOwner(url, dataDir, values.email);
+    if (relay.store.userCount() === 0) {
+      generated = await createOwner(url, passwordFile, values.email);
+    } else {
+      await dropEmailLine(passwordFile, relay.store.firstUser()!.email);
+    }
   } catch (err) {
     await served.shutdown();
     throw err;
@@ -74,7 +80,8 @@ export async function upMain(argv: string[]): Promise<number> {
   }
   // Listening before saying so (see untilSignal).
   const signalled = untilSignal();
-  console.log(`\nbaton is up: open ${served.baseUrl} and sign in as ${owner.email}\n`);
+  const where = generated ? ` with the password in ${passwordFile}` : "";
+  console.log(`\nbaton is up: open ${served.baseUrl} and sign in as ${owner.email}${where}\n`);
   // Either Ctrl-C, or the runner stopping on request, ends `up`.
   await (values["no-runner"] ? signalled : Promise.race([signalled, runnerDone]));
   stop.abort();
@@ -93,8 +100,15 @@ function runnerEnv(relayUrl: string, token: string): Record<string, string> {
   return { ...env, BATON_RELAY_URL: relayUrl, BATON_API_KEY: token };
 }
 
-/** Creates the first account through the relay's own API. */
-async function createOwner(url: string, dataDir: string, emailFlag?: string): Promise<void> {
+/**
+ * Creates the first account through the relay's own API; returns whether
+ * its password was generated (and saved, alone, in `passwordFile`).
+ */
+async function createOwner(
+  url: string,
+  passwordFile: string,
+  emailFlag?: string,
+): Promise<boolean> {
   let email = emailFlag ?? "";
   let password = Deno.env.get("BATON_OWNER_PASSWORD") ?? "";
   let name = "Owner";
@@ -129,13 +143,37 @@ async function createOwner(url: string, dataDir: string, emailFlag?: string): Pr
   }
   await res.body?.cancel();
   if (generated) {
-    const path = join(dataDir, "initial-password");
-    await Deno.writeTextFile(path, `${email}\n${password}\n`, { mode: 0o600 });
+    // The password alone, so that the file's content can be pasted as it is.
+    await Deno.writeTextFile(passwordFile, `${password}\n`, { mode: 0o600 });
     console.log(`Created the owner account ${email} with password: ${password}`);
-    console.log(`(also saved in ${path}; change it after signing in)`);
+    console.log(`(also saved in ${passwordFile}; change it after signing in)`);
   } else {
     console.log(`Created the owner account ${email}.`);
   }
+  return generated;
+}
+
+/**
+ * Earlier versions saved the owner's email above the password in
+ * `initial-password`; pasting that file into the password field failed.
+ * Such a file (two lines, the first the owner's email) keeps only its
+ * password. Anything else is left as it is.
+ */
+async function dropEmailLine(passwordFile: string, ownerEmail: string): Promise<void> {
+  let text: string;
+  try {
+    text = await Deno.readTextFile(passwordFile);
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return;
+    throw err;
+  }
+  const lines = text.replace(/\r?\n$/, "").split(/\r?\n/);
+  if (lines.length !== 2 || lines[0]!.trim().toLowerCase() !== ownerEmail.toLowerCase()) return;
+  const password = lines[1]!;
+  if (!password) return;
+  const next = `${passwordFile}.new`;
+  await Deno.writeTextFile(next, `${password}\n`, { mode: 0o600 });
+  await Deno.rename(next, passwordFile);
 }
 
 /** The runner token of the local runner: reused while it is valid, else created. */

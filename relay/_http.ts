@@ -118,3 +118,21 @@ export function clientIp(c: Context, trustProxy: boolean): string {
   const info = c.env as { remoteAddr?: { hostname?: string } } | undefined;
   return info?.remoteAddr?.hostname ?? "unknown";
 }
+
+/**
+ * Whether an Accept header asks for a web page: `text/html` is listed (with
+ * a non-zero weight) and weighs more than `application/json` when both are.
+ * Browsers list it when they navigate; fetch(), curl and API clients do not.
+ */
+export function prefersHtml(accept: string | null): boolean {
+  const weights = new Map<string, number>();
+  for (const part of (accept ?? "").split(",")) {
+    const [type, ...params] = part.split(";").map((p) => p.trim().toLowerCase());
+    if (!type) continue;
+    const q = params.find((p) => p.startsWith("q="));
+    const weight = q ? Number(q.slice(2)) : 1;
+    weights.set(type, Number.isFinite(weight) ? weight : 0);
+  }
+  const html = weights.get("text/html") ?? 0;
+  return html > 0 && html > (weights.get("application/json") ?? 0);
+}

@@ -7,7 +7,14 @@ import { RUNNER_WS_PATH, VIEWER_WS_PATH } from "../shared/protocol.ts";
 import { CLIENT_IP_HEADER, createAuth, type Principal } from "./auth.ts";
 import { type Database, openDatabase, startCheckpointer } from "./db.ts";
 import { errorResponse, HttpError } from "./errors.ts";
-import { clientIp, MAX_JSON_BODY, readBody, readJson, type RelayEnv } from "./_http.ts";
+import {
+  clientIp,
+  MAX_JSON_BODY,
+  prefersHtml,
+  readBody,
+  readJson,
+  type RelayEnv,
+} from "./_http.ts";
 import { Hub } from "./hub.ts";
 import { RateLimiter } from "./rate_limit.ts";
 import { acceptRunnerSocket } from "./runner_link.ts";
@@ -23,7 +30,7 @@ import { Webhooks } from "./webhooks.ts";
 import { Store } from "./store/mod.ts";
 import { adaptiveCommit, EventWriterThread } from "./store/event_writer.ts";
 import { acceptViewerSocket } from "./viewer.ts";
-import { webRoutes } from "../web/mod.ts";
+import { webClient } from "../web/mod.ts";
 
 /** Options of {@linkcode createRelay}. */
 export interface RelayOptions {
@@ -63,6 +70,9 @@ export interface Relay {
   /** Closes every socket and the database. */
   close(): Promise<void>;
 }
+
+/** Every HTTP API route is under this path; nothing under it is a page of the web client. */
+const API_PREFIX = "/api";
 
 const Register = z.object({
   name: z.string().trim().min(1).max(200).optional(),
@@ -169,9 +179,15 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     options.log?.(`internal error on ${c.req.method} ${c.req.path}: ${err?.stack ?? err}`);
     return errorResponse(c, 500, "internal", "Internal error");
   });
-  app.notFound((c) =>
-    errorResponse(c, 404, "not_found", `No route: ${c.req.method} ${c.req.path}`)
-  );
+  const web = await webClient();
+  app.notFound((c) => {
+    // A browser opening an address of its own (a mistyped one, a bookmark,
+    // `/settings/`) gets the app rather than a page of JSON.
+    if (isPageRequest(c.req.raw, c.req.path)) {
+      return web.page(c.req.path, new URL(c.req.url).search);
+    }
+    return errorResponse(c, 404, "not_found", `No route: ${c.req.method} ${c.req.path}`);
+  });
 
   app.use("*", async (c, next) => {
     await next();
@@ -285,7 +301,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     return response;
   });
 
-  app.route("/", await webRoutes());
+  app.route("/", web.routes);
 
   let closed = false;
   return {
@@ -303,6 +319,19 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
       db.close();
     },
   };
+}
+
+/**
+ * Whether a request no route answered is a browser opening a page: a GET or
+ * HEAD preferring HTML, not a WebSocket handshake, outside the API and the
+ * channels. API clients (JSON, or anything under /api/) keep the JSON 404.
+ */
+function isPageRequest(req: Request, path: string): boolean {
+  if (req.method !== "GET" && req.method !== "HEAD") return false;
+  if (req.headers.has("upgrade")) return false;
+  const under = (prefix: string) => path === prefix || path.startsWith(`${prefix}/`);
+  if ([API_PREFIX, RUNNER_WS_PATH, VIEWER_WS_PATH].some(under)) return false;
+  return prefersHtml(req.headers.get("accept"));
 }
 
 /** Upgrades to a WebSocket; a malformed handshake is the client's fault (400), not ours. */

@@ -366,6 +366,11 @@ export class Triggers {
     if (!this.store.runners.getOwned(userId, runnerId)) throw notFound("Runner");
   }
 
+  /**
+   * A runner's catalog and listeners. The payload schemas are left out: this
+   * view serves the listener form, which needs only the params; a session's
+   * `available-triggers` carries them for the agent.
+   */
   runnerTriggers(userId: string, runnerId: string) {
     this.#runner(userId, runnerId);
     return {
@@ -374,7 +379,6 @@ export class Triggers {
         label: d.label,
         description: d.description ?? "",
         params: d.params,
-        schema: d.schema ?? null,
       })),
       listeners: this.store.triggers.listenersOf(runnerId).map(listenerView),
     };

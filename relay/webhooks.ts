@@ -22,9 +22,17 @@ export const MAX_WEBHOOK_BODY = 1024 * 1024;
 const DELIVERY_TTL_MS = 24 * 60 * 60_000;
 
 const Name = z.string().trim().min(1).max(200);
-const Source = z.string().trim().min(1).max(100).regex(
-  /^[A-Za-z0-9_.-]+$/,
-  "letters, digits, '.', '_' or '-'",
+/**
+ * What breaks a label out of its line or disguises the text around it,
+ * wherever `external:<source>` is shown (the agent's trigger message, the
+ * web client): control characters, line and paragraph separators,
+ * lone surrogates, and the bidirectional embeddings, overrides and isolates.
+ */
+const UNSAFE_IN_LABEL = /[\p{Cc}\p{Cs}\u2028\u2029\u202A-\u202E\u2066-\u2069]/u;
+/** Where deliveries come from, as people name it: "GitHub Actions", "ci/main", "billing". */
+const Source = z.string().trim().min(1).max(100).refine(
+  (s) => !UNSAFE_IN_LABEL.test(s),
+  "Control characters, line breaks and text direction marks are not allowed",
 );
 const EventFilter = z.array(z.string().min(1).max(200)).max(100);
 

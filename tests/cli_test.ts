@@ -233,6 +233,37 @@ async function exists(path: string): Promise<boolean> {
 }
 
 // ---------------------------------------------------------------------------
+// First run
+
+Deno.test("the first deno task on a new machine prints no warning about npm build scripts", async () => {
+  // Before a task, `deno task` installs the npm packages of deno.json, as
+  // `deno install` does, and warns about install scripts it skips. It warns
+  // once per project folder (the marker it leaves in the npm cache is keyed
+  // by the folder's path), so the config copied to a new folder meets the
+  // packages as a fresh clone does, from the cache, with nothing to download.
+  const dir = await tempDir("baton-first-install-");
+  try {
+    await Deno.mkdir(join(dir, "web", "app"), { recursive: true });
+    for (const file of ["deno.json", "deno.lock", "web/app/deno.json"]) {
+      await Deno.copyFile(join(ROOT, file), join(dir, file));
+    }
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["install", "--frozen", "--cached-only"],
+      cwd: dir,
+      env: { NO_COLOR: "1" },
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const stderr = new TextDecoder().decode(out.stderr);
+    assert.equal(out.code, 0, stderr);
+    assert.doesNotMatch(stderr, /Ignored build scripts|lifecycle scripts/i);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+// ---------------------------------------------------------------------------
 // Help and usage errors
 
 Deno.test("baton prints its help and version and exits 0", async (t) => {
@@ -648,6 +679,7 @@ Deno.test("baton up starts a relay with an owner account and a local runner", as
       const { proc, url } = await up(env);
       assert.equal(proc.count(/Created the owner account owner@baton\.local\./), 1, proc.output());
       assert.equal(await exists(join(dataDir, "initial-password")), false);
+      assert.equal(proc.count(/with the password in/), 0, proc.output());
       const runners = await runnersOf(url, "owner@baton.local", password);
       assert.equal(runners.length, 1);
       assert.equal(runners[0]!.connected, true);
@@ -679,8 +711,15 @@ Deno.test("baton up starts a relay with an owner account and a local runner", as
       "a second start reuses the account, the runner token and the runner id",
       async () => {
         assert.ok(runnerId, "needs the first step");
+        // An earlier version saved the email above the password: the file
+        // keeps the password alone, so that it can be pasted.
+        const passwordFile = join(dataDir, "initial-password");
+        await Deno.writeTextFile(passwordFile, `owner@baton.local\n${password}\n`, { mode: 0o600 });
         const { proc, url } = await up(env);
         assert.equal(proc.count(/Created the owner account/), 0, proc.output());
+        assert.equal(await Deno.readTextFile(passwordFile), `${password}\n`);
+        assert.equal(await mode(passwordFile), 0o600);
+        assert.equal(proc.count(/with the password in/), 0, "the password was not generated");
         assert.equal(await Deno.readTextFile(join(dataDir, "local-runner.json")), tokenFile);
         const runners = await runnersOf(url, "owner@baton.local", password);
         assert.deepEqual(runners.map((r) => [r.id, r.connected]), [[runnerId, true]]);
@@ -711,9 +750,33 @@ Deno.test("baton up starts a relay with an owner account and a local runner", as
       const { proc, url } = await up(baseEnv(other, { BATON_OWNER_EMAIL: email }));
       const [, shown] = await line(proc, /Created the owner account \S+ with password: (\S+)/);
       const path = join(other, ".baton", "relay", "initial-password");
-      assert.equal(await Deno.readTextFile(path), `${email}\n${shown}\n`);
+      assert.equal(await Deno.readTextFile(path), `${shown}\n`);
       assert.equal(await mode(path), 0o600);
-      assert.equal((await runnersOf(url, email, shown!)).length, 1);
+      // Where the password is, and for which account, is said last.
+      const literal = (text: string) => text.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
+      await line(
+        proc,
+        new RegExp(
+          `^baton is up: .* sign in as ${literal(email)} with the password in ${literal(path)}$`,
+        ),
+      );
+      // The file pasted into a password field (which drops line breaks) signs in.
+      const pasted = (await Deno.readTextFile(path)).replace(/[\r\n]/g, "");
+      assert.equal((await runnersOf(url, email, pasted)).length, 1);
+
+      // The README shows this first start as it is (but for the runner's own
+      // lines, which start with '[', and the example's values).
+      const readme = await Deno.readTextFile(join(ROOT, "README.md"));
+      const block = readme.match(/```text\nTask up [^\n]*\n([^`]*)```/)?.[1];
+      assert.ok(block, "the README shows a first start");
+      const own = (lines: string[]) => lines.filter((l) => l.trim() !== "" && !l.startsWith("["));
+      const example = own(block.split("\n")).map((l) =>
+        l.replaceAll("http://127.0.0.1:7420", url)
+          .replaceAll("owner@baton.local", email)
+          .replaceAll("/home/ada/.baton/relay/initial-password", path)
+          .replaceAll("1OY3CrypnjjxwZY_", shown!)
+      );
+      assert.deepEqual(own(proc.lines), example);
       await interrupt(proc, url);
     });
 

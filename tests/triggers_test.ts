@@ -166,8 +166,11 @@ Deno.test("session triggers, history, responses, subscriptions, broadcasts and l
         assert.deepEqual(byCookie, res);
         const runner = await answer(await api(`/api/runners/${runnerId}/triggers`));
         assert.equal(runner.status, 200);
-        // The runner's own view shows the same definitions, schemas included.
-        assert.deepEqual(runner.body.triggerDefs, AVAILABLE);
+        // The runner's own view shows the same definitions without the payload schemas.
+        assert.deepEqual(
+          runner.body.triggerDefs,
+          AVAILABLE.map(({ schema: _, ...def }) => def),
+        );
         assert.deepEqual(runner.body.listeners, []);
       },
     );
@@ -1347,6 +1350,21 @@ Deno.test("listeners survive a runner restart and a relay restart, and still spa
 
     // The runner daemon stops and starts again (same HOME, same runner id).
     await runner.stop();
+    await eventually("the relay to see the runner gone", async () => {
+      const [r] = await (await user.api("/api/runners")).json();
+      return r.connected === false ? true : undefined;
+    });
+    // Meanwhile a broadcast reaches no one, and says so rather than counting
+    // zeros: nothing is started, now or once the runner is back.
+    const sessionsBefore = await allSessionIds(user);
+    const offline = await post(user.api, `/api/runners/${runnerId}/trigger-broadcast`, {
+      type: "cron:tick",
+      payload: { job: "backup", marker: "WHILE-OFFLINE" },
+    });
+    assert.equal(offline.status, 503, JSON.stringify(offline.body));
+    assert.equal(offline.body.error.code, "runner_offline");
+    assert.match(offline.body.error.message, /^[A-Z].*[^.]$/);
+    assert.deepEqual(await allSessionIds(user), sessionsBefore);
     runner = await startRunner({ relayUrl: relay.url, apiKey: user.apiKey, home, env });
     assert.deepEqual(await listeners(user.api, runnerId), listed, "kept across a runner restart");
     const afterRunner = await tick("AFTER-RUNNER-RESTART");
@@ -1363,6 +1381,11 @@ Deno.test("listeners survive a runner restart and a relay restart, and still spa
     await spawnedWith("AFTER-RELAY-RESTART");
     const other = await tick("OTHER-JOB", "cleanup");
     assert.equal(other.spawned, 0, "params still decide");
+    assert.deepEqual(
+      model.llm.requests.filter((r) => requestText(r).includes("WHILE-OFFLINE")),
+      [],
+      "the broadcast sent while the runner was offline started nothing",
+    );
     ok = true;
   } finally {
     if (!ok) {

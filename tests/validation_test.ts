@@ -333,6 +333,82 @@ Deno.test("health needs no sign-in and unknown routes answer a 404 JSON error", 
   assert.equal(await errorCode(await fetch(`${relay.url}/api/no-such-route`), 401), "unauthorized");
 });
 
+Deno.test("a browser opening an address the relay does not know gets the app; API clients keep the JSON 404", async (t) => {
+  await using relay = await startTestRelay();
+  const user = await signUp(relay.url);
+  // What Chromium and Firefox send when they navigate.
+  const NAVIGATE = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8";
+  const get = (path: string, init: RequestInit = {}, accept: string | null = NAVIGATE) =>
+    fetch(`${relay.url}${path}`, {
+      redirect: "manual",
+      ...init,
+      headers: { ...(accept === null ? {} : { accept }), ...init.headers },
+    });
+  const headersOf = (res: Response) => {
+    const h = Object.fromEntries(res.headers);
+    delete h.date;
+    return h;
+  };
+  const root = await get("/");
+  const index = await root.text();
+  assert.match(index, /<div id="app"><\/div>/);
+  const rootHeaders = headersOf(root);
+  assert.match(rootHeaders["content-security-policy"] ?? "", /script-src 'self'/);
+
+  await t.step("unknown paths get index.html with the very headers of /", async () => {
+    const paths = ["/sessions", "/login", "/settings/keys", "/no/such/page?q=1", "/session/a/b"];
+    for (const path of paths) {
+      const signedOutAndIn: Record<string, string>[] = [{}, { cookie: user.cookie }];
+      for (const headers of signedOutAndIn) {
+        const res = await get(path, { headers });
+        assert.equal(res.status, 200, path);
+        assert.deepEqual(headersOf(res), rootHeaders, path);
+        assert.equal(await res.text(), index, path);
+      }
+    }
+    const head = await get("/login", { method: "HEAD" });
+    const rootHead = await get("/", { method: "HEAD" });
+    assert.equal(head.status, 200);
+    assert.deepEqual(headersOf(head), headersOf(rootHead));
+    assert.equal(await head.text(), "");
+    await rootHead.body?.cancel();
+  });
+
+  await t.step("a page asked for with a trailing slash is redirected to the page", async () => {
+    const cases: [string, string][] = [
+      ["/settings/", "/settings"],
+      ["/automations//?tab=listeners", "/automations?tab=listeners"],
+      ["/new/", "/new"],
+      ["/session/3f2a/", "/session/3f2a"],
+    ];
+    for (const [from, to] of cases) {
+      const res = await get(from);
+      assert.equal(res.status, 301, from);
+      assert.equal(res.headers.get("location"), to, from);
+      await res.body?.cancel();
+    }
+  });
+
+  await t.step("API clients, other methods and the channels keep the JSON 404", async () => {
+    const notFound = async (res: Response, what: string) => {
+      assert.equal(res.headers.get("content-type"), "application/json", what);
+      assert.equal(await errorCode(res, 404, what), "not_found", what);
+    };
+    for (const accept of [null, "*/*", "application/json", "application/json, text/html"]) {
+      await notFound(await get("/login", {}, accept), `Accept: ${accept}`);
+    }
+    await notFound(
+      await get("/api/no-such-route", { headers: { "x-api-key": user.apiKey } }),
+      "api",
+    );
+    await notFound(await get("/api", { headers: { "x-api-key": user.apiKey } }), "/api itself");
+    await notFound(await get("/login", { method: "POST" }), "POST");
+    await notFound(await get("/_viewer/x"), "under the viewer channel");
+    await notFound(await get("/_runner/x"), "under the runner channel");
+    await notFound(await get("/login", { headers: { upgrade: "websocket" } }), "an upgrade");
+  });
+});
+
 /** Sends a WebSocket upgrade to the viewer path over a raw socket; returns the status line's code. */
 async function viewerUpgradeStatus(
   relay: TestRelay,

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import axe from "axe-core";
 import type { Browser, Page } from "playwright-core";
-import { json } from "./harness/client.ts";
+import { json, signUp } from "./harness/client.ts";
 import { DESKTOP, launchBrowser, newPage, PHONE } from "./harness/browser.ts";
 import { type Stack, startTestRelay, withStack } from "./harness/in_process.ts";
 import { type ChatRequest, MODEL, type Turn } from "./harness/mock_llm.ts";
@@ -129,6 +129,34 @@ Deno.test("a new relay shows the owner screen; the owner signs in and out", asyn
     await page.getByRole("button", { name: "Sign in" }).click();
     await page.getByRole("alert").waitFor();
     assert.match(await page.getByRole("alert").innerText(), /invalid/i);
+    assert.deepEqual(errors, []);
+  } finally {
+    await browser.close();
+    await relay[Symbol.asyncDispose]();
+  }
+});
+
+Deno.test("an address typed by hand opens the app, not JSON; /settings/ lands on Settings", async () => {
+  const relay = await startTestRelay();
+  const browser = await launchBrowser();
+  try {
+    const user = await signUp(relay.url);
+    const { page, errors } = await newPage(browser);
+    await page.goto(`${relay.url}/login`);
+    await page.getByRole("heading", { name: "Sign in" }).waitFor();
+    await page.getByLabel("Email").fill(user.email);
+    await page.getByLabel("Password").fill(user.password);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.waitForSelector(".sidebar");
+
+    await page.goto(`${relay.url}/settings/`);
+    await page.getByRole("heading", { name: "Settings", level: 1 }).waitFor();
+    assert.equal(new URL(page.url()).pathname, "/settings");
+    for (const path of ["/sessions", "/no/such/page"]) {
+      await page.goto(`${relay.url}${path}`);
+      await page.waitForSelector(".sidebar");
+      assert.doesNotMatch(await page.locator("body").innerText(), /not_found|"error"/, path);
+    }
     assert.deepEqual(errors, []);
   } finally {
     await browser.close();
@@ -441,7 +469,8 @@ Deno.test("automations: a webhook is created with its secret shown once, toggled
     await signInUi(page, w);
     await page.getByRole("button", { name: "New webhook" }).click();
     await page.getByLabel("Name").fill("Issues");
-    await page.getByLabel("Source").fill("github");
+    // A source is any label; markup in it is shown as text.
+    await page.getByLabel("Source").fill("GitHub <b>Actions</b>");
     await page.getByLabel("Folder").first().fill(w.home);
     await page.getByLabel("Event filter").fill("issues.opened");
     await page.getByRole("button", { name: "Create webhook" }).click();
@@ -450,10 +479,14 @@ Deno.test("automations: a webhook is created with its secret shown once, toggled
     assert.match(await page.locator(".new-key pre").innerText(), /openssl dgst -sha256 -hmac/);
     const [hook] = (await (await w.user.api("/api/webhooks")).json()).webhooks;
     assert.equal(hook.name, "Issues");
+    assert.equal(hook.source, "GitHub <b>Actions</b>");
     assert.deepEqual(hook.eventFilter, ["issues.opened"]);
     assert.equal(hook.runnerId, w.runnerId);
     await page.getByRole("button", { name: "Done" }).click();
     assert.equal(await page.locator("#new-key-value").count(), 0, "the secret is shown once");
+    const head = page.locator(".webhook-item", { hasText: "Issues" }).locator(".webhook-head");
+    await head.getByText("GitHub <b>Actions</b>", { exact: true }).waitFor();
+    assert.equal(await head.locator("b").count(), 0);
 
     await page.getByRole("checkbox", { name: "Enabled" }).uncheck();
     await page.getByText("disabled", { exact: true }).waitFor();
@@ -486,11 +519,14 @@ Deno.test("automations: a webhook is created with its secret shown once, toggled
       `/api/sessions/${id}/trigger`,
       json("POST", {
         type: "ci:build_failed",
+        source: "external:GitHub <b>Actions</b>",
         summary: "main is red",
         payload: { branch: "main" },
       }),
     );
-    await page.locator(".msg.trigger", { hasText: "main is red" }).waitFor();
+    const card = page.locator(".msg.trigger", { hasText: "main is red" });
+    await card.getByText("external:GitHub <b>Actions</b>", { exact: true }).waitFor();
+    assert.equal(await card.locator("b").count(), 0);
     await page.getByRole("button", { name: "Triggers" }).click();
     await page.locator(".history li", { hasText: "main is red" }).waitFor();
     assert.deepEqual(errors, []);

@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
 import { join } from "node:path";
@@ -8,6 +9,7 @@ import { serveRelay } from "../relay/serve.ts";
 import type { SpawnRequest } from "../shared/protocol.ts";
 import { json, signUp, type User } from "./harness/client.ts";
 import { defaultAnswer, type FakeAnswer, FakeRunner } from "./harness/fake_runner.ts";
+import { startTestRelay } from "./harness/in_process.ts";
 import { MODEL } from "./harness/mock_llm.ts";
 import { tempDir } from "./harness/procs.ts";
 import {
@@ -290,9 +292,16 @@ Deno.test("webhooks: CRUD, every fire outcome, three signing schemes and GitHub'
         ["no name", { source: "custom" }],
         ["blank name", { name: "   ", source: "custom" }],
         ["no source", { name: "x" }],
-        ["source with a space", { name: "x", source: "my source" }],
-        ["source with a slash", { name: "x", source: "a/b" }],
-        ["source with a colon", { name: "x", source: "external:x" }],
+        ["blank source", { name: "x", source: " \t " }],
+        ["source of 101 characters", { name: "x", source: "s".repeat(101) }],
+        ["source with a line break", { name: "x", source: "ci\nSummary: forged" }],
+        ["source with a tab", { name: "x", source: "ci\tx" }],
+        ["source with a NUL", { name: "x", source: "ci\u0000x" }],
+        ["source with an escape sequence", { name: "x", source: "ci\u001b[31mred" }],
+        ["source with a line separator", { name: "x", source: "ci\u2028x" }],
+        ["source with a right-to-left override", { name: "x", source: "ci\u202Etxt.exe" }],
+        ["source with a lone surrogate", { name: "x", source: "ci\ud800" }],
+        ["source not a string", { name: "x", source: 7 }],
         ["unknown runner", { name: "x", source: "custom", runnerId: "no-such-runner" }],
         ["model without id", { name: "x", source: "custom", model: { provider: "mock" } }],
         ["model as a string", { name: "x", source: "custom", model: "mock/mock-1" }],
@@ -310,7 +319,8 @@ Deno.test("webhooks: CRUD, every fire outcome, three signing schemes and GitHub'
       );
       assert.equal(unknownRunner.body.error.code, "unknown_runner");
       const badPuts: [string, unknown][] = [
-        ["bad source", { source: "bad source" }],
+        ["bad source", { source: "bad\nsource" }],
+        ["null source", { source: null }],
         ["blank name", { name: "" }],
         ["unknown runner", { runnerId: "no-such-runner" }],
         ["enabled as a string", { enabled: "yes" }],
@@ -323,6 +333,52 @@ Deno.test("webhooks: CRUD, every fire outcome, three signing schemes and GitHub'
       assert.deepEqual(await listed(), before, "no webhook was created");
       assert.deepEqual((await getHook(user, main.id)).body.webhook, mainBefore, "nothing changed");
     });
+
+    await s.step(
+      "a source is any label people use; the agent and the API get it as it was typed",
+      async () => {
+        // Spaces, a slash, a colon, quotes and markup: only trimmed.
+        const label = `GitHub Actions / ci:main <img src=x onerror="alert(1)"> & "co"`;
+        const h = await createHook(user, {
+          name: "Labelled",
+          source: `  ${label}  `,
+          runnerId,
+          cwd: root,
+          prompt: PROMPT,
+          model: MODEL,
+        });
+        assert.equal(h.source, label);
+        const put = await answer(
+          await user.web(`/api/webhooks/${h.id}`, json("PUT", { source: "a/b" })),
+        );
+        assert.equal(put.status, 200, JSON.stringify(put.body));
+        assert.equal(put.body.webhook.source, "a/b");
+        const back = await answer(
+          await user.web(`/api/webhooks/${h.id}`, json("PUT", { source: label })),
+        );
+        assert.equal(back.body.webhook.source, label);
+        const unicode = await createHook(user, { name: "Ünïcode", source: "Jenkins – nightly 🌙" });
+        assert.equal(unicode.source, "Jenkins – nightly 🌙");
+
+        const body = JSON.stringify({ type: "build.failed", marker: "FIRE-LABELLED" });
+        const res = await fireAt(h.id, body, enhanced(h.secret, body));
+        assert.equal(res.status, 200, JSON.stringify(res.body));
+        // The agent sees one trigger block whose source attribute holds the
+        // label escaped: it cannot close the tag or start a block of its own.
+        const { text, block } = await firstTurn(world, "FIRE-LABELLED");
+        assert.equal(
+          block.source,
+          "external:GitHub Actions / ci:main &lt;img src=x onerror=&quot;alert(1)&quot;&gt; " +
+            "&amp; &quot;co&quot;",
+        );
+        assert.equal(text.includes("<img"), false, text);
+        const [entry] = await history(user, res.body.sessionId);
+        assert.equal(entry!.source, `external:${label}`);
+        for (const id of [h.id, unicode.id]) {
+          await user.web(`/api/webhooks/${id}`, { method: "DELETE" }).then(answer);
+        }
+      },
+    );
 
     await s.step("another user's webhook answers exactly like a missing one", async () => {
       const bob = await signUp(world.relay.url, { name: "Bob" });
@@ -1341,4 +1397,46 @@ Deno.test("a used nonce stays used when the relay restarts on the same data fold
     await relay.shutdown();
     await Deno.remove(dataDir, { recursive: true }).catch(() => {});
   }
+});
+
+Deno.test("a webhook's source: a printable label is kept, trimmed; anything that could break a line is a 400 that stores nothing", async () => {
+  await using relay = await startTestRelay();
+  const user = await signUp(relay.url);
+  // What must never reach a display: C0 and C1 controls, line and paragraph
+  // separators, bidirectional embeddings, overrides and isolates.
+  // deno-lint-ignore no-control-regex
+  const breaking = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/;
+  const labels = fc.oneof(
+    fc.string({ unit: "grapheme-ascii", minLength: 1, maxLength: 110 }),
+    fc.string({ unit: "grapheme", minLength: 1, maxLength: 40 }),
+    fc.string({ unit: "binary", minLength: 1, maxLength: 40 }),
+    fc.constantFrom("a\nb", "\u202Eexe.txt", "x\uD800", "\u0085", " \u00a0 ", "ci\u2029"),
+  );
+  const count = async () =>
+    (await (await user.api("/api/webhooks")).json()).webhooks.length as number;
+  await fc.assert(
+    fc.asyncProperty(labels, async (label) => {
+      const res = await answer(
+        await user.web("/api/webhooks", json("POST", { name: "Fuzzed", source: label })),
+      );
+      const ordinary = /^[\x20-\x7e]+$/.test(label) && label.trim().length > 0 &&
+        label.trim().length <= 100;
+      if (res.status === 201) {
+        const kept: string = res.body.webhook.source;
+        assert.equal(kept, label.trim());
+        assert.ok(kept.length >= 1 && kept.length <= 100, kept);
+        assert.ok(kept.isWellFormed(), JSON.stringify(kept));
+        assert.doesNotMatch(kept, breaking);
+        const del = await user.web(`/api/webhooks/${res.body.webhook.id}`, { method: "DELETE" });
+        assert.equal(del.status, 200);
+        await del.body?.cancel();
+      } else {
+        assert.equal(ordinary, false, `refused an ordinary label: ${JSON.stringify(label)}`);
+        assert.equal(res.status, 400, JSON.stringify(res.body));
+        assert.equal(res.body.error.code, "invalid_body");
+        assert.equal(await count(), 0, "a refused webhook was stored");
+      }
+    }),
+    { numRuns: 300, seed: 20_251_122 },
+  );
 });

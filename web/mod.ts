@@ -34,8 +34,25 @@ interface Asset {
   version?: string;
 }
 
-/** Routes of the web client. */
-export async function webRoutes(): Promise<Hono> {
+/** The client's pages (parseRoute in app/store.ts), as route patterns. */
+const PAGES = ["/", "/new", "/settings", "/automations", "/session/:id"];
+const PAGE_PATTERNS = PAGES.map((p) => new RegExp(`^${p.replace(/:\w+/g, "[^/]+")}$`));
+
+/** The web client as the relay serves it. */
+export interface WebClient {
+  /** The app shell at each page, the bundled script and styles, the manifest and icons. */
+  routes: Hono;
+  /**
+   * What a browser that opens a path no route serves gets: a page asked for
+   * with a trailing slash (`/settings/`) is redirected to it (the client
+   * would not know it), any other path gets the app shell, exactly as `/`
+   * does, and the client's routing decides what to show.
+   */
+  page(path: string, search: string): Response;
+}
+
+/** Builds the web client's routes over the built bundle (web/dist). */
+export async function webClient(): Promise<WebClient> {
   const js = read("./dist/app.js");
   const css = read("./dist/app.css");
   const [jsHash, cssHash] = [await shortHash(js), await shortHash(css)];
@@ -64,9 +81,7 @@ export async function webRoutes(): Promise<Hono> {
         "x-frame-options": "DENY",
       },
     });
-  for (const path of ["/", "/new", "/settings", "/automations", "/session/:id"]) {
-    app.get(path, shell);
-  }
+  for (const path of PAGES) app.get(path, shell);
   for (const [path, a] of Object.entries(assets)) {
     app.get(path, (c) => {
       const versioned = a.version !== undefined && c.req.query("v") === a.version;
@@ -79,5 +94,14 @@ export async function webRoutes(): Promise<Hono> {
     });
   }
   app.get("/favicon.ico", (c) => c.redirect("/icons/icon.svg", 301));
-  return app;
+  return {
+    routes: app,
+    page(path, search) {
+      const trimmed = path.replace(/\/+$/, "");
+      if (trimmed !== path && PAGE_PATTERNS.some((p) => p.test(trimmed))) {
+        return new Response(null, { status: 301, headers: { location: trimmed + search } });
+      }
+      return shell();
+    },
+  };
 }
