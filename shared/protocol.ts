@@ -48,7 +48,7 @@ export const INPUT_KINDS: readonly InputKind[] = ["prompt", "steer", "followUp",
 /** Lifecycle of a session as the relay lists it. */
 export type SessionStatus = "starting" | "running" | "ended" | "error";
 /** Whether the agent of a running session is working on a turn. */
-export type SessionActivity = "working" | "idle";
+export type SessionActivity = "working" | "idle" | "asleep" | "waking";
 
 /** A session as the relay lists it. */
 export interface SessionInfo {
