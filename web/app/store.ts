@@ -90,8 +90,52 @@ export const link = new LiveLink({
     const open = streams.get(s.sessionId);
     if (open) open.info.value = s;
   },
-  signedOut: () => signOutLocally(),
+  signedOut: () => void stillSignedIn(),
 });
+
+/** A change of the account's password in flight (see changePassword). */
+let passwordChange: Promise<unknown> | null = null;
+
+/**
+ * The live socket was closed because its browser session ended. A password
+ * change ends this browser's session too, and hands it a new one (the cookie
+ * comes with the answer, which may arrive after the close): wait for it, and
+ * stay signed in when the browser still has a session.
+ */
+async function stillSignedIn(): Promise<void> {
+  await passwordChange?.catch(() => {});
+  // Should the socket keep refusing a session the API accepts, do not loop.
+  const again = Date.now() - lastRecheck < 10_000;
+  lastRecheck = Date.now();
+  try {
+    const s = again ? null : await api<{ user: Me } | null>("/api/auth/get-session");
+    if (s?.user && s.user.id === me.value?.id) {
+      link.connect();
+      return;
+    }
+  } catch {
+    // Cannot tell: treat it as signed out.
+  }
+  signOutLocally();
+}
+let lastRecheck = 0;
+
+/**
+ * Changes the password and signs every other browser out; this one stays
+ * signed in (with the new session better-auth hands it).
+ */
+export async function changePassword(currentPassword: string, newPassword: string): Promise<void> {
+  const change = api("/api/auth/change-password", {
+    method: "POST",
+    body: { currentPassword, newPassword, revokeOtherSessions: true },
+  });
+  passwordChange = change;
+  try {
+    await change;
+  } finally {
+    if (passwordChange === change) passwordChange = null;
+  }
+}
 
 /** A session on screen: its listed info and its conversation. */
 export interface OpenSession {

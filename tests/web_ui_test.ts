@@ -1,0 +1,169 @@
+/**
+ * What a newcomer hit in the web client (issue 15), in a real Chromium
+ * against a real relay, a real runner and the scripted model: changing the
+ * password, the Models card's words, empty and huge prompts, long messages,
+ * the session header, the sidebar's groups, renaming sessions and the phone
+ * composer while the agent works.
+ *
+ * Set BATON_TEST_SHOTS=<folder> to keep a screenshot of each state, light and
+ * dark, to look at.
+ */
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import type { Browser, Page } from "playwright-core";
+import { json, signIn, Viewer } from "./harness/client.ts";
+import { axeViolations, launchBrowser, newPage, PHONE, signInUi } from "./harness/browser.ts";
+import { type Stack, withStack } from "./harness/in_process.ts";
+import { type ChatRequest, MODEL, type Turn } from "./harness/mock_llm.ts";
+
+/** An answer slow enough (30 s) to look at a working session. */
+const SLOW: Turn = { text: Array.from({ length: 600 }, (_, i) => `slow${i} `), chunkDelayMs: 50 };
+
+/** Scripted answers chosen by a keyword of the session's first prompt. */
+function responder(req: ChatRequest): Turn | undefined {
+  const first = JSON.stringify(req.messages.find((m) => m.role === "user")?.content ?? "");
+  const answered = req.messages.filter((m) => m.role === "assistant").length;
+  if (first.includes("HOLD")) return answered === 0 ? SLOW : { text: "OK." };
+  if (first.includes("TWO-STEP")) return answered === 1 ? SLOW : { text: "Ready." };
+  return undefined;
+}
+
+interface World extends Stack {
+  browser: Browser;
+  /** A viewer of the user's, to wait for session events. */
+  viewer: Viewer;
+}
+
+function withWorld(fn: (w: World) => Promise<void>): Promise<void> {
+  return withStack({ responder, name: "Ada" }, async (s) => {
+    const browser = await launchBrowser();
+    const viewer = await Viewer.connect(s.relay.url, { apiKey: s.user.apiKey });
+    try {
+      await fn({ ...s, browser, viewer });
+    } finally {
+      await viewer.close();
+      await browser.close();
+    }
+  });
+}
+
+/** Starts a session through the API and subscribes the world's viewer to it. */
+async function spawn(w: World, prompt: string, cwd = w.home): Promise<string> {
+  const res = await w.user.api(
+    "/api/runners/spawn",
+    json("POST", { runnerId: w.runnerId, cwd, model: MODEL, prompt }),
+  );
+  const body = await res.json();
+  assert.equal(res.status, 200, JSON.stringify(body));
+  w.viewer.subscribe(body.sessionId);
+  return body.sessionId;
+}
+
+/** Resolves once the session's first run has ended. */
+async function settled(w: World, id: string): Promise<void> {
+  await w.viewer.waitForEvent(id, "agent_end");
+}
+
+const SHOTS = Deno.env.get("BATON_TEST_SHOTS");
+
+/** Keeps a screenshot of the page in light and dark when BATON_TEST_SHOTS names a folder. */
+async function shot(page: Page, name: string): Promise<void> {
+  if (!SHOTS) return;
+  await Deno.mkdir(SHOTS, { recursive: true });
+  for (const colorScheme of ["light", "dark"] as const) {
+    await page.emulateMedia({ colorScheme });
+    await page.screenshot({ path: join(SHOTS, `${name}-${colorScheme}.png`) });
+  }
+  await page.emulateMedia({ colorScheme: "light" });
+}
+
+Deno.test("settings: the Models card's words match its boxes, and the password can be changed", async (t) => {
+  await withWorld(async (w) => {
+    const here = await newPage(w.browser, { audit: true });
+    const page = here.page;
+    await page.goto(`${w.relay.url}/settings`);
+    await signInUi(page, w.user);
+
+    await t.step("a checked box means shown, and the card says so", async () => {
+      const card = page.locator("section", {
+        has: page.getByRole("heading", { name: "Models" }),
+      });
+      await card.getByText("Checked models are offered when you start a session").waitFor();
+      const box = card.getByRole("checkbox", { name: "mock/mock-1" });
+      assert.equal(await box.isChecked(), true);
+      assert.equal(await card.getByText("hidden", { exact: true }).count(), 0);
+      await box.uncheck();
+      await card.getByText("hidden", { exact: true }).waitFor();
+      const hidden = await (await w.user.api("/api/settings/hidden-models")).json();
+      assert.deepEqual(hidden.hiddenModels, ["mock/mock-1"]);
+      await shot(page, "settings-models-hidden");
+      await box.check();
+      await card.getByText("hidden", { exact: true }).waitFor({ state: "detached" });
+      const shown = await (await w.user.api("/api/settings/hidden-models")).json();
+      assert.deepEqual(shown.hiddenModels, []);
+    });
+
+    const id = await spawn(w, "A session to see the feed");
+    await settled(w, id);
+    const there = await newPage(w.browser, { viewport: PHONE });
+    await there.page.goto(`${w.relay.url}/session/${id}`);
+    await signInUi(there.page, w.user);
+    const card = page.locator("form", { has: page.getByRole("heading", { name: "Password" }) });
+    const current = card.getByLabel("Current password");
+    const fresh = card.getByLabel("New password", { exact: true });
+    const again = card.getByLabel("New password again");
+    const change = card.getByRole("button", { name: "Change password" });
+    const NEW = "a brand new password";
+
+    await t.step("bad input is refused in words and changes nothing", async () => {
+      await current.fill(w.user.password);
+      await fresh.fill("short");
+      await again.fill("short");
+      await change.click();
+      await card.getByRole("alert").getByText("at least 8 characters").waitFor();
+      assert.equal(await fresh.getAttribute("aria-invalid"), "true");
+
+      await fresh.fill(NEW);
+      await again.fill(NEW + "!");
+      await change.click();
+      await card.getByRole("alert").getByText("The new passwords do not match").waitFor();
+
+      await current.fill("not my password");
+      await again.fill(NEW);
+      await change.click();
+      await card.getByRole("alert").getByText("The current password is wrong").waitFor();
+      assert.equal(await current.getAttribute("aria-invalid"), "true");
+      await shot(page, "settings-password-error");
+      assert.deepEqual(await axeViolations(page), []);
+      // The old password still signs in, and the other browser is still in.
+      await signIn(w.relay.url, w.user.email, w.user.password);
+      assert.equal(await there.page.locator(".sidebar").count(), 1);
+    });
+
+    await t.step("a change signs the other browsers out and keeps this one", async () => {
+      await current.fill(w.user.password);
+      await change.click();
+      await card.getByRole("status").getByText("Password changed").waitFor();
+      assert.equal(await current.inputValue(), "");
+      assert.equal(await fresh.inputValue(), "");
+      // The other browser lands on sign-in by itself: its live socket was closed.
+      await there.page.getByRole("heading", { name: "Sign in" }).waitFor();
+      // This one stays signed in and live: a change elsewhere reaches it.
+      const renamed = await w.user.api(
+        `/api/sessions/${id}`,
+        json("PATCH", { title: "Seen after the change" }),
+      );
+      assert.equal(renamed.status, 200);
+      await renamed.body?.cancel();
+      await page.locator(".session-title", { hasText: "Seen after the change" }).waitFor();
+      assert.equal(await page.getByRole("heading", { name: "Sign in" }).count(), 0);
+      await page.reload();
+      await page.getByRole("heading", { name: "Settings" }).waitFor();
+      await shot(page, "settings-password-changed");
+      await assert.rejects(signIn(w.relay.url, w.user.email, w.user.password));
+      await signIn(w.relay.url, w.user.email, NEW);
+    });
+    assert.deepEqual(here.errors, []);
+    assert.deepEqual(there.errors, []);
+  });
+});
