@@ -10,11 +10,12 @@
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import type { Browser, Page } from "playwright-core";
+import type { Browser, Locator, Page } from "playwright-core";
 import { json, signIn, Viewer } from "./harness/client.ts";
 import { axeViolations, launchBrowser, newPage, PHONE, signInUi } from "./harness/browser.ts";
 import { type Stack, withStack } from "./harness/in_process.ts";
 import { type ChatRequest, MODEL, type Turn } from "./harness/mock_llm.ts";
+import type { SessionPatch } from "../relay/store/mod.ts";
 
 /** An answer slow enough (30 s) to look at a working session. */
 const SLOW: Turn = { text: Array.from({ length: 600 }, (_, i) => `slow${i} `), chunkDelayMs: 50 };
@@ -165,5 +166,117 @@ Deno.test("settings: the Models card's words match its boxes, and the password c
     });
     assert.deepEqual(here.errors, []);
     assert.deepEqual(there.errors, []);
+  });
+});
+
+/** Sets a session's listed state by hand, as the runner's sleeping workers will report it. */
+function force(w: World, id: string, patch: Pick<SessionPatch, "status" | "activity">) {
+  const { store, hub } = w.relay.relay;
+  store.sessions.update(id, patch, new Date().toISOString());
+  hub.sessionChanged(id);
+}
+
+/** The sidebar's session groups as shown: heading, then the titles under it. */
+function sidebarGroups(page: Page): Promise<[string, string[]][]> {
+  return page.evaluate(`[...document.querySelectorAll(".side-sessions .side-group")].map((g) => [
+    g.querySelector(".side-heading").textContent.trim(),
+    [...g.querySelectorAll(".session-title")].map((t) => t.textContent),
+  ])`) as Promise<[string, string[]][]>;
+}
+
+type Box = { x: number; y: number; width: number; height: number };
+
+async function boxOf(l: Locator): Promise<Box> {
+  const box = await l.boundingBox();
+  assert.ok(box, "the element is on screen");
+  return box;
+}
+
+/** Whether the page scrolls sideways. */
+function overflowsSideways(page: Page): Promise<boolean> {
+  return page.evaluate("document.documentElement.scrollWidth > innerWidth + 1") as Promise<boolean>;
+}
+
+Deno.test("the sidebar groups sessions by what they do: working, idle, asleep, ended", async (t) => {
+  await withWorld(async (w) => {
+    const working = await spawn(w, "HOLD: a working one");
+    const idle = await spawn(w, "An idle one");
+    const pinned = await spawn(w, "A pinned one");
+    const ended = await spawn(w, "An ended one");
+    const sleepy = await spawn(w, "A sleepy one");
+    for (const id of [idle, pinned, ended, sleepy]) await settled(w, id);
+    await w.viewer.waitForEvent(working, "message_update");
+    await (await w.user.api(`/api/sessions/${pinned}/pin`, { method: "PUT" })).body?.cancel();
+    await (await w.user.api(
+      `/api/sessions/${ended}/input`,
+      json("POST", { kind: "end" }),
+    )).body?.cancel();
+    await w.viewer.waitForEvent(ended, "session_end");
+    force(w, sleepy, { activity: "asleep" });
+
+    const { page, errors } = await newPage(w.browser, { audit: true });
+    await page.goto(w.relay.url);
+    await signInUi(page, w.user);
+    const item = (title: string) => page.locator(".session-item", { hasText: title });
+
+    await t.step("each session is under the heading of what it does", async () => {
+      await item("A sleepy one").waitFor();
+      assert.deepEqual(await sidebarGroups(page), [
+        ["Pinned", ["A pinned one"]],
+        ["Working", ["HOLD: a working one"]],
+        ["Idle", ["An idle one"]],
+        ["Asleep", ["A sleepy one"]],
+        ["Ended", ["An ended one"]],
+      ]);
+      assert.match(await item("A sleepy one").innerText(), /asleep/);
+      await shot(page, "sidebar-groups");
+      assert.deepEqual(await axeViolations(page), []);
+    });
+
+    await t.step("an asleep session says so in its header, and waking moves it up", async () => {
+      await item("A sleepy one").locator("a").click();
+      const pill = page.locator(".session-head .pill");
+      await pill.getByText("asleep").waitFor();
+      await shot(page, "session-asleep");
+      assert.deepEqual(await axeViolations(page), []);
+      force(w, sleepy, { activity: "waking" });
+      await pill.getByText("waking").waitFor();
+      const groups = await sidebarGroups(page);
+      assert.deepEqual(groups.find(([h]) => h === "Working")?.[1], [
+        "A sleepy one",
+        "HOLD: a working one",
+      ]);
+      assert.equal(groups.some(([h]) => h === "Asleep"), false, "an empty group is not shown");
+    });
+
+    await t.step("starting counts as working; an error as ended", async () => {
+      force(w, idle, { status: "starting" });
+      force(w, sleepy, { status: "error", activity: "idle" });
+      await page.locator(".session-head .pill").getByText("error").waitFor();
+      await item("An idle one").getByText("starting").waitFor();
+      const dot = await boxOf(item("A sleepy one").locator(".dot"));
+      assert.ok(dot.width <= 12 && Math.abs(dot.width - dot.height) < 1, "an error's dot is a dot");
+      await shot(page, "session-error");
+      assert.deepEqual(await sidebarGroups(page), [
+        ["Pinned", ["A pinned one"]],
+        ["Working", ["An idle one", "HOLD: a working one"]],
+        ["Ended", ["A sleepy one", "An ended one"]],
+      ]);
+    });
+
+    await t.step("on a phone the list is the home page, in the same groups", async () => {
+      const phone = await newPage(w.browser, { viewport: PHONE });
+      await phone.page.goto(w.relay.url);
+      await signInUi(phone.page, w.user);
+      await phone.page.locator(".session-item", { hasText: "A sleepy one" }).waitFor();
+      assert.deepEqual(
+        (await sidebarGroups(phone.page)).map(([h]) => h),
+        ["Pinned", "Working", "Ended"],
+      );
+      assert.equal(await overflowsSideways(phone.page), false);
+      await shot(phone.page, "sidebar-groups-phone");
+      assert.deepEqual(phone.errors, []);
+    });
+    assert.deepEqual(errors, []);
   });
 });

@@ -50,23 +50,42 @@ export function navigate(path: string, replace = false): void {
 }
 addEventListener("popstate", () => route.value = parseRoute(location.pathname));
 
-/** Sessions sorted for the sidebar: pinned, then running, then past. */
+/** The sidebar's groups of unpinned sessions, in their order. */
+export type SessionGroup = "working" | "idle" | "asleep" | "ended";
+export const GROUPS: SessionGroup[] = ["working", "idle", "asleep", "ended"];
+
+/**
+ * What a session is doing, for the sidebar: a session starting or waking up
+ * is about to work, so it counts as working; an error is an end.
+ */
+export function groupOf(s: Pick<SessionInfo, "status" | "activity">): SessionGroup {
+  if (s.status === "ended" || s.status === "error") return "ended";
+  if (s.status === "starting" || s.activity === "working" || s.activity === "waking") {
+    return "working";
+  }
+  return s.activity === "asleep" ? "asleep" : "idle";
+}
+
+/** Sessions sorted for the sidebar: pinned, then by what they do, newest first in each. */
 export const sessionGroups = computed(() => {
   const filter = runnerFilter.value;
-  const list = sessions.value.filter((s) => !filter || s.runnerId === filter);
-  const byNewest = (a: SessionInfo, b: SessionInfo) => b.createdAt.localeCompare(a.createdAt);
-  const live = (s: SessionInfo) => s.status === "running" || s.status === "starting";
-  return {
-    pinned: list.filter((s) => s.isPinned).sort(byNewest),
-    running: list.filter((s) => !s.isPinned && live(s)).sort(byNewest),
-    past: list.filter((s) => !s.isPinned && !live(s)).sort(byNewest),
+  const list = sessions.value.filter((s) => !filter || s.runnerId === filter)
+    .sort((a, b) => b.createdAt.localeCompare(a.createdAt));
+  const groups: Record<"pinned" | SessionGroup, SessionInfo[]> = {
+    pinned: [],
+    working: [],
+    idle: [],
+    asleep: [],
+    ended: [],
   };
+  for (const s of list) groups[s.isPinned ? "pinned" : groupOf(s)].push(s);
+  return groups;
 });
 
 /** Every session in sidebar order (for keyboard navigation). */
 export const sessionOrder = computed(() => {
   const g = sessionGroups.value;
-  return [...g.pinned, ...g.running, ...g.past];
+  return [g.pinned, ...GROUPS.map((k) => g[k])].flat();
 });
 
 export function runnerName(id: string): string {

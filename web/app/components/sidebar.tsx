@@ -3,12 +3,14 @@ import { api } from "../api.ts";
 import { ago, baseName } from "../format.ts";
 import { linkState } from "../live.ts";
 import {
+  GROUPS,
   me,
   navigate,
   route,
   runnerFilter,
   runnerName,
   runners,
+  type SessionGroup,
   sessionGroups,
   signOut,
 } from "../store.ts";
@@ -22,10 +24,24 @@ export function statusOf(s: Pick<SessionInfo, "status" | "activity">): {
   if (s.status === "starting") return { label: "starting", tone: "busy" };
   if (s.status === "error") return { label: "error", tone: "error" };
   if (s.status === "ended") return { label: "ended", tone: "off" };
-  return s.activity === "working"
-    ? { label: "working", tone: "busy" }
-    : { label: "idle", tone: "ok" };
+  switch (s.activity) {
+    case "working":
+      return { label: "working", tone: "busy" };
+    case "waking":
+      return { label: "waking", tone: "busy" };
+    case "asleep":
+      return { label: "asleep", tone: "asleep" };
+    default:
+      return { label: "idle", tone: "ok" };
+  }
 }
+
+const HEADINGS: Record<SessionGroup, string> = {
+  working: "Working",
+  idle: "Idle",
+  asleep: "Asleep",
+  ended: "Ended",
+};
 
 function SessionLink({ s }: { s: SessionInfo }) {
   const r = route.value;
@@ -82,7 +98,8 @@ function Group({ title, list }: { title: string; list: SessionInfo[] }) {
 export function Sidebar({ onNavigate }: { onNavigate?: () => void }) {
   const g = sessionGroups.value;
   const state = linkState.value;
-  const empty = g.pinned.length + g.running.length + g.past.length === 0;
+  const lists = [g.pinned, ...GROUPS.map((k) => g[k])];
+  const empty = lists.every((l) => l.length === 0);
   return (
     <nav
       class="sidebar"
@@ -172,8 +189,7 @@ export function Sidebar({ onNavigate }: { onNavigate?: () => void }) {
           </p>
         )}
         <Group title="Pinned" list={g.pinned} />
-        <Group title="Running" list={g.running} />
-        <Group title="Past" list={g.past} />
+        {GROUPS.map((k) => <Group key={k} title={HEADINGS[k]} list={g[k]} />)}
         {empty && <p class="muted small pad">No sessions yet.</p>}
       </div>
 
