@@ -9,7 +9,7 @@
  * dark, to look at.
  */
 import assert from "node:assert/strict";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import type { Browser, Locator, Page } from "playwright-core";
 import { json, signIn, Viewer } from "./harness/client.ts";
 import { axeViolations, launchBrowser, newPage, PHONE, signInUi } from "./harness/browser.ts";
@@ -278,5 +278,112 @@ Deno.test("the sidebar groups sessions by what they do: working, idle, asleep, e
       assert.deepEqual(phone.errors, []);
     });
     assert.deepEqual(errors, []);
+  });
+});
+
+async function titleOf(w: World, id: string): Promise<string> {
+  return (await (await w.user.api(`/api/sessions/${id}`)).json()).session.title;
+}
+
+Deno.test("a session is renamed from its header, every tab follows, and repeated titles show folder and start time", async (t) => {
+  await withWorld(async (w) => {
+    const other = join(w.home, "other-folder");
+    await Deno.mkdir(other);
+    const first = await spawn(w, "Same prompt twice");
+    const second = await spawn(w, "Same prompt twice", other);
+    for (const id of [first, second]) await settled(w, id);
+
+    const { page, errors } = await newPage(w.browser, { audit: true });
+    await page.goto(`${w.relay.url}/session/${first}`);
+    await signInUi(page, w.user);
+    const tab2 = await newPage(w.browser);
+    await tab2.page.goto(w.relay.url);
+    await signInUi(tab2.page, w.user);
+    const heading = page.locator(".session-head h1");
+    const renameButton = page.getByRole("button", { name: "Rename session" });
+    const input = page.getByLabel("Session title");
+
+    await t.step("sessions with the same title show their folder and start time", async () => {
+      const items = page.locator(".session-item", { hasText: "Same prompt twice" });
+      await items.nth(1).waitFor();
+      const subs = await items.locator(".session-sub").allInnerTexts();
+      assert.equal(subs.length, 2);
+      for (const sub of subs) assert.match(sub, /started \d{1,2}:\d{2}:\d{2}/);
+      // The time is seen whole, however long the folder's name (the test's is long).
+      for (let i = 0; i < 2; i++) {
+        const line = await boxOf(items.nth(i).locator(".session-sub"));
+        const time = await boxOf(items.nth(i).getByText(/started/));
+        assert.ok(time.x >= line.x && time.x + time.width <= line.x + line.width + 1);
+      }
+      assert.ok(subs.some((s) => s.startsWith("other-folder")), subs.join(" | "));
+      assert.ok(subs.some((s) => s.startsWith(basename(w.home))), subs.join(" | "));
+      assert.notEqual(subs[0], subs[1]);
+      await shot(page, "sidebar-repeated-titles");
+    });
+
+    await t.step("Escape cancels, and an empty title is refused", async () => {
+      await heading.getByText("Same prompt twice").waitFor();
+      await renameButton.click();
+      assert.equal(await input.inputValue(), "Same prompt twice");
+      assert.equal(await input.evaluate((el) => el === el.ownerDocument.activeElement), true);
+      await input.fill("Changed my mind");
+      await input.press("Escape");
+      await input.waitFor({ state: "detached" });
+      await heading.getByText("Same prompt twice").waitFor();
+      assert.equal(
+        await renameButton.evaluate((el) => el === el.ownerDocument.activeElement),
+        true,
+      );
+
+      await renameButton.click();
+      await input.fill("   ");
+      await input.press("Enter");
+      await page.getByRole("alert").getByText("A title cannot be empty").waitFor();
+      assert.equal(await titleOf(w, first), "Same prompt twice");
+    });
+
+    await t.step("Enter saves; the title reaches the other tab and is stored", async () => {
+      await input.fill("  Fix the login bug  ");
+      const form = await boxOf(input);
+      assert.ok(form.width >= 300, `the title box is ${form.width} px wide`);
+      await shot(page, "session-renaming");
+      assert.deepEqual(await axeViolations(page), []);
+      await input.press("Enter");
+      await input.waitFor({ state: "detached" });
+      await heading.getByText("Fix the login bug").waitFor();
+      assert.equal(await page.title(), "Fix the login bug · baton");
+      await tab2.page.locator(".session-title", { hasText: "Fix the login bug" }).waitFor();
+      assert.equal(await titleOf(w, first), "Fix the login bug");
+      // The titles no longer repeat: the other session goes back to its usual line.
+      const sub = page.locator(".session-item", { hasText: "Same prompt twice" })
+        .locator(".session-sub");
+      await sub.getByText("just now").waitFor();
+      assert.doesNotMatch(await sub.innerText(), /started/);
+      await page.reload();
+      await heading.getByText("Fix the login bug").waitFor();
+    });
+
+    await t.step("on a phone the session is renamed from its header as well", async () => {
+      const phone = await newPage(w.browser, { viewport: PHONE, audit: true });
+      const p = phone.page;
+      await p.goto(`${w.relay.url}/session/${second}`);
+      await signInUi(p, w.user);
+      await p.locator(".topbar-title", { hasText: "Same prompt twice" }).waitFor();
+      await p.getByRole("button", { name: "Rename session" }).click();
+      const box = p.getByLabel("Session title");
+      const b = await boxOf(box);
+      assert.ok(b.x >= 0 && b.x + b.width <= PHONE.width, "the title box is on screen");
+      assert.ok(b.width >= 200, `the title box is ${b.width} px wide`);
+      await box.fill("Phone-named");
+      await shot(p, "session-renaming-phone");
+      assert.deepEqual(await axeViolations(p), []);
+      await box.press("Enter");
+      await p.locator(".topbar-title", { hasText: "Phone-named" }).waitFor();
+      await tab2.page.locator(".session-title", { hasText: "Phone-named" }).waitFor();
+      assert.equal(await overflowsSideways(p), false);
+      assert.deepEqual(phone.errors, []);
+    });
+    assert.deepEqual(errors, []);
+    assert.deepEqual(tab2.errors, []);
   });
 });

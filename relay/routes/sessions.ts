@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import { z } from "zod";
-import { INPUT_KINDS } from "../../shared/protocol.ts";
+import { INPUT_KINDS, MAX_SESSION_TITLE } from "../../shared/protocol.ts";
 import { badRequest, notFound } from "../errors.ts";
 import { principal, readJson, type RelayEnv } from "../_http.ts";
 import { eventsFrame, type Hub } from "../hub.ts";
@@ -10,14 +10,11 @@ const Input = z.object({
   text: z.string().max(200_000).optional().default(""),
 });
 
-/** Longest session title a person may give. */
-export const MAX_TITLE = 200;
-
 const Rename = z.object({
   title: z.string()
     .trim()
     .min(1, "Title must not be empty")
-    .max(MAX_TITLE, `Title must have at most ${MAX_TITLE} characters`)
+    .max(MAX_SESSION_TITLE, `Title must have at most ${MAX_SESSION_TITLE} characters`)
     // Line breaks, tabs and other control characters would break the one-line lists.
     .regex(/^[^\p{Cc}\u2028\u2029]*$/u, "Title must not contain control characters"),
 });

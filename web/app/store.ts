@@ -156,6 +156,17 @@ export async function changePassword(currentPassword: string, newPassword: strin
   }
 }
 
+/** Renames a session; the list and the open view show it at once, other tabs through the feed. */
+export async function renameSession(id: string, title: string): Promise<void> {
+  const { session } = await api<{ session: SessionInfo }>(`/api/sessions/${id}`, {
+    method: "PATCH",
+    body: { title },
+  });
+  sessions.value = upsert(sessions.value, session, (x) => x.sessionId);
+  const open = streams.get(id);
+  if (open) open.info.value = session;
+}
+
 /** A session on screen: its listed info and its conversation. */
 export interface OpenSession {
   id: string;
