@@ -281,6 +281,121 @@ Deno.test("the sidebar groups sessions by what they do: working, idle, asleep, e
   });
 });
 
+/** Whether two boxes sit on one row: they overlap by half the smaller one's height. */
+function sameRow(a: Box, b: Box): boolean {
+  const overlap = Math.min(a.y + a.height, b.y + b.height) - Math.max(a.y, b.y);
+  return overlap >= Math.min(a.height, b.height) / 2;
+}
+
+/** Whether an element's text is cut (it is wider than its box). */
+function truncated(l: Locator): Promise<boolean> {
+  return l.evaluate((el) => el.scrollWidth > el.clientWidth + 1);
+}
+
+Deno.test("the new-session form refuses an empty prompt, warns about a huge one, and long messages fold", async (t) => {
+  await withWorld(async (w) => {
+    const { page, errors } = await newPage(w.browser, { audit: true });
+    await page.goto(`${w.relay.url}/new`);
+    await signInUi(page, w.user);
+    const start = page.getByRole("button", { name: "Start session" });
+    const prompt = page.getByLabel("Prompt");
+    await page.getByLabel("Folder").fill(w.home);
+    await page.getByLabel("Model").selectOption("mock/mock-1");
+
+    await t.step(
+      "an empty or blank prompt cannot start a session, and the form says why",
+      async () => {
+        await page.getByText("Write a prompt to start the session").waitFor();
+        assert.equal(await start.isDisabled(), true);
+        await prompt.fill("  \n\t \n ");
+        assert.equal(await start.isDisabled(), true);
+        await prompt.press("Control+Enter");
+        await page.getByText("Write a prompt to start the session").waitFor();
+        await shot(page, "new-session-empty");
+        const list = await (await w.user.api("/api/sessions")).json();
+        assert.deepEqual(list.sessions, []);
+      },
+    );
+
+    const lines = Array.from(
+      { length: 1500 },
+      (_, i) => `line ${i + 1} of a long paste: ${"x".repeat(38)}`,
+    );
+    const huge = lines.join("\n");
+    await t.step("a huge prompt gets a warning but may be sent", async () => {
+      assert.ok(huge.length > 90_000);
+      // Pasted in one go (typing 100,000 characters takes Chromium seconds).
+      await prompt.evaluate((el, text) => {
+        (el as unknown as { value: string }).value = text;
+        el.dispatchEvent(new Event("input", { bubbles: true }));
+      }, huge);
+      const warning = page.getByText(/This prompt is long: \d+,\d{3} characters/);
+      await warning.waitFor();
+      assert.match(await warning.innerText(), /about \d+,\d{3} tokens/);
+      assert.equal(await start.isDisabled(), false);
+      assert.deepEqual(await axeViolations(page), []);
+      await start.click();
+      await page.waitForURL(/\/session\/[0-9a-f-]{36}$/);
+    });
+
+    const bubble = page.locator(".msg.user .bubble");
+    await t.step("the long message shows its start, and the rest on demand", async () => {
+      await bubble.waitFor();
+      const text = await bubble.innerText();
+      assert.match(text, /line 20 of a long paste/);
+      assert.doesNotMatch(text, /line 21 of a long paste/);
+      assert.ok((await boxOf(bubble)).height < 600, "the folded message is short");
+      const more = page.getByRole("button", { name: /Show more/ });
+      assert.match(await more.innerText(), /1,480 more lines/);
+      assert.equal(await more.getAttribute("aria-expanded"), "false");
+      await page.locator(".pill", { hasText: "idle" }).waitFor();
+      await shot(page, "session-long-message");
+      assert.deepEqual(await axeViolations(page), []);
+      await more.click();
+      await page.getByRole("button", { name: "Show less" }).waitFor();
+      assert.match(await bubble.innerText(), /line 1500 of a long paste/);
+      assert.ok((await boxOf(bubble)).height > 10_000, "unfolded, all of it");
+      await page.getByRole("button", { name: "Show less" }).click();
+      assert.doesNotMatch(await bubble.innerText(), /line 21 of a long paste/);
+    });
+
+    await t.step("on a desktop the header stays one row and the title is cut short", async () => {
+      const title = page.locator(".session-head h1");
+      assert.equal(await truncated(title), true, "the title ends with an ellipsis");
+      const titleBox = await boxOf(title);
+      for (const name of ["Pin session", "Rename session", "End session", "Triggers"]) {
+        const b = await boxOf(page.locator(".session-head").getByRole("button", { name }));
+        assert.ok(sameRow(titleBox, b), `${name} is on the title's row`);
+      }
+      assert.ok((await boxOf(page.locator(".session-head"))).height < 90);
+    });
+
+    await t.step("on a phone the header stays one row too and the message is folded", async () => {
+      const phone = await newPage(w.browser, { viewport: PHONE, audit: true });
+      await phone.page.goto(page.url());
+      await signInUi(phone.page, w.user);
+      const p = phone.page;
+      await p.locator(".msg.user .bubble").waitFor();
+      await p.locator(".pill", { hasText: "idle" }).waitFor();
+      assert.equal(await truncated(p.locator(".topbar-title")), true);
+      const head = p.locator(".session-head");
+      const pill = await boxOf(head.locator(".pill"));
+      // "End session" reads "End" on a phone.
+      for (const name of ["Pin session", "Rename session", /^End/, "Triggers"]) {
+        const b = await boxOf(head.getByRole("button", { name }));
+        assert.ok(sameRow(pill, b), `${name} is on the status's row`);
+        assert.ok(b.x + b.width <= PHONE.width, `${name} is on screen`);
+      }
+      assert.ok((await boxOf(p.locator(".msg.user .bubble"))).height < 700);
+      assert.equal(await overflowsSideways(p), false);
+      await shot(p, "session-long-message-phone");
+      assert.deepEqual(await axeViolations(p), []);
+      assert.deepEqual(phone.errors, []);
+    });
+    assert.deepEqual(errors, []);
+  });
+});
+
 async function titleOf(w: World, id: string): Promise<string> {
   return (await (await w.user.api(`/api/sessions/${id}`)).json()).session.title;
 }
@@ -385,5 +500,44 @@ Deno.test("a session is renamed from its header, every tab follows, and repeated
     });
     assert.deepEqual(errors, []);
     assert.deepEqual(tab2.errors, []);
+  });
+});
+
+Deno.test("on a phone, while the agent works, the message box keeps its width and the usage reads whole", async () => {
+  await withWorld(async (w) => {
+    const id = await spawn(w, "TWO-STEP please");
+    await settled(w, id);
+    const { page, errors } = await newPage(w.browser, { viewport: PHONE, audit: true });
+    await page.goto(`${w.relay.url}/session/${id}`);
+    await signInUi(page, w.user);
+    await page.getByText("Ready.").waitFor();
+    const box = page.locator("#composer-input");
+    await box.fill("Go on");
+    await box.press("Enter");
+    await page.locator(".pill", { hasText: "working" }).waitFor();
+    await page.getByText("slow3 ").waitFor();
+
+    const area = await boxOf(box);
+    assert.ok(area.width >= 220, `the message box is ${area.width} px wide`);
+    for (const name of ["Steer", "Follow-up"]) {
+      const b = await boxOf(page.getByRole("radio", { name }));
+      assert.ok(b.x >= 0 && b.x + b.width <= PHONE.width, `${name} is on screen`);
+    }
+    for (const name of ["Send steer", "Stop the agent"]) {
+      const b = await boxOf(page.getByRole("button", { name }));
+      assert.ok(b.x + b.width <= PHONE.width && b.y + b.height <= PHONE.height, name);
+    }
+    const usage = page.locator(".usage");
+    assert.match(await usage.innerText(), /^\d+ in · \d+ out · \$[\d.]+$/);
+    assert.equal(await truncated(usage), false, "the usage is not cut");
+    const u = await boxOf(usage);
+    assert.ok(u.x >= 0 && u.x + u.width <= PHONE.width, "the usage is on screen");
+    assert.equal(await overflowsSideways(page), false);
+    await shot(page, "session-working-phone");
+    assert.deepEqual(await axeViolations(page), []);
+
+    await page.getByRole("button", { name: "Stop the agent" }).click();
+    await page.locator(".pill", { hasText: "idle" }).waitFor();
+    assert.deepEqual(errors, []);
   });
 });

@@ -77,17 +77,17 @@ export function SessionView({ id }: { id: string }) {
                 <Icon name="sparkle" size={13} /> {model.provider}/{model.id}
               </span>
             )}
+            <span class="usage" title="Tokens in / out and cost of this session">
+              {tokens(conv.usage.input + conv.usage.cacheRead)} in · {tokens(conv.usage.output)}
+              {" "}
+              out · {cost(conv.usage.cost)}
+            </span>
           </p>
         </div>
         <div class="session-head-side">
           <span class={`pill ${st.tone}`} role="status" aria-label={`Status: ${st.label}`}>
             {st.tone === "busy" && <span class="spinner" aria-hidden="true" />}
             {st.label}
-          </span>
-          <span class="usage" title="Tokens in / out and cost of this session">
-            {tokens(conv.usage.input + conv.usage.cacheRead)} in · {tokens(conv.usage.output)} out ·
-            {" "}
-            {cost(conv.usage.cost)}
           </span>
           <button
             type="button"
@@ -214,27 +214,36 @@ function SessionMenu(
   },
 ) {
   const [confirming, setConfirming] = useState(false);
+  const keep = useRef<HTMLButtonElement>(null);
+  useEffect(() => {
+    if (confirming) keep.current?.focus();
+  }, [confirming]);
   return (
     <div class="session-actions">
-      <button
-        type="button"
-        class={`icon-btn ${pinned ? "on" : ""}`}
-        aria-pressed={pinned}
-        aria-label={pinned ? "Unpin session" : "Pin session"}
-        onClick={() => api(`/api/sessions/${id}/pin`, { method: pinned ? "DELETE" : "PUT" })}
-      >
-        <Icon name="pin" />
-      </button>
-      <button
-        type="button"
-        id="rename-session"
-        class="icon-btn"
-        aria-label="Rename session"
-        title="Rename"
-        onClick={onRename}
-      >
-        <Icon name="pencil" />
-      </button>
+      {/* While ending is confirmed, the question has the row (a phone has no room for more). */}
+      {!confirming && (
+        <>
+          <button
+            type="button"
+            class={`icon-btn ${pinned ? "on" : ""}`}
+            aria-pressed={pinned}
+            aria-label={pinned ? "Unpin session" : "Pin session"}
+            onClick={() => api(`/api/sessions/${id}/pin`, { method: pinned ? "DELETE" : "PUT" })}
+          >
+            <Icon name="pin" />
+          </button>
+          <button
+            type="button"
+            id="rename-session"
+            class="icon-btn"
+            aria-label="Rename session"
+            title="Rename"
+            onClick={onRename}
+          >
+            <Icon name="pencil" />
+          </button>
+        </>
+      )}
       {!ended && (confirming
         ? (
           <span class="confirm">
@@ -246,7 +255,12 @@ function SessionMenu(
             >
               End
             </button>
-            <button type="button" class="btn small" onClick={() => setConfirming(false)}>
+            <button
+              type="button"
+              class="btn small"
+              ref={keep}
+              onClick={() => setConfirming(false)}
+            >
               Keep
             </button>
           </span>
