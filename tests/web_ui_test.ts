@@ -332,6 +332,7 @@ Deno.test("the new-session form refuses an empty prompt, warns about a huge one,
       const warning = page.getByText(/This prompt is long: \d+,\d{3} characters/);
       await warning.waitFor();
       assert.match(await warning.innerText(), /about \d+,\d{3} tokens/);
+      await shot(page, "new-session-long-prompt");
       assert.equal(await start.isDisabled(), false);
       assert.deepEqual(await axeViolations(page), []);
       await start.click();
