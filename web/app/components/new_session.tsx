@@ -188,7 +188,6 @@ export function NewSession() {
           <span
             id="prompt-note"
             class={`hint ${note && !(note.blocking && !prompt.trim()) ? "warn" : ""}`}
-            aria-live="polite"
           >
             {note?.text}
           </span>
