@@ -885,6 +885,26 @@ export class Hub {
     this.#notifySession(sessionId);
   }
 
+  /**
+   * Gives a session of `userId` a new title (checked by the caller) and tells
+   * the owner's feed; unknown and foreign ids throw the same 404. A title the
+   * session's first prompt would give it later no longer applies.
+   */
+  async renameSession(userId: string, sessionId: string, title: string): Promise<SessionInfo> {
+    if (!this.store.sessions.getOwned(userId, sessionId)) throw notFound("Session");
+    const live = this.#live.get(sessionId);
+    if (live) {
+      live.view.title = title;
+      if (live.pendingPatch) delete live.pendingPatch.title;
+      // A commit in flight may still carry a title taken from the first prompt: ours goes after.
+      await this.#committing;
+    }
+    if (!this.store.sessions.getOwned(userId, sessionId)) throw notFound("Session");
+    this.store.sessions.update(sessionId, { title }, new Date().toISOString());
+    this.#notifySession(sessionId);
+    return this.sessionInfo(this.store.sessions.get(sessionId)!);
+  }
+
   // -------------------------------------------------------------------------
   // Credentials
 

@@ -81,6 +81,9 @@ export interface SessionInfo {
   isPinned: boolean;
 }
 
+/** Longest title a person may give a session (`PATCH /api/sessions/{id}`). */
+export const MAX_SESSION_TITLE = 200;
+
 /** A runner as the relay lists it. */
 export interface RunnerInfo {
   id: string;

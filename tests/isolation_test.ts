@@ -112,6 +112,11 @@ const PROBES: Probe[] = [
     call: (as, id) => as(`/api/sessions/${id}/pin`, { method: "DELETE" }),
   },
   {
+    what: "PATCH /api/sessions/{id}",
+    kind: "session",
+    call: (as, id) => as(`/api/sessions/${id}`, json("PATCH", { title: INTRUDER_TEXT })),
+  },
+  {
     what: "POST /api/sessions/{id}/input",
     kind: "session",
     call: (as, id) =>
@@ -356,6 +361,7 @@ Deno.test("one user's runners, sessions and keys are invisible and untouchable f
       const session = await (await a.api(`/api/sessions/${sessionId}`)).json();
       assert.equal(session.session.status, "running");
       assert.equal(session.session.isPinned, true);
+      assert.equal(session.session.title, "hello from A");
       const { sessions } = await (await a.api("/api/sessions")).json();
       assert.deepEqual(sessions.map((s: { sessionId: string }) => s.sessionId), [sessionId]);
       const { pinnedSessions } = await (await a.api("/api/sessions/pinned")).json();

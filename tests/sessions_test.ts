@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import type { SessionEvent } from "../shared/protocol.ts";
-import { assertContiguous, json, signUp, Viewer } from "./harness/client.ts";
+import { assertContiguous, errorCode, json, signUp, Viewer } from "./harness/client.ts";
 import { type Stack, startTestRelay, withStack } from "./harness/in_process.ts";
 import { MODEL } from "./harness/mock_llm.ts";
 import { type RunnerProcess, startRunner, tempDir } from "./harness/procs.ts";
@@ -374,4 +374,119 @@ Deno.test("a runner without any model says so in words instead of failing later"
     await runner?.stop();
     await relay[Symbol.asyncDispose]();
   }
+});
+
+Deno.test("a session is renamed: the title is trimmed and checked, stored, and reaches every open tab", async (t) => {
+  await withWorld(async (w) => {
+    const byKey = await Viewer.connect(w.relay.url, { apiKey: w.user.apiKey });
+    const byCookie = await Viewer.connect(w.relay.url, { cookie: w.user.cookie });
+    const rename = (id: string, body: unknown, as = w.user.api) =>
+      as(`/api/sessions/${id}`, json("PATCH", body, { origin: w.relay.url }));
+    const titleOf = async (id: string) =>
+      (await (await w.user.api(`/api/sessions/${id}`)).json()).session.title;
+    try {
+      for (const v of [byKey, byCookie]) v.send({ t: "watch" });
+      // Started without a prompt: the first prompt would title it, unless it was renamed first.
+      const { body } = await spawn(w, { prompt: "" });
+      const id: string = body.sessionId;
+      byKey.subscribe(id);
+      await byKey.waitForEvent(id, "session_start");
+
+      await t.step("a good title is trimmed, answered and sent to every watching tab", async () => {
+        const res = await rename(id, { title: "  Fix the login bug  " }, w.user.web);
+        assert.equal(res.status, 200);
+        const { session } = await res.json();
+        assert.equal(session.sessionId, id);
+        assert.equal(session.title, "Fix the login bug");
+        for (const v of [byKey, byCookie]) {
+          await v.waitFor((m) =>
+            m.t === "session" && m.session.sessionId === id &&
+            m.session.title === "Fix the login bug"
+          );
+        }
+        assert.equal(await titleOf(id), "Fix the login bug");
+        const listed = (await (await w.user.api("/api/sessions")).json()).sessions;
+        assert.equal(
+          listed.find((s: { sessionId: string }) => s.sessionId === id).title,
+          "Fix the login bug",
+        );
+      });
+
+      await t.step("the first prompt no longer titles a renamed session", async () => {
+        const runs0 = runs(byKey, id);
+        const sent = await w.user.api(
+          `/api/sessions/${id}/input`,
+          json("POST", { kind: "prompt", text: "first words of the session" }),
+        );
+        assert.equal(sent.status, 200);
+        await sent.body?.cancel();
+        await byKey.until(() => runs(byKey, id) > runs0, "the prompt's run");
+        assert.equal(await titleOf(id), "Fix the login bug");
+      });
+
+      await t.step("bad titles get 400 invalid_body and change nothing", async () => {
+        const bad: [string, unknown][] = [
+          ["empty", { title: "" }],
+          ["only spaces", { title: "   \u3000 " }],
+          ["201 characters", { title: "x".repeat(201) }],
+          ["a line break", { title: "two\nlines" }],
+          ["a tab", { title: "a\tb" }],
+          ["a bell", { title: "ring\u0007" }],
+          ["DEL", { title: "x\u007f" }],
+          ["a line separator", { title: "a\u2028b" }],
+          ["a number", { title: 42 }],
+          ["null", { title: null }],
+          ["no title", {}],
+        ];
+        for (const [what, b] of bad) {
+          assert.equal(await errorCode(await rename(id, b), 400, what), "invalid_body", what);
+        }
+        assert.equal(
+          await errorCode(
+            await w.user.api(`/api/sessions/${id}`, {
+              method: "PATCH",
+              headers: { "content-type": "application/json" },
+              body: "{not json",
+            }),
+            400,
+            "bad json",
+          ),
+          "bad_json",
+        );
+        assert.equal(await titleOf(id), "Fix the login bug");
+        // Any script or emoji is fine, and 200 characters is the longest title.
+        const accented = await rename(id, { title: "Ünïcode 🙂 ok" });
+        assert.equal((await accented.json()).session.title, "Ünïcode 🙂 ok");
+        const res = await rename(id, { title: "y".repeat(200) });
+        assert.equal((await res.json()).session.title, "y".repeat(200));
+      });
+
+      await t.step(
+        "a missing id is 404, and a cookie from a foreign origin is refused",
+        async () => {
+          assert.equal(
+            await errorCode(await rename(crypto.randomUUID(), { title: "x" }), 404),
+            "not_found",
+          );
+          const foreign = await w.user.web(
+            `/api/sessions/${id}`,
+            json("PATCH", { title: "from elsewhere" }, { origin: "https://evil.example" }),
+          );
+          assert.equal(await errorCode(foreign, 403), "bad_origin");
+          assert.equal(await titleOf(id), "y".repeat(200));
+        },
+      );
+
+      await t.step("an ended session can be renamed too", async () => {
+        byKey.send({ t: "input", id: "end", sessionId: id, kind: "end" });
+        await byKey.waitForEvent(id, "session_end");
+        const res = await rename(id, { title: "Done: login bug" });
+        assert.equal((await res.json()).session.status, "ended");
+        assert.equal(await titleOf(id), "Done: login bug");
+      });
+    } finally {
+      await byKey.close();
+      await byCookie.close();
+    }
+  });
 });

@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import { z } from "zod";
-import { INPUT_KINDS } from "../../shared/protocol.ts";
+import { INPUT_KINDS, MAX_SESSION_TITLE } from "../../shared/protocol.ts";
 import { badRequest, notFound } from "../errors.ts";
 import { principal, readJson, type RelayEnv } from "../_http.ts";
 import { eventsFrame, type Hub } from "../hub.ts";
@@ -10,7 +10,16 @@ const Input = z.object({
   text: z.string().max(200_000).optional().default(""),
 });
 
-/** `/api/sessions`: listing, pins, input and the stored event log. */
+const Rename = z.object({
+  title: z.string()
+    .trim()
+    .min(1, "Title must not be empty")
+    .max(MAX_SESSION_TITLE, `Title must have at most ${MAX_SESSION_TITLE} characters`)
+    // Line breaks, tabs and other control characters would break the one-line lists.
+    .regex(/^[^\p{Cc}\u2028\u2029]*$/u, "Title must not contain control characters"),
+});
+
+/** `/api/sessions`: listing, pins, renaming, input and the stored event log. */
 export function sessionRoutes(hub: Hub): Hono<RelayEnv> {
   const app = new Hono<RelayEnv>();
   const { store } = hub;
@@ -55,6 +64,12 @@ export function sessionRoutes(hub: Hub): Hono<RelayEnv> {
     const s = store.sessions.getOwned(principal(c).userId, c.req.param("id"));
     if (!s) throw notFound("Session");
     return c.json({ session: hub.sessionInfo(s) });
+  });
+
+  app.patch("/:id", async (c) => {
+    const body = await readJson(c, Rename);
+    const session = await hub.renameSession(principal(c).userId, c.req.param("id"), body.title);
+    return c.json({ session });
   });
 
   for (const [method, pinned] of [["put", true], ["delete", false]] as const) {

@@ -3,6 +3,7 @@
  *
  * @module
  */
+import axe from "axe-core";
 import { type Browser, chromium, type Page } from "playwright-core";
 
 /** Where Debian installs Chromium; override with BATON_CHROMIUM. */
@@ -35,12 +36,18 @@ export const DESKTOP = { width: 1280, height: 800 };
  */
 export async function newPage(
   browser: Browser,
-  options: { viewport?: { width: number; height: number }; dark?: boolean } = {},
+  options: {
+    viewport?: { width: number; height: number };
+    dark?: boolean;
+    /** Let {@linkcode axeViolations} inject axe-core past the app's CSP. */
+    audit?: boolean;
+  } = {},
 ): Promise<{ page: Page; errors: string[]; dialogs: string[] }> {
   const context = await browser.newContext({
     viewport: options.viewport ?? DESKTOP,
     colorScheme: options.dark ? "dark" : "light",
     deviceScaleFactor: 1,
+    ...(options.audit ? { bypassCSP: true } : {}),
     ...(options.viewport === PHONE ? { isMobile: true, hasTouch: true } : {}),
   });
   const page = await context.newPage();
@@ -52,4 +59,27 @@ export async function newPage(
     d.dismiss().catch(() => {});
   });
   return { page, errors, dialogs };
+}
+
+/** Signs in on the app's sign-in screen and waits for the app. */
+export async function signInUi(page: Page, who: { email: string; password: string }) {
+  await page.getByLabel("Email").fill(who.email);
+  await page.getByLabel("Password").fill(who.password);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.waitForSelector(".sidebar");
+}
+
+/**
+ * The WCAG 2 A and AA violations axe-core finds on the page as it is now, one
+ * line each (rule and elements). The page needs `newPage(…, { audit: true })`.
+ */
+export async function axeViolations(page: Page): Promise<string[]> {
+  if (!await page.evaluate("typeof axe !== 'undefined'")) {
+    await page.addScriptTag({ content: (axe as unknown as { source: string }).source });
+  }
+  return await page.evaluate(`
+    axe.run(document, { runOnly: { type: "tag", values: ["wcag2a", "wcag2aa"] } })
+      .then((r) => r.violations.map((v) =>
+        v.id + ": " + v.nodes.map((n) => n.target.join(" ")).join(" | ")))
+  `) as string[];
 }

@@ -33,3 +33,11 @@ export function baseName(path: string): string {
   const parts = path.split(/[\\/]/).filter(Boolean);
   return parts[parts.length - 1] ?? path;
 }
+
+/** When something started, to the second: "14:03:07", or "3 Mar, 14:03:07" on another day. */
+export function startTime(iso: string, now = new Date()): string {
+  const d = new Date(iso);
+  const time = d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+  if (d.toDateString() === now.toDateString()) return time;
+  return `${d.toLocaleDateString([], { day: "numeric", month: "short" })}, ${time}`;
+}

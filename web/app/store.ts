@@ -50,23 +50,42 @@ export function navigate(path: string, replace = false): void {
 }
 addEventListener("popstate", () => route.value = parseRoute(location.pathname));
 
-/** Sessions sorted for the sidebar: pinned, then running, then past. */
+/** The sidebar's groups of unpinned sessions, in their order. */
+export type SessionGroup = "working" | "idle" | "asleep" | "ended";
+export const GROUPS: SessionGroup[] = ["working", "idle", "asleep", "ended"];
+
+/**
+ * What a session is doing, for the sidebar: a session starting or waking up
+ * is about to work, so it counts as working; an error is an end.
+ */
+export function groupOf(s: Pick<SessionInfo, "status" | "activity">): SessionGroup {
+  if (s.status === "ended" || s.status === "error") return "ended";
+  if (s.status === "starting" || s.activity === "working" || s.activity === "waking") {
+    return "working";
+  }
+  return s.activity === "asleep" ? "asleep" : "idle";
+}
+
+/** Sessions sorted for the sidebar: pinned, then by what they do, newest first in each. */
 export const sessionGroups = computed(() => {
   const filter = runnerFilter.value;
-  const list = sessions.value.filter((s) => !filter || s.runnerId === filter);
-  const byNewest = (a: SessionInfo, b: SessionInfo) => b.createdAt.localeCompare(a.createdAt);
-  const live = (s: SessionInfo) => s.status === "running" || s.status === "starting";
-  return {
-    pinned: list.filter((s) => s.isPinned).sort(byNewest),
-    running: list.filter((s) => !s.isPinned && live(s)).sort(byNewest),
-    past: list.filter((s) => !s.isPinned && !live(s)).sort(byNewest),
+  const list = sessions.value.filter((s) => !filter || s.runnerId === filter)
+    .sort((a, b) => b.createdAt.localeCompare(a.createdAt));
+  const groups: Record<"pinned" | SessionGroup, SessionInfo[]> = {
+    pinned: [],
+    working: [],
+    idle: [],
+    asleep: [],
+    ended: [],
   };
+  for (const s of list) groups[s.isPinned ? "pinned" : groupOf(s)].push(s);
+  return groups;
 });
 
 /** Every session in sidebar order (for keyboard navigation). */
 export const sessionOrder = computed(() => {
   const g = sessionGroups.value;
-  return [...g.pinned, ...g.running, ...g.past];
+  return [g.pinned, ...GROUPS.map((k) => g[k])].flat();
 });
 
 export function runnerName(id: string): string {
@@ -90,8 +109,63 @@ export const link = new LiveLink({
     const open = streams.get(s.sessionId);
     if (open) open.info.value = s;
   },
-  signedOut: () => signOutLocally(),
+  signedOut: () => void stillSignedIn(),
 });
+
+/** A change of the account's password in flight (see changePassword). */
+let passwordChange: Promise<unknown> | null = null;
+
+/**
+ * The live socket was closed because its browser session ended. A password
+ * change ends this browser's session too, and hands it a new one (the cookie
+ * comes with the answer, which may arrive after the close): wait for it, and
+ * stay signed in when the browser still has a session.
+ */
+async function stillSignedIn(): Promise<void> {
+  await passwordChange?.catch(() => {});
+  // Should the socket keep refusing a session the API accepts, do not loop.
+  const again = Date.now() - lastRecheck < 10_000;
+  lastRecheck = Date.now();
+  try {
+    const s = again ? null : await api<{ user: Me } | null>("/api/auth/get-session");
+    if (s?.user && s.user.id === me.value?.id) {
+      link.connect();
+      return;
+    }
+  } catch {
+    // Cannot tell: treat it as signed out.
+  }
+  signOutLocally();
+}
+let lastRecheck = 0;
+
+/**
+ * Changes the password and signs every other browser out; this one stays
+ * signed in (with the new session better-auth hands it).
+ */
+export async function changePassword(currentPassword: string, newPassword: string): Promise<void> {
+  const change = api("/api/auth/change-password", {
+    method: "POST",
+    body: { currentPassword, newPassword, revokeOtherSessions: true },
+  });
+  passwordChange = change;
+  try {
+    await change;
+  } finally {
+    if (passwordChange === change) passwordChange = null;
+  }
+}
+
+/** Renames a session; the list and the open view show it at once, other tabs through the feed. */
+export async function renameSession(id: string, title: string): Promise<void> {
+  const { session } = await api<{ session: SessionInfo }>(`/api/sessions/${id}`, {
+    method: "PATCH",
+    body: { title },
+  });
+  sessions.value = upsert(sessions.value, session, (x) => x.sessionId);
+  const open = streams.get(id);
+  if (open) open.info.value = session;
+}
 
 /** A session on screen: its listed info and its conversation. */
 export interface OpenSession {

@@ -4,6 +4,33 @@ import { api } from "../api.ts";
 import { navigate, runnerFilter, runners } from "../store.ts";
 import { Icon } from "./icon.tsx";
 
+/** A prompt past this many characters gets a word about its size; the relay takes 200,000. */
+const LONG_PROMPT = 20_000;
+const MAX_PROMPT = 200_000;
+
+/** What stands in the way of starting with this prompt, or a word about its size. */
+function promptNote(prompt: string): { blocking: boolean; text: string } | null {
+  if (!prompt.trim()) return { blocking: true, text: "Write a prompt to start the session." };
+  const n = prompt.length.toLocaleString("en-US");
+  if (prompt.length > MAX_PROMPT) {
+    return {
+      blocking: true,
+      text: `This prompt has ${n} characters; the most a prompt may have is 200,000.`,
+    };
+  }
+  if (prompt.length > LONG_PROMPT) {
+    // About four characters a token for English text and code.
+    const approx = Math.round(prompt.length / 4 / 1000) * 1000;
+    return {
+      blocking: false,
+      text: `This prompt is long: ${n} characters, about ${
+        approx.toLocaleString("en-US")
+      } tokens of the model's context, sent again with every later turn.`,
+    };
+  }
+  return null;
+}
+
 /** Start a session: runner, folder, model and a first prompt. */
 export function NewSession() {
   const list = runners.value;
@@ -48,9 +75,10 @@ export function NewSession() {
     };
   }, [runnerId, runner?.connected]);
 
+  const note = promptNote(prompt);
   async function start(ev?: Event) {
     ev?.preventDefault();
-    if (!runnerId) return;
+    if (!runnerId || note?.blocking) return;
     setBusy(true);
     setError(null);
     const [provider, ...rest] = model ? model.split("/") : [];
@@ -151,18 +179,30 @@ export function NewSession() {
             rows={5}
             value={prompt}
             placeholder="What should the agent do?"
+            aria-describedby="prompt-note"
             onInput={(e) => setPrompt(e.currentTarget.value)}
             onKeyDown={(e) => {
               if (e.key === "Enter" && (e.metaKey || e.ctrlKey)) start();
             }}
           />
+          <span
+            id="prompt-note"
+            class={`hint ${note && !(note.blocking && !prompt.trim()) ? "warn" : ""}`}
+          >
+            {note?.text}
+          </span>
         </label>
         {error && <p class="error span2" role="alert">{error}</p>}
         {runner && !runner.connected && (
           <p class="hint warn span2">{runner.name} is offline: start its runner to use it.</p>
         )}
         <div class="span2 actions">
-          <button class="btn primary" type="submit" disabled={busy || !runner?.connected}>
+          <button
+            class="btn primary"
+            type="submit"
+            disabled={busy || !runner?.connected || note?.blocking}
+            aria-describedby="prompt-note"
+          >
             {busy ? "Starting…" : "Start session"}
           </button>
           <span class="hint">Ctrl+Enter</span>

@@ -1,8 +1,8 @@
 import { useCallback, useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
-import type { InputKind } from "../../../shared/protocol.ts";
+import { type InputKind, MAX_SESSION_TITLE } from "../../../shared/protocol.ts";
 import { api } from "../api.ts";
 import { baseName, cost, tokens } from "../format.ts";
-import { link, openSession, runnerName, runners } from "../store.ts";
+import { link, openSession, renameSession, runnerName, runners } from "../store.ts";
 import { ConversationView } from "./conversation.tsx";
 import { SessionTriggers } from "./session_triggers.tsx";
 import { Icon } from "./icon.tsx";
@@ -16,6 +16,7 @@ export function SessionView({ id }: { id: string }) {
   const scroller = useRef<HTMLDivElement>(null);
   const [stuck, setStuck] = useState(true);
   const [panel, setPanel] = useState(false);
+  const [renaming, setRenaming] = useState(false);
 
   // Follow the stream while the reader is at the bottom; stop when they scroll up.
   useLayoutEffect(() => {
@@ -51,7 +52,23 @@ export function SessionView({ id }: { id: string }) {
     <main class="session" aria-labelledby="session-title">
       <header class="session-head">
         <div class="session-head-main">
-          <h1 id="session-title" class="session-name">{info?.title || "Untitled session"}</h1>
+          <h1
+            id="session-title"
+            class={`session-name ${renaming ? "sr-only" : ""}`}
+            title={info?.title || undefined}
+          >
+            {info?.title || "Untitled session"}
+          </h1>
+          {renaming && info && (
+            <RenameForm
+              id={id}
+              title={info.title}
+              onDone={() => {
+                setRenaming(false);
+                document.getElementById("rename-session")?.focus();
+              }}
+            />
+          )}
           <p class="session-meta">
             <span>
               <Icon name="server" size={13} /> {info ? runnerName(info.runnerId) : "…"}
@@ -67,17 +84,17 @@ export function SessionView({ id }: { id: string }) {
                 <Icon name="sparkle" size={13} /> {model.provider}/{model.id}
               </span>
             )}
+            <span class="usage" title="Tokens in / out and cost of this session">
+              {tokens(conv.usage.input + conv.usage.cacheRead)} in · {tokens(conv.usage.output)}
+              {" "}
+              out · {cost(conv.usage.cost)}
+            </span>
           </p>
         </div>
         <div class="session-head-side">
           <span class={`pill ${st.tone}`} role="status" aria-label={`Status: ${st.label}`}>
             {st.tone === "busy" && <span class="spinner" aria-hidden="true" />}
             {st.label}
-          </span>
-          <span class="usage" title="Tokens in / out and cost of this session">
-            {tokens(conv.usage.input + conv.usage.cacheRead)} in · {tokens(conv.usage.output)} out ·
-            {" "}
-            {cost(conv.usage.cost)}
           </span>
           <button
             type="button"
@@ -87,7 +104,14 @@ export function SessionView({ id }: { id: string }) {
           >
             <Icon name="bolt" size={14} /> Triggers
           </button>
-          {info && <SessionMenu id={id} pinned={info.isPinned} ended={ended} />}
+          {info && (
+            <SessionMenu
+              id={id}
+              pinned={info.isPinned}
+              ended={ended}
+              onRename={() => setRenaming(true)}
+            />
+          )}
         </div>
       </header>
       <div class="session-body">
@@ -125,19 +149,108 @@ export function SessionView({ id }: { id: string }) {
   );
 }
 
-function SessionMenu({ id, pinned, ended }: { id: string; pinned: boolean; ended: boolean }) {
+/** The title in an input: Enter (or the check) saves, Escape (or the cross) cancels. */
+function RenameForm({ id, title, onDone }: { id: string; title: string; onDone: () => void }) {
+  const [value, setValue] = useState(title);
+  const [error, setError] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+  const input = useRef<HTMLInputElement>(null);
+  useEffect(() => {
+    input.current?.focus();
+    input.current?.select();
+  }, []);
+
+  async function save(ev: Event) {
+    ev.preventDefault();
+    const next = value.trim();
+    if (!next) {
+      setError("A title cannot be empty");
+      return;
+    }
+    if (next === title) return onDone();
+    setBusy(true);
+    setError(null);
+    try {
+      await renameSession(id, next);
+      onDone();
+    } catch (err) {
+      setError((err as Error).message);
+      setBusy(false);
+    }
+  }
+
+  return (
+    <form class="rename" onSubmit={save}>
+      <label class="sr-only" for="rename-input">Session title</label>
+      <input
+        id="rename-input"
+        ref={input}
+        value={value}
+        maxLength={MAX_SESSION_TITLE}
+        autocomplete="off"
+        aria-invalid={error ? true : undefined}
+        aria-describedby={error ? "rename-error" : undefined}
+        onInput={(e) => {
+          setValue(e.currentTarget.value);
+          setError(null);
+        }}
+        onKeyDown={(e) => {
+          if (e.key === "Escape") {
+            e.preventDefault();
+            onDone();
+          }
+        }}
+      />
+      <button type="submit" class="icon-btn" aria-label="Save the title" disabled={busy}>
+        <Icon name="check" />
+      </button>
+      <button type="button" class="icon-btn" aria-label="Cancel renaming" onClick={onDone}>
+        <Icon name="x" />
+      </button>
+      {error && <p id="rename-error" class="error small" role="alert">{error}</p>}
+    </form>
+  );
+}
+
+function SessionMenu(
+  { id, pinned, ended, onRename }: {
+    id: string;
+    pinned: boolean;
+    ended: boolean;
+    onRename: () => void;
+  },
+) {
   const [confirming, setConfirming] = useState(false);
+  const keep = useRef<HTMLButtonElement>(null);
+  useEffect(() => {
+    if (confirming) keep.current?.focus();
+  }, [confirming]);
   return (
     <div class="session-actions">
-      <button
-        type="button"
-        class={`icon-btn ${pinned ? "on" : ""}`}
-        aria-pressed={pinned}
-        aria-label={pinned ? "Unpin session" : "Pin session"}
-        onClick={() => api(`/api/sessions/${id}/pin`, { method: pinned ? "DELETE" : "PUT" })}
-      >
-        <Icon name="pin" />
-      </button>
+      {/* While ending is confirmed, the question has the row (a phone has no room for more). */}
+      {!confirming && (
+        <>
+          <button
+            type="button"
+            class={`icon-btn ${pinned ? "on" : ""}`}
+            aria-pressed={pinned}
+            aria-label={pinned ? "Unpin session" : "Pin session"}
+            onClick={() => api(`/api/sessions/${id}/pin`, { method: pinned ? "DELETE" : "PUT" })}
+          >
+            <Icon name="pin" />
+          </button>
+          <button
+            type="button"
+            id="rename-session"
+            class="icon-btn"
+            aria-label="Rename session"
+            title="Rename"
+            onClick={onRename}
+          >
+            <Icon name="pencil" />
+          </button>
+        </>
+      )}
       {!ended && (confirming
         ? (
           <span class="confirm">
@@ -149,7 +262,12 @@ function SessionMenu({ id, pinned, ended }: { id: string; pinned: boolean; ended
             >
               End
             </button>
-            <button type="button" class="btn small" onClick={() => setConfirming(false)}>
+            <button
+              type="button"
+              class="btn small"
+              ref={keep}
+              onClick={() => setConfirming(false)}
+            >
               Keep
             </button>
           </span>

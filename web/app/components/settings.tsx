@@ -1,8 +1,8 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { ModelInfo } from "../../../shared/protocol.ts";
-import { api } from "../api.ts";
+import { api, type ApiError } from "../api.ts";
 import { ago } from "../format.ts";
-import { me, runners, signOut } from "../store.ts";
+import { changePassword, me, runners, signOut } from "../store.ts";
 import { Icon } from "./icon.tsx";
 
 interface KeyRow {
@@ -283,7 +283,10 @@ function HiddenModels() {
       <h2 id="models-title">
         <Icon name="eye" /> Models
       </h2>
-      <p class="muted">Hidden models are left out of the model lists of every runner.</p>
+      <p class="muted">
+        Checked models are offered when you start a session, on every runner. Uncheck a model to
+        hide it from those lists.
+      </p>
       {list.length > 1 && (
         <label>
           Runner
@@ -393,6 +396,111 @@ function Runners() {
   );
 }
 
+/** The smallest password the relay takes (better-auth's minPasswordLength). */
+const MIN_PASSWORD = 8;
+
+/** Changes the password; every other browser signed in to the account is signed out. */
+function Password() {
+  const [current, setCurrent] = useState("");
+  const [fresh, setFresh] = useState("");
+  const [again, setAgain] = useState("");
+  const [error, setError] = useState<{ field: "current" | "fresh" | "again"; text: string } | null>(
+    null,
+  );
+  const [done, setDone] = useState(false);
+  const [busy, setBusy] = useState(false);
+
+  async function submit(ev: Event) {
+    ev.preventDefault();
+    setDone(false);
+    if (!current) return setError({ field: "current", text: "Enter your current password" });
+    if (fresh.length < MIN_PASSWORD) {
+      return setError({
+        field: "fresh",
+        text: `The new password needs at least ${MIN_PASSWORD} characters`,
+      });
+    }
+    if (fresh !== again) {
+      return setError({ field: "again", text: "The new passwords do not match" });
+    }
+    setError(null);
+    setBusy(true);
+    try {
+      await changePassword(current, fresh);
+      setCurrent("");
+      setFresh("");
+      setAgain("");
+      setDone(true);
+    } catch (err) {
+      const e = err as ApiError;
+      setError(
+        e.code === "invalid_password"
+          ? { field: "current", text: "The current password is wrong" }
+          : e.code === "password_too_short"
+          ? { field: "fresh", text: `The new password needs at least ${MIN_PASSWORD} characters` }
+          : e.code === "password_too_long"
+          ? { field: "fresh", text: "The new password is too long (256 characters at most)" }
+          : { field: "current", text: e.message },
+      );
+    } finally {
+      setBusy(false);
+    }
+  }
+
+  const invalid = (field: "current" | "fresh" | "again") =>
+    error?.field === field ? { "aria-invalid": true, "aria-describedby": "password-error" } : {};
+  return (
+    <form class="password-form" onSubmit={submit} noValidate aria-labelledby="password-title">
+      <h3 id="password-title">Password</h3>
+      <p class="muted small">
+        Changing it signs out every other browser signed in to this account; this one stays signed
+        in. API keys and runner tokens keep working.
+      </p>
+      <div class="password-fields">
+        <label>
+          Current password
+          <input
+            type="password"
+            autocomplete="current-password"
+            value={current}
+            onInput={(e) => setCurrent(e.currentTarget.value)}
+            {...invalid("current")}
+          />
+        </label>
+        <label>
+          New password
+          <input
+            type="password"
+            autocomplete="new-password"
+            value={fresh}
+            onInput={(e) => setFresh(e.currentTarget.value)}
+            {...invalid("fresh")}
+          />
+        </label>
+        <label>
+          New password again
+          <input
+            type="password"
+            autocomplete="new-password"
+            value={again}
+            onInput={(e) => setAgain(e.currentTarget.value)}
+            {...invalid("again")}
+          />
+        </label>
+      </div>
+      {error && <p id="password-error" class="error" role="alert">{error.text}</p>}
+      {done && (
+        <p class="hint" role="status">
+          Password changed. Every other browser was signed out.
+        </p>
+      )}
+      <button class="btn" type="submit" disabled={busy}>
+        {busy ? "Changing…" : "Change password"}
+      </button>
+    </form>
+  );
+}
+
 export function Settings() {
   return (
     <main class="page" aria-labelledby="settings-title">
@@ -405,6 +513,7 @@ export function Settings() {
         <button type="button" class="btn" onClick={() => signOut()}>
           <Icon name="logout" /> Sign out
         </button>
+        <Password />
       </section>
       <Runners />
       <HiddenModels />

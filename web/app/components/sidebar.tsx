@@ -1,14 +1,16 @@
 import type { SessionInfo } from "../../../shared/protocol.ts";
 import { api } from "../api.ts";
-import { ago, baseName } from "../format.ts";
+import { ago, baseName, startTime } from "../format.ts";
 import { linkState } from "../live.ts";
 import {
+  GROUPS,
   me,
   navigate,
   route,
   runnerFilter,
   runnerName,
   runners,
+  type SessionGroup,
   sessionGroups,
   signOut,
 } from "../store.ts";
@@ -22,12 +24,48 @@ export function statusOf(s: Pick<SessionInfo, "status" | "activity">): {
   if (s.status === "starting") return { label: "starting", tone: "busy" };
   if (s.status === "error") return { label: "error", tone: "error" };
   if (s.status === "ended") return { label: "ended", tone: "off" };
-  return s.activity === "working"
-    ? { label: "working", tone: "busy" }
-    : { label: "idle", tone: "ok" };
+  switch (s.activity) {
+    case "working":
+      return { label: "working", tone: "busy" };
+    case "waking":
+      return { label: "waking", tone: "busy" };
+    case "asleep":
+      return { label: "asleep", tone: "asleep" };
+    default:
+      return { label: "idle", tone: "ok" };
+  }
 }
 
-function SessionLink({ s }: { s: SessionInfo }) {
+const HEADINGS: Record<SessionGroup, string> = {
+  working: "Working",
+  idle: "Idle",
+  asleep: "Asleep",
+  ended: "Ended",
+};
+
+/**
+ * The line under a session's title. Sessions whose titles repeat (the same
+ * first prompt) are told apart by folder and start time instead; a long
+ * folder name gives way, the time does not.
+ */
+function SubLine({ s, repeated }: { s: SessionInfo; repeated: boolean }) {
+  const folder = s.cwd ? baseName(s.cwd) : "…";
+  if (!repeated) {
+    return (
+      <span class="session-sub">
+        {runnerName(s.runnerId)} · {folder} · {ago(s.createdAt)}
+      </span>
+    );
+  }
+  return (
+    <span class="session-sub repeated">
+      <span class="sub-folder">{folder}</span>
+      <span class="sub-time">&nbsp;· started {startTime(s.createdAt)}</span>
+    </span>
+  );
+}
+
+function SessionLink({ s, repeated }: { s: SessionInfo; repeated: boolean }) {
   const r = route.value;
   const active = r.page === "session" && r.id === s.sessionId;
   const st = statusOf(s);
@@ -45,9 +83,7 @@ function SessionLink({ s }: { s: SessionInfo }) {
         <span class={`dot ${st.tone}`} title={st.label} aria-hidden="true" />
         <span class="session-text">
           <span class="session-title">{s.title || "Untitled session"}</span>
-          <span class="session-sub">
-            {runnerName(s.runnerId)} · {s.cwd ? baseName(s.cwd) : "…"} · {ago(s.createdAt)}
-          </span>
+          <SubLine s={s} repeated={repeated} />
         </span>
         <span class="sr-only">, {st.label}</span>
       </a>
@@ -67,22 +103,42 @@ function SessionLink({ s }: { s: SessionInfo }) {
   );
 }
 
-function Group({ title, list }: { title: string; list: SessionInfo[] }) {
+function Group(
+  { title, list, repeated }: { title: string; list: SessionInfo[]; repeated: Set<string> },
+) {
   if (list.length === 0) return null;
   return (
     <section class="side-group" aria-label={title}>
       <h2 class="side-heading">{title}</h2>
       <ul class="session-list">
-        {list.map((s) => <SessionLink key={s.sessionId} s={s} />)}
+        {list.map((s) => (
+          <SessionLink key={s.sessionId} s={s} repeated={repeated.has(s.title || "")} />
+        ))}
       </ul>
     </section>
   );
 }
 
+/** The titles that more than one listed session has. */
+function repeatedTitles(lists: SessionInfo[][]): Set<string> {
+  const seen = new Set<string>();
+  const repeated = new Set<string>();
+  for (const list of lists) {
+    for (const s of list) {
+      const t = s.title || "";
+      if (seen.has(t)) repeated.add(t);
+      seen.add(t);
+    }
+  }
+  return repeated;
+}
+
 export function Sidebar({ onNavigate }: { onNavigate?: () => void }) {
   const g = sessionGroups.value;
   const state = linkState.value;
-  const empty = g.pinned.length + g.running.length + g.past.length === 0;
+  const lists = [g.pinned, ...GROUPS.map((k) => g[k])];
+  const empty = lists.every((l) => l.length === 0);
+  const repeated = repeatedTitles(lists);
   return (
     <nav
       class="sidebar"
@@ -171,9 +227,8 @@ export function Sidebar({ onNavigate }: { onNavigate?: () => void }) {
             </button>
           </p>
         )}
-        <Group title="Pinned" list={g.pinned} />
-        <Group title="Running" list={g.running} />
-        <Group title="Past" list={g.past} />
+        <Group title="Pinned" list={g.pinned} repeated={repeated} />
+        {GROUPS.map((k) => <Group key={k} title={HEADINGS[k]} list={g[k]} repeated={repeated} />)}
         {empty && <p class="muted small pad">No sessions yet.</p>}
       </div>
 
