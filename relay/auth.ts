@@ -5,6 +5,7 @@ import { NodeSqliteDialect } from "@better-auth/kysely-adapter/node-sqlite-diale
 import type { Database } from "./db.ts";
 import type { Store } from "./store/mod.ts";
 import { hashKey, looksLikeKey } from "./keys.ts";
+import { countingStore } from "./rate_limit.ts";
 
 /** How long a checked session cookie is trusted without checking it again. */
 const COOKIE_CACHE_MS = 10_000;
@@ -73,6 +74,8 @@ export async function createAuth(options: AuthOptions) {
     },
     rateLimit: {
       enabled: true,
+      // This relay's own counts (better-auth's memory store is process-wide).
+      customStorage: countingStore(),
       window: 60,
       max: 300,
       customRules: {

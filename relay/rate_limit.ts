@@ -76,3 +76,42 @@ export class RateLimiter {
     }
   }
 }
+
+/** Most keys {@linkcode countingStore} keeps; past it, expired ones go first, then the oldest. */
+const STORE_MAX_KEYS = 100_000;
+
+/**
+ * A fixed-window request counter with better-auth's rate-limit storage shape
+ * (`consume`), owned by one relay. better-auth's built-in memory store is one
+ * map for the whole process, so two relays in one process (tests, embedding)
+ * would share each other's counts.
+ */
+export function countingStore(now: () => number = Date.now) {
+  const windows = new Map<string, { count: number; start: number; expiresAt: number }>();
+  const prune = (t: number) => {
+    for (const [key, w] of windows) if (t >= w.expiresAt) windows.delete(key);
+    for (const key of windows.keys()) {
+      if (windows.size <= STORE_MAX_KEYS) break;
+      windows.delete(key);
+    }
+  };
+  return {
+    // deno-lint-ignore require-await
+    async consume(key: string, rule: { window: number; max: number }) {
+      const t = now();
+      const ms = rule.window * 1000;
+      let w = windows.get(key);
+      if (!w || t >= w.expiresAt || t - w.start >= ms) {
+        w = { count: 0, start: t, expiresAt: t + ms };
+      }
+      if (w.count >= rule.max) {
+        return { allowed: false, retryAfter: Math.max(1, Math.ceil((w.start + ms - t) / 1000)) };
+      }
+      w.count++;
+      windows.delete(key);
+      windows.set(key, w);
+      if (windows.size > STORE_MAX_KEYS) prune(t);
+      return { allowed: true, retryAfter: null };
+    },
+  };
+}

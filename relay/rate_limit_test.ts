@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { clientKey, RateLimiter } from "./rate_limit.ts";
+import { clientKey, countingStore, RateLimiter } from "./rate_limit.ts";
 
 Deno.test("rate limiter allows the limit, refuses the next, and frees up after the window", () => {
   let now = 1_000_000;
@@ -26,4 +26,20 @@ Deno.test("an IPv6 client counts by its /64, whichever address of it it uses", (
   for (let i = 1; i <= 5; i++) assert.deepEqual(rl.hit(`2001:db8:1:2::${i}`), { ok: true });
   assert.equal(rl.hit("2001:db8:1:2:dead:beef:0:1").ok, false, "same /64, new address");
   assert.deepEqual(rl.hit("2001:db8:1:3::1"), { ok: true }, "the next /64 is another client");
+});
+
+Deno.test("each relay's sign-in counts are its own, per window", async () => {
+  let t = 1_000_000;
+  const a = countingStore(() => t);
+  const b = countingStore(() => t);
+  const rule = { window: 60, max: 2 };
+  assert.equal((await a.consume("ip|/sign-in", rule)).allowed, true);
+  assert.equal((await a.consume("ip|/sign-in", rule)).allowed, true);
+  assert.deepEqual(await a.consume("ip|/sign-in", rule), { allowed: false, retryAfter: 60 });
+  assert.equal((await b.consume("ip|/sign-in", rule)).allowed, true, "another relay's count");
+  assert.equal((await a.consume("other|/sign-in", rule)).allowed, true, "another client");
+  t += 30_000;
+  assert.deepEqual(await a.consume("ip|/sign-in", rule), { allowed: false, retryAfter: 30 });
+  t += 30_000;
+  assert.equal((await a.consume("ip|/sign-in", rule)).allowed, true, "a new window");
 });
