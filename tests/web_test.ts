@@ -40,6 +40,10 @@ function responder(req: ChatRequest): Turn | undefined {
       { text: "The folder has **one** file." },
     ][answered] ?? { text: "OK." };
   }
+  if (first.includes("QUEUE-RUN")) {
+    // Long enough that a loaded machine still queues, removes and stops within it.
+    return { text: Array.from({ length: 600 }, (_, i) => `q${i} `), chunkDelayMs: 50 };
+  }
   if (first.includes("LONG-RUN")) {
     if (answered === 0) {
       return { text: Array.from({ length: 150 }, (_, i) => `w${i} `), chunkDelayMs: 40 };
@@ -574,11 +578,11 @@ Deno.test("a turn cut off by a runner crash ends visibly, and a forgotten prompt
 
 Deno.test("Stop drops queued messages and gives their text back; each one can be removed", async () => {
   await withWorld(async (w) => {
-    const id = await spawnApi(w, "LONG-RUN with a queue");
+    const id = await spawnApi(w, "QUEUE-RUN with a queue");
     const { page, errors } = await newPage(w.browser);
     await page.goto(`${w.relay.url}/session/${id}`);
     await signInUi(page, w);
-    await page.getByText("w3 ").waitFor();
+    await page.getByText("q3 ").waitFor();
     const box = page.locator("#composer-input");
     await page.getByRole("radio", { name: "Steer" }).click();
     await box.fill("STEER-ONE");
