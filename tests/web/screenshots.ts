@@ -86,11 +86,11 @@ export async function takeScreenshots(): Promise<string[]> {
           text: "Let me look at the fixtures first.",
           toolCalls: [{
             name: "bash",
-            args: { command: "ls test/fixtures/parser && wc -l test/fixtures/parser/*.txt" },
+            args: { command: "ls test/fixtures/csv && wc -l test/fixtures/csv/*.txt" },
           }],
         },
         {
-          text: "There is no `test/fixtures/parser` folder yet: I will create it with three cases.",
+          text: "There is no `test/fixtures/csv` folder yet: I will create it with three cases.",
         },
       ],
       migration: [{
@@ -108,7 +108,7 @@ export async function takeScreenshots(): Promise<string[]> {
     const main = await spawn("The parser test fails on files without a trailing newline. Fix it.");
     await spawn("Document the CLI flags in the README");
     const working = await spawn("Refactor the tokenizer into its own module");
-    const failing = await spawn("Add fixtures for the parser tests");
+    const failing = await spawn("Add fixtures for the CSV reader tests");
     await user.api(`/api/sessions/${main}/pin`, { method: "PUT" });
     await user.api(
       "/api/webhooks",
@@ -223,6 +223,7 @@ export async function takeScreenshots(): Promise<string[]> {
     await page.getByLabel("Email").fill(user.email);
     await page.getByLabel("Password").fill(user.password);
     await page.getByRole("button", { name: "Sign in" }).click();
+    await page.waitForSelector(".session-item");
     await page.goto(`${relay.url}/session/${cut}`);
     await page.waitForSelector("text=column 40,");
     const daemon = Number((await runner.proc.waitFor(/\[daemon\] runner .* pid (\d+)/))[1]);
@@ -232,7 +233,6 @@ export async function takeScreenshots(): Promise<string[]> {
     await shot(page, "session-interrupted-desktop");
     await phone.goto(`${relay.url}/session/${cut}`);
     await phone.waitForSelector("text=Interrupted by a runner restart");
-    await phone.locator(".msg.user.forgotten").scrollIntoViewIfNeeded();
     await shot(phone, "session-interrupted-phone");
     await phone.context().close();
     await page.context().close();
