@@ -4,10 +4,16 @@
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import axe from "axe-core";
 import type { Browser, Page } from "playwright-core";
 import { json, signUp } from "./harness/client.ts";
-import { DESKTOP, launchBrowser, newPage, PHONE } from "./harness/browser.ts";
+import {
+  axeViolations,
+  DESKTOP,
+  launchBrowser,
+  newPage,
+  PHONE,
+  signInUi,
+} from "./harness/browser.ts";
 import { type Stack, startTestRelay, withStack } from "./harness/in_process.ts";
 import { type ChatRequest, MODEL, type Turn } from "./harness/mock_llm.ts";
 import { ROOT, tempDir } from "./harness/procs.ts";
@@ -76,13 +82,6 @@ function withWorld(fn: (w: World) => Promise<void>): Promise<void> {
       await browser.close();
     }
   });
-}
-
-async function signInUi(page: Page, w: World) {
-  await page.getByLabel("Email").fill(w.user.email);
-  await page.getByLabel("Password").fill(w.user.password);
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await page.waitForSelector(".sidebar");
 }
 
 async function spawnApi(w: World, prompt: string): Promise<string> {
@@ -172,7 +171,7 @@ Deno.test("the web client spawns a session, streams a tool call, steers, aborts 
   await withWorld(async (w) => {
     const { page, errors, dialogs } = await newPage(w.browser);
     await page.goto(w.relay.url);
-    await signInUi(page, w);
+    await signInUi(page, w.user);
 
     await t.step("runner is listed live", async () => {
       await page.locator(".runner-item", { hasText: "0 live" }).waitFor();
@@ -268,7 +267,7 @@ Deno.test("the web client spawns a session, streams a tool call, steers, aborts 
     await t.step("the share URL opens the session after sign-in", async () => {
       const { page: fresh } = await newPage(w.browser);
       await fresh.goto(`${w.relay.url}/session/${third}`);
-      await signInUi(fresh, w);
+      await signInUi(fresh, w.user);
       await fresh.getByRole("heading", { name: "LONG-RUN to abort" }).waitFor();
       assert.ok(fresh.url().endsWith(`/session/${third}`));
       await fresh.context().close();
@@ -294,7 +293,7 @@ Deno.test("agent output never runs script in the page", async () => {
     const id = await spawnApi(w, "XSS test");
     const { page, errors, dialogs } = await newPage(w.browser);
     await page.goto(`${w.relay.url}/session/${id}`);
-    await signInUi(page, w);
+    await signInUi(page, w.user);
     await page.getByText("SAFE-END").waitFor();
     await page.waitForTimeout(300); // let any injected handler fire (img error, svg load)
     assert.equal(await page.evaluate("window.__xss"), undefined);
@@ -324,7 +323,7 @@ Deno.test("on a phone the app fits the screen and the menu opens the session lis
     const id = await spawnApi(w, "TOOL-RUN on a phone");
     const { page, errors } = await newPage(w.browser, { viewport: PHONE });
     await page.goto(w.relay.url);
-    await signInUi(page, w);
+    await signInUi(page, w.user);
     const fits = () =>
       page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1");
     assert.equal(await fits(), true, "the session list fits");
@@ -346,7 +345,7 @@ Deno.test("settings: a new key is shown once, revoking waits 3 seconds and can b
   await withWorld(async (w) => {
     const { page, errors } = await newPage(w.browser);
     await page.goto(`${w.relay.url}/settings`);
-    await signInUi(page, w);
+    await signInUi(page, w.user);
     await page.getByRole("heading", { name: "Settings" }).waitFor();
     await page.getByLabel("Name", { exact: true }).fill("ci-box");
     await page.getByRole("button", { name: "Create" }).click();
@@ -397,7 +396,6 @@ Deno.test("settings: a new key is shown once, revoking waits 3 seconds and can b
 Deno.test("main screens pass an accessibility audit in light and dark", async () => {
   await withWorld(async (w) => {
     const id = await spawnApi(w, "TOOL-RUN for the audit");
-    const source = (axe as unknown as { source: string }).source;
     for (const dark of [false, true]) {
       for (const viewport of [DESKTOP, PHONE]) {
         const context = await w.browser.newContext({
@@ -415,14 +413,8 @@ Deno.test("main screens pass an accessibility audit in light and dark", async ()
           await page.goto(`${w.relay.url}${path}`);
           await page.locator("main").first().waitFor();
           await page.waitForLoadState("networkidle");
-          await page.addScriptTag({ content: source });
-          const violations = await page.evaluate(`
-            axe.run(document, { runOnly: { type: "tag", values: ["wcag2a", "wcag2aa"] } })
-              .then((r) => r.violations.map((v) =>
-                v.id + ": " + v.nodes.map((n) => n.target.join(" ")).join(" | ")))
-          `) as string[];
           assert.deepEqual(
-            violations,
+            await axeViolations(page),
             [],
             `${path} ${dark ? "dark" : "light"} ${viewport.width}px`,
           );
@@ -470,7 +462,7 @@ Deno.test("automations: a webhook is created with its secret shown once, toggled
     await w.runner.connected(2);
     const { page, errors } = await newPage(w.browser);
     await page.goto(`${w.relay.url}/automations`);
-    await signInUi(page, w);
+    await signInUi(page, w.user);
     await page.getByRole("button", { name: "New webhook" }).click();
     await page.getByLabel("Name").fill("Issues");
     // A source is any label; markup in it is shown as text.
@@ -542,7 +534,7 @@ Deno.test("a turn cut off by a runner crash ends visibly, and a forgotten prompt
     const id = await spawnApi(w, "LONG-RUN cut short");
     const { page, errors } = await newPage(w.browser);
     await page.goto(`${w.relay.url}/session/${id}`);
-    await signInUi(page, w);
+    await signInUi(page, w.user);
     await page.getByText("w5 ").waitFor();
     await page.getByRole("button", { name: "Stop the agent" }).waitFor();
 
@@ -581,7 +573,7 @@ Deno.test("Stop drops queued messages and gives their text back; each one can be
     const id = await spawnApi(w, "QUEUE-RUN with a queue");
     const { page, errors } = await newPage(w.browser);
     await page.goto(`${w.relay.url}/session/${id}`);
-    await signInUi(page, w);
+    await signInUi(page, w.user);
     await page.getByText("q3 ").waitFor();
     const box = page.locator("#composer-input");
     await page.getByRole("radio", { name: "Steer" }).click();
@@ -619,7 +611,7 @@ Deno.test("a failed tool call renders as a card with its command once, on a desk
       await t.step(name, async () => {
         const { page, errors } = await newPage(w.browser, { viewport });
         await page.goto(`${w.relay.url}/session/${id}`);
-        await signInUi(page, w);
+        await signInUi(page, w.user);
         await page.getByText("That folder is missing.").waitFor();
         const card = page.locator("details.tool.error");
         await card.locator(".badge", { hasText: "failed" }).waitFor();
