@@ -151,6 +151,8 @@ Deno.test("an address typed by hand opens the app, not JSON; /settings/ lands on
     await page.getByLabel("Password").fill(user.password);
     await page.getByRole("button", { name: "Sign in" }).click();
     await page.waitForSelector(".sidebar");
+    // Signed in from /login, one lands at home, not on a missing page.
+    await page.waitForURL(`${relay.url}/`);
 
     await page.goto(`${relay.url}/settings/`);
     await page.getByRole("heading", { name: "Settings", level: 1 }).waitFor();
@@ -159,7 +161,13 @@ Deno.test("an address typed by hand opens the app, not JSON; /settings/ lands on
       await page.goto(`${relay.url}${path}`);
       await page.waitForSelector(".sidebar");
       assert.doesNotMatch(await page.locator("body").innerText(), /not_found|"error"/, path);
+      // The app's own page says so, and leads home.
+      await page.getByRole("heading", { name: "Page not found" }).waitFor();
+      assert.match(await page.locator("main").innerText(), new RegExp(path));
     }
+    await page.getByRole("link", { name: "Start a session" }).click();
+    await page.getByRole("heading", { name: "Start a session" }).waitFor();
+    assert.equal(new URL(page.url()).pathname, "/");
     assert.deepEqual(errors, []);
   } finally {
     await browser.close();

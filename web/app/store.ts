@@ -27,7 +27,9 @@ export type Route =
   | { page: "new" }
   | { page: "session"; id: string }
   | { page: "settings" }
-  | { page: "automations" };
+  | { page: "automations" }
+  /** An address the app has no page for (the relay serves the app for any page a browser opens). */
+  | { page: "missing"; path: string };
 
 function parseRoute(path: string): Route {
   const m = path.match(/^\/session\/([A-Za-z0-9_-]{1,64})\/?$/);
@@ -35,7 +37,8 @@ function parseRoute(path: string): Route {
   if (path === "/settings") return { page: "settings" };
   if (path === "/automations") return { page: "automations" };
   if (path === "/new") return { page: "new" };
-  return { page: "home" };
+  if (path === "/" || path === "") return { page: "home" };
+  return { page: "missing", path };
 }
 
 export const route = signal<Route>(parseRoute(location.pathname));

@@ -73,6 +73,8 @@ function Shell() {
     ? "Automations"
     : r.page === "new"
     ? "New session"
+    : r.page === "missing"
+    ? "Page not found"
     : null;
   const title = pageTitle ?? "baton";
   useEffect(() => {
@@ -107,6 +109,23 @@ function Shell() {
         {r.page === "settings" && <Settings />}
         {r.page === "automations" && <Automations />}
         {r.page === "new" && <NewSession />}
+        {r.page === "missing" && (
+          <main class="page narrow">
+            <div class="card empty">
+              <Icon name="alert" size={28} />
+              <h1>Page not found</h1>
+              <p>
+                baton has no page at <code>{r.path}</code>.
+              </p>
+              <p>
+                <a href="/" onClick={(e) => (e.preventDefault(), navigate("/"))}>
+                  Start a session
+                </a>{" "}
+                or pick one from the list.
+              </p>
+            </div>
+          </main>
+        )}
         {r.page === "home" && (
           <div class="home">
             <NewSession />

@@ -1,6 +1,6 @@
 import { useEffect, useState } from "preact/hooks";
 import { api } from "../api.ts";
-import { loadMe } from "../store.ts";
+import { loadMe, navigate, route } from "../store.ts";
 
 type Mode = "signin" | "signup" | "owner";
 
@@ -38,6 +38,9 @@ export function SignIn() {
         });
       }
       await loadMe();
+      // Signed in from an address the app has no page for (a bookmarked /login):
+      // go home rather than to "Page not found".
+      if (route.value.page === "missing") navigate("/", true);
     } catch (err) {
       setError((err as Error).message);
     } finally {
