@@ -1,6 +1,7 @@
 import { join } from "node:path";
-import { serveRelay } from "../relay/serve.ts";
+import { serveRelay } from "../relay/mod.ts";
 import { homeDir, parseFlags, parseHttpUrl, parsePort, parsePositiveInt } from "./_args.ts";
+import { webClient } from "../web/mod.ts";
 
 export const RELAY_HELP = `Usage: baton relay [options]
 
@@ -60,6 +61,7 @@ export function relaySettings(argv: string[]) {
 export async function relayMain(argv: string[]): Promise<number> {
   const settings = relaySettings(argv);
   const served = await serveRelay({
+    web: await webClient(),
     ...settings,
     log: (line) => console.error(`[relay] ${line}`),
   });

@@ -4,8 +4,8 @@ import {
   loadRunnerConfig,
   RUNNER_FLAGS,
   runnerFlags,
-} from "../runner/config.ts";
-import { supervise } from "../runner/supervisor.ts";
+  supervise,
+} from "../runner/mod.ts";
 import { parseFlags, UsageError } from "./_args.ts";
 import { untilSignal } from "./relay.ts";
 

@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import { updateUserConfig } from "../runner/config.ts";
+import { updateUserConfig } from "../runner/mod.ts";
 import { homeDir, parseFlags, relayUrlFrom, UsageError } from "./_args.ts";
 import { ask, askSecret, interactive, readStdin } from "./_prompt.ts";
 

@@ -1,12 +1,11 @@
 import { join } from "node:path";
-import { environmentForChildren, serveRelay } from "../relay/serve.ts";
-import { createKey } from "../relay/routes/keys.ts";
-import { hashKey } from "../relay/keys.ts";
-import { supervise } from "../runner/supervisor.ts";
+import { createKey, environmentForChildren, hashKey, serveRelay } from "../relay/mod.ts";
+import { supervise } from "../runner/mod.ts";
+import { encodeBase64Url } from "../shared/mod.ts";
 import { homeDir, parseFlags, parseHttpUrl, parsePort, UsageError } from "./_args.ts";
 import { ask, askSecret, interactive } from "./_prompt.ts";
 import { untilSignal } from "./relay.ts";
-import { encodeBase64Url } from "../relay/_encoding.ts";
+import { webClient } from "../web/mod.ts";
 
 export const UP_HELP = `Usage: baton up [options]
 
@@ -44,6 +43,7 @@ export async function upMain(argv: string[]): Promise<number> {
   });
   const dataDir = values["data-dir"] ?? join(homeDir(), ".baton", "relay");
   const served = await serveRelay({
+    web: await webClient(),
     hostname: values.host ?? "127.0.0.1",
     port: values.port !== undefined ? parsePort(values.port) : 7420,
     dataDir,

@@ -1,4 +1,4 @@
-import { enhancedPayload, signHex } from "../relay/webhook_signing.ts";
+import { enhancedPayload, signHex } from "../shared/mod.ts";
 import { parseFlags, relayUrlFrom, UsageError } from "./_args.ts";
 import { readStdin } from "./_prompt.ts";
 

@@ -1,24 +1,16 @@
 import { Hono } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { APIError } from "better-auth/api";
-import { z } from "zod";
 import { join } from "node:path";
 import { RUNNER_WS_PATH, VIEWER_WS_PATH } from "../shared/protocol.ts";
-import { CLIENT_IP_HEADER, createAuth, type Principal } from "./auth.ts";
+import { createAuth } from "./auth.ts";
 import { type Database, openDatabase, startCheckpointer } from "./db.ts";
 import { errorResponse, HttpError } from "./errors.ts";
-import {
-  clientIp,
-  MAX_JSON_BODY,
-  prefersHtml,
-  readBody,
-  readJson,
-  type RelayEnv,
-} from "./_http.ts";
+import { prefersHtml, type RelayEnv } from "./_http.ts";
 import { Hub } from "./hub.ts";
-import { RateLimiter } from "./rate_limit.ts";
-import { acceptRunnerSocket } from "./runner_link.ts";
-import { createKey, keyRoutes } from "./routes/keys.ts";
+import { originCheck, requirePrincipal } from "./principal.ts";
+import { accountRoutes } from "./routes/accounts.ts";
+import { keyRoutes } from "./routes/keys.ts";
 import { runnerRoutes } from "./routes/runners.ts";
 import { sessionRoutes } from "./routes/sessions.ts";
 import { settingsRoutes } from "./routes/settings.ts";
@@ -29,8 +21,7 @@ import { Triggers } from "./triggers.ts";
 import { Webhooks } from "./webhooks.ts";
 import { Store } from "./store/mod.ts";
 import { adaptiveCommit, EventWriterThread } from "./store/event_writer.ts";
-import { acceptViewerSocket } from "./viewer.ts";
-import { webClient } from "../web/mod.ts";
+import { socketRoutes } from "./sockets.ts";
 
 /** Options of {@linkcode createRelay}. */
 export interface RelayOptions {
@@ -58,6 +49,20 @@ export interface RelayOptions {
    * receives the session events on this thread, instead of the writer thread.
    */
   store?: (db: Database) => Store;
+  /**
+   * The web client, served at every path the API and the channels do not
+   * use; without it the relay serves the API alone. The relay does not
+   * build it: the CLI passes `webClient()` from `web/mod.ts`.
+   */
+  web?: WebRoutes;
+}
+
+/** A browser client the relay serves beside its API. */
+export interface WebRoutes {
+  /** Its pages, script, styles and icons. */
+  routes: Hono;
+  /** What a browser gets for a path no route serves (the app, or its "not found"). */
+  page(path: string, search: string): Response;
 }
 
 /** A relay built as a value: the Hono app, its live hub and a way to close it. */
@@ -73,12 +78,6 @@ export interface Relay {
 
 /** Every HTTP API route is under this path; nothing under it is a page of the web client. */
 const API_PREFIX = "/api";
-
-const Register = z.object({
-  name: z.string().trim().min(1).max(200).optional(),
-  email: z.string().trim().email().max(320),
-  password: z.string().min(1).max(256),
-});
 
 /**
  * Makes the database and its WAL files readable by their owner only: they
@@ -111,16 +110,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   const trustProxy = options.trustProxy ?? false;
   const secret = options.authSecret ?? await loadSecret(options.dataDir);
   const allowSignup = options.allowSignup ?? false;
-  const {
-    auth,
-    handler,
-    signUpEmail,
-    authenticate,
-    principalFromKey,
-    userIdByEmail,
-    forgetSessions,
-    principalLive,
-  } = await createAuth({
+  const auth = await createAuth({
     db,
     store,
     baseUrl,
@@ -137,10 +127,9 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     ...(writer ? { commit: adaptiveCommit(store, writer) } : {}),
     eventBufferSize: options.eventBufferSize ?? 1000,
     baseUrl,
-    principalLive,
+    principalLive: auth.principalLive,
     ...(options.log ? { log: options.log } : {}),
   });
-  const registerLimit = new RateLimiter({ limit: 5, windowMs: 15 * 60_000 });
   const triggers = new Triggers(hub, store);
   const webhooks = new Webhooks(
     hub,
@@ -149,15 +138,8 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     await SecretBox.fromSecret(secret, "baton webhook secrets"),
     { baseUrl, connectTimeoutMs: options.webhookConnectTimeoutMs ?? 15_000 },
   );
-
-  /** Browser requests must come from our own origin (or a configured one). */
-  function originAllowed(req: Request): boolean {
-    const origin = req.headers.get("origin");
-    if (!origin) return true;
-    if (trustedOrigins.includes(origin)) return true;
-    const host = req.headers.get("host");
-    return host !== null && origin === `${new URL(baseUrl).protocol}//${host}`;
-  }
+  const originAllowed = originCheck(baseUrl, trustedOrigins);
+  const web = options.web;
 
   const app = new Hono<RelayEnv>();
 
@@ -179,11 +161,10 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     options.log?.(`internal error on ${c.req.method} ${c.req.path}: ${err?.stack ?? err}`);
     return errorResponse(c, 500, "internal", "Internal error");
   });
-  const web = await webClient();
   app.notFound((c) => {
     // A browser opening an address of its own (a mistyped one, a bookmark,
     // `/settings/`) gets the app rather than a page of JSON.
-    if (isPageRequest(c.req.raw, c.req.path)) {
+    if (web && isPageRequest(c.req.raw, c.req.path)) {
       return web.page(c.req.path, new URL(c.req.url).search);
     }
     return errorResponse(c, 404, "not_found", `No route: ${c.req.method} ${c.req.path}`);
@@ -196,78 +177,12 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   });
 
   app.get("/health", (c) => c.json({ status: "ok" }));
-
-  // better-auth owns /api/auth/*; it sees the real peer address for its limits.
-  app.on(["GET", "POST"], "/api/auth/*", async (c) => {
-    const headers = new Headers(c.req.raw.headers);
-    headers.set(CLIENT_IP_HEADER, clientIp(c, trustProxy));
-    // A fresh Request (not a copy of the incoming one) so its abort signal is
-    // not touched; its body read here, within the API's size limit.
-    const raw = c.req.raw;
-    const req = new Request(raw.url, {
-      method: raw.method,
-      headers,
-      ...(raw.body ? { body: await readBody(raw, MAX_JSON_BODY) } : {}),
-    });
-    const changing = raw.method !== "GET";
-    const before = changing ? await authenticate(c.req.raw.headers) : null;
-    const res = await handler(req);
-    if (changing) forgetSessions();
-    // Sign-out, a password change that revokes the other sessions, revoking
-    // sessions: the viewer sockets of browser sessions that are gone close.
-    if (before && res.ok) hub.closeLapsed(principalLive, before.userId);
-    return res;
-  });
-
-  // What the sign-in screen needs before anyone is signed in.
-  app.get("/api/setup-status", (c) => {
-    return c.json({ needsOwner: store.userCount() === 0, allowSignup });
-  });
-
-  app.post("/api/register", async (c) => {
-    const limited = registerLimit.hit(clientIp(c, trustProxy));
-    if (!limited.ok) {
-      throw new HttpError(429, "rate_limited", "Too many registration attempts; try again later", {
-        "retry-after": String(limited.retryAfterSeconds),
-      });
-    }
-    const body = await readJson(c, Register);
-    const email = body.email.toLowerCase();
-    let userId = userIdByEmail(email);
-    if (userId) {
-      const ok = await auth.api.signInEmail({ body: { email, password: body.password } })
-        .then(() => true, () => false);
-      if (!ok) throw new HttpError(401, "invalid_credentials", "Invalid email or password");
-    } else {
-      if (!body.name) throw new HttpError(401, "invalid_credentials", "Invalid email or password");
-      if (!allowSignup && store.userCount() > 0) {
-        throw new HttpError(403, "signup_closed", "Sign-up is closed on this relay");
-      }
-      if (body.password.length < 8) {
-        throw new HttpError(400, "password_too_short", "Password must have at least 8 characters");
-      }
-      userId = await signUpEmail({ email, password: body.password, name: body.name });
-    }
-    const created = await createKey(store, userId, "cli", null);
-    return c.json({ ok: true, key: created.key });
-  });
-
+  app.route(API_PREFIX, accountRoutes({ auth, store, hub, allowSignup, trustProxy }));
   // Webhook senders prove themselves with a signature, not a cookie or key.
   app.route("/api/webhooks", webhookFireRoute(webhooks));
 
   // Every other /api route needs a principal (cookie or key).
-  app.use("/api/*", async (c, next) => {
-    const p = await authenticate(c.req.raw.headers);
-    if (!p) throw new HttpError(401, "unauthorized", "Sign in or send an API key");
-    const m = c.req.method;
-    if (p.via === "cookie" && m !== "GET" && m !== "HEAD" && !originAllowed(c.req.raw)) {
-      throw new HttpError(403, "bad_origin", "Request origin is not allowed");
-    }
-    c.set("principal", p);
-    c.set("principalLive", () => principalLive(p));
-    await next();
-  });
-
+  app.use("/api/*", requirePrincipal(auth, originAllowed));
   app.route("/api/keys", keyRoutes(store, hub));
   app.route("/api/runners", runnerRoutes(hub));
   app.route("/api/runners", runnerTriggerRoutes(triggers));
@@ -276,32 +191,8 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   app.route("/api/settings", settingsRoutes(store));
   app.route("/api/webhooks", webhookRoutes(webhooks));
 
-  app.get(RUNNER_WS_PATH, (c) => {
-    if (c.req.header("upgrade")?.toLowerCase() !== "websocket") {
-      throw new HttpError(426, "upgrade_required", "Connect with a WebSocket");
-    }
-    const { socket, response } = upgrade(c.req.raw, 30);
-    acceptRunnerSocket(socket, { hub, principalFromKey, triggers });
-    return response;
-  });
-
-  app.get(VIEWER_WS_PATH, async (c) => {
-    if (c.req.header("upgrade")?.toLowerCase() !== "websocket") {
-      throw new HttpError(426, "upgrade_required", "Connect with a WebSocket");
-    }
-    if (!originAllowed(c.req.raw)) {
-      throw new HttpError(403, "bad_origin", "WebSocket origin is not allowed");
-    }
-    const p: Principal | null = await authenticate(c.req.raw.headers);
-    if (!p && (c.req.header("x-api-key") || c.req.header("authorization"))) {
-      throw new HttpError(401, "unauthorized", "Invalid API key");
-    }
-    const { socket, response } = upgrade(c.req.raw, 60);
-    acceptViewerSocket(socket, { hub, principal: p, principalFromKey, principalLive });
-    return response;
-  });
-
-  app.route("/", web.routes);
+  app.route("/", socketRoutes({ auth, hub, triggers, originAllowed }));
+  if (web) app.route("/", web.routes);
 
   let closed = false;
   return {
@@ -332,16 +223,6 @@ function isPageRequest(req: Request, path: string): boolean {
   const under = (prefix: string) => path === prefix || path.startsWith(`${prefix}/`);
   if ([API_PREFIX, RUNNER_WS_PATH, VIEWER_WS_PATH].some(under)) return false;
   return prefersHtml(req.headers.get("accept"));
-}
-
-/** Upgrades to a WebSocket; a malformed handshake is the client's fault (400), not ours. */
-function upgrade(req: Request, idleTimeout: number): { socket: WebSocket; response: Response } {
-  try {
-    return Deno.upgradeWebSocket(req, { idleTimeout });
-  } catch (err) {
-    if (!(err instanceof TypeError)) throw err;
-    throw new HttpError(400, "bad_upgrade", `Invalid WebSocket handshake: ${err.message}`);
-  }
 }
 
 /** The relay's signing secret: `<dataDir>/secret`, created (0600) on first start. */

@@ -1,4 +1,4 @@
-import { encodeBase64Url } from "./_encoding.ts";
+import { encodeBase64Url } from "../shared/bytes.ts";
 
 /** Prefix of personal API keys. */
 export const API_KEY_PREFIX = "bk_";

@@ -1,9 +1,13 @@
 /**
  * The relay: HTTP API, runner control channel, viewer channel and the
  * durable session event log. {@linkcode createRelay} builds it as a value;
- * the CLI serves it.
+ * {@linkcode serveRelay} listens with it; the CLI calls those.
  *
  * @module
  */
 export { createRelay, type Relay, type RelayOptions } from "./app.ts";
 export { Hub } from "./hub.ts";
+export { environmentForChildren, type ServedRelay, serveRelay } from "./serve.ts";
+export { createKey } from "./routes/keys.ts";
+export { hashKey } from "./keys.ts";
+export type { Store } from "./store/mod.ts";

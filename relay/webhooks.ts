@@ -14,7 +14,7 @@ import type { Hub } from "./hub.ts";
 import type { SecretBox } from "./secret_box.ts";
 import type { Store, WebhookRecord } from "./store/mod.ts";
 import { FilterModeSchema, FiltersSchema, ModelSchema, type Triggers } from "./triggers.ts";
-import { MAX_SKEW_MS, verifyWebhook } from "./webhook_signing.ts";
+import { MAX_SKEW_MS, verifyWebhook } from "../shared/webhook_signing.ts";
 
 /** Largest webhook body accepted. */
 export const MAX_WEBHOOK_BODY = 1024 * 1024;

@@ -24,7 +24,7 @@ import {
   type WorkerToDaemon,
 } from "../shared/protocol.ts";
 import denoJson from "../deno.json" with { type: "json" };
-import { parseFlags } from "../cli/_args.ts";
+import { parseFlags } from "../shared/flags.ts";
 import {
   ConfigError,
   controlUrl,

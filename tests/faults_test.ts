@@ -21,6 +21,7 @@ import { MockLlm, MODEL } from "./harness/mock_llm.ts";
 import { RelayProcess, type RunnerProcess, startRunner, tempDir } from "./harness/procs.ts";
 import { clientFrame, openRawWebSocket, type RawWebSocket } from "./harness/raw_http.ts";
 import { eventually, within } from "./harness/wait.ts";
+import { webClient } from "../web/mod.ts";
 
 // ---------------------------------------------------------------------------
 // Helpers
@@ -35,6 +36,7 @@ async function startLoggedRelay(): Promise<LoggedRelay> {
   const dataDir = await tempDir("baton-faults-relay-");
   const logs: string[] = [];
   const served = await serveRelay({
+    web: await webClient(),
     hostname: "127.0.0.1",
     port: 0,
     dataDir,

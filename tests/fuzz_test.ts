@@ -27,6 +27,7 @@ import {
 import { RelayProcess, tempDir } from "./harness/procs.ts";
 import { rawRequest, type RawResponse } from "./harness/raw_http.ts";
 import { eventually } from "./harness/wait.ts";
+import { webClient } from "../web/mod.ts";
 
 const SEED = Number(Deno.env.get("BATON_FUZZ_SEED") ?? 20_251_121);
 const SHRINK = Deno.env.get("BATON_FUZZ_SHRINK") === "1";
@@ -120,7 +121,11 @@ const RAW_JSON = [
 /** Every HTTP route of the relay, read from the app (middleware left out). */
 async function relayRoutes(): Promise<{ method: string; path: string }[]> {
   const dataDir = await tempDir("baton-fuzz-routes-");
-  const relay = await createRelay({ dataDir, baseUrl: "http://127.0.0.1:1" });
+  const relay = await createRelay({
+    web: await webClient(),
+    dataDir,
+    baseUrl: "http://127.0.0.1:1",
+  });
   try {
     const seen = new Set<string>();
     const routes: { method: string; path: string }[] = [];

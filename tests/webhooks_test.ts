@@ -24,6 +24,7 @@ import {
   type World,
 } from "./harness/trigger_world.ts";
 import { eventually } from "./harness/wait.ts";
+import { webClient } from "../web/mod.ts";
 
 /** A webhook as the API shows it (with its secret, from create or get). */
 interface Hook {
@@ -1005,6 +1006,7 @@ Deno.test("webhooks: CRUD, every fire outcome, three signing schemes and GitHub'
 Deno.test("a session that never starts makes fire answer 504 in time, and a refused spawn 502", async () => {
   const dataDir = await tempDir("baton-webhook-504-");
   const relay = await serveRelay({
+    web: await webClient(),
     hostname: "127.0.0.1",
     port: 0,
     dataDir,
@@ -1078,6 +1080,7 @@ async function withFakeRunner(
 ): Promise<void> {
   const dataDir = await tempDir("baton-webhook-fake-");
   const relay = await serveRelay({
+    web: await webClient(),
     hostname: "127.0.0.1",
     port: 0,
     dataDir,
@@ -1369,7 +1372,12 @@ Deno.test("an external sender's body cannot close the <trigger> block it arrives
 
 Deno.test("a used nonce stays used when the relay restarts on the same data folder", async () => {
   const dataDir = await tempDir("baton-webhook-restart-");
-  let relay = await serveRelay({ hostname: "127.0.0.1", port: 0, dataDir });
+  let relay = await serveRelay({
+    web: await webClient(),
+    hostname: "127.0.0.1",
+    port: 0,
+    dataDir,
+  });
   let runner: FakeRunner | undefined;
   try {
     const user = await signUp(relay.url);
@@ -1383,7 +1391,12 @@ Deno.test("a used nonce stays used when the relay restarts on the same data fold
     assert.equal((await fire(relay.url, hook.id, other, otherHeaders)).status, 503);
 
     await relay.shutdown();
-    relay = await serveRelay({ hostname: "127.0.0.1", port: 0, dataDir });
+    relay = await serveRelay({
+      web: await webClient(),
+      hostname: "127.0.0.1",
+      port: 0,
+      dataDir,
+    });
     // The captured request, replayed at the restarted relay within its 5 minutes.
     const replay = await fire(relay.url, hook.id, body, headers);
     assert.equal(replay.status, 409, JSON.stringify(replay.body));

@@ -2,6 +2,7 @@ import { type ServedRelay, serveRelay } from "../../relay/serve.ts";
 import { signUp, type User } from "./client.ts";
 import { MockLlm, type Responder } from "./mock_llm.ts";
 import { type RunnerProcess, startRunner, tempDir } from "./procs.ts";
+import { webClient } from "../../web/mod.ts";
 
 /** A relay served inside the test process on a free port, with a temporary data folder. */
 export interface TestRelay extends ServedRelay {
@@ -25,6 +26,7 @@ export async function startTestRelay(
   const dataDir = options.dataDir ?? await tempDir("baton-relay-");
   const logs: string[] = [];
   const served = await serveRelay({
+    web: await webClient(),
     hostname: "127.0.0.1",
     port: 0,
     dataDir,

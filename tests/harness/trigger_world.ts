@@ -13,6 +13,7 @@ import { json, signUp, type User, Viewer } from "./client.ts";
 import { type ChatRequest, MockLlm, MODEL, type Turn } from "./mock_llm.ts";
 import { type RunnerProcess, startRunner, tempDir } from "./procs.ts";
 import { Conditions } from "./wait.ts";
+import { webClient } from "../../web/mod.ts";
 
 /** Status and parsed JSON body of a response (null for an empty body). */
 // deno-lint-ignore no-explicit-any
@@ -179,6 +180,7 @@ export async function startWorld(options: WorldOptions = {}): Promise<World> {
   const dataDir = await tempDir("baton-trigger-relay-");
   const relayLog: string[] = [];
   const relay = await serveRelay({
+    web: await webClient(),
     hostname: "127.0.0.1",
     port: 0,
     dataDir,

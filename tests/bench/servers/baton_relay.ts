@@ -13,6 +13,7 @@ import { EventsRepo, type StoredEvent } from "../../../relay/store/events.ts";
 import { Store } from "../../../relay/store/mod.ts";
 import { SessionsRepo } from "../../../relay/store/sessions.ts";
 import { commands, emit, untilStopped } from "../_proc.ts";
+import { webClient } from "../../../web/mod.ts";
 
 /** The event log in memory: what the relay would cost if it kept nothing on disk. */
 class MemoryEventsRepo extends EventsRepo {
@@ -77,6 +78,7 @@ const { values } = parseArgs({
 });
 const dataDir = values["data-dir"] ?? await Deno.makeTempDir({ prefix: "baton-bench-relay-" });
 const served = await serveRelay({
+  web: await webClient(),
   hostname: "127.0.0.1",
   port: 0,
   dataDir,

@@ -1,5 +1,5 @@
 import { timingSafeEqual } from "node:crypto";
-import { concatBytes } from "../shared/bytes.ts";
+import { concatBytes } from "./bytes.ts";
 
 /** How far a signed timestamp may be from the relay's clock. */
 export const MAX_SKEW_MS = 5 * 60_000;

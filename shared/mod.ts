@@ -1,0 +1,15 @@
+/**
+ * What the relay, the runner, the web client and the CLI share: the wire
+ * protocol, event and conversation shapes, trigger filters, webhook signing,
+ * backoff and command-line flags. Nothing here imports a role.
+ *
+ * @module
+ */
+export * from "./backoff.ts";
+export * from "./bytes.ts";
+export * from "./conversation.ts";
+export * from "./events.ts";
+export * from "./flags.ts";
+export * from "./protocol.ts";
+export * from "./triggers.ts";
+export * from "./webhook_signing.ts";
