@@ -56,16 +56,16 @@ export async function upMain(argv: string[]): Promise<number> {
   const passwordFile = join(dataDir, "initial-password");
   let generated = false;
   try {
-    if (relay.store.userCount() === 0) {
+    if (relay.store.accounts.count() === 0) {
       generated = await createOwner(url, passwordFile, values.email);
     } else {
-      await dropEmailLine(passwordFile, relay.store.firstUser()!.email);
+      await dropEmailLine(passwordFile, relay.store.accounts.first()!.email);
     }
   } catch (err) {
     await served.shutdown();
     throw err;
   }
-  const owner = relay.store.firstUser()!;
+  const owner = relay.store.accounts.first()!;
 
   const stop = new AbortController();
   let runnerDone: Promise<number> = Promise.resolve(0);

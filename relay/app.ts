@@ -4,7 +4,7 @@ import { APIError } from "better-auth/api";
 import { join } from "node:path";
 import { RUNNER_WS_PATH, VIEWER_WS_PATH } from "../shared/protocol.ts";
 import { createAuth } from "./auth.ts";
-import { type Database, openDatabase, startCheckpointer } from "./db.ts";
+import { type Database, openDatabase, startCheckpointer } from "./store/db.ts";
 import { errorResponse, HttpError } from "./errors.ts";
 import { prefersHtml, type RelayEnv } from "./_http.ts";
 import { Hub } from "./hub.ts";

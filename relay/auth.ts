@@ -2,7 +2,7 @@ import { betterAuth } from "better-auth";
 import { APIError } from "better-auth/api";
 import { getMigrations } from "better-auth/db/migration";
 import { NodeSqliteDialect } from "@better-auth/kysely-adapter/node-sqlite-dialect";
-import type { Database } from "./db.ts";
+import type { Database } from "./store/db.ts";
 import type { Store } from "./store/mod.ts";
 import { hashKey, looksLikeKey } from "./keys.ts";
 import { countingStore } from "./rate_limit.ts";
@@ -93,7 +93,7 @@ export async function createAuth(options: AuthOptions) {
         create: {
           // deno-lint-ignore require-await
           before: async (user: { email: string }) => {
-            if (!options.allowSignup && store.userCount() > 0) {
+            if (!options.allowSignup && store.accounts.count() > 0) {
               throw new APIError("FORBIDDEN", {
                 code: "SIGNUP_CLOSED",
                 message: "Sign-up is closed on this relay (start it with --allow-signup)",
@@ -192,9 +192,7 @@ export async function createAuth(options: AuthOptions) {
     const rec = store.keys.byHash(await hashKey(key));
     if (!rec) return null;
     if (rec.expiresAt && Date.parse(rec.expiresAt) <= Date.now()) return null;
-    const user = options.db.prepare('SELECT id, email, name FROM "user" WHERE id = ?').get(
-      rec.userId,
-    ) as { id: string; email: string; name: string } | undefined;
+    const user = store.accounts.byId(rec.userId);
     if (!user) return null;
     const now = new Date();
     if (!rec.lastUsedAt || now.getTime() - Date.parse(rec.lastUsedAt) > 60_000) {
@@ -212,18 +210,13 @@ export async function createAuth(options: AuthOptions) {
 
   /** The user id owning `email`, if any. */
   function userIdByEmail(email: string): string | undefined {
-    const r = options.db.prepare('SELECT id FROM "user" WHERE email = ?').get(
-      email.toLowerCase(),
-    ) as { id: string } | undefined;
-    return r?.id;
+    return store.accounts.idByEmail(email);
   }
 
   /** Whether a browser session (better-auth's `session` row) still exists and has not expired. */
   function authSessionLive(id: string): boolean {
-    const r = options.db.prepare('SELECT "expiresAt" AS e FROM "session" WHERE id = ?').get(id) as
-      | { e: string | number }
-      | undefined;
-    return r !== undefined && new Date(r.e).getTime() > Date.now();
+    const expires = store.accounts.browserSessionExpiry(id);
+    return expires !== undefined && expires > Date.now();
   }
 
   return {

@@ -58,7 +58,7 @@ export function accountRoutes(options: AccountRoutesOptions): Hono<RelayEnv> {
 
   // What the sign-in screen needs before anyone is signed in.
   app.get("/setup-status", (c) => {
-    return c.json({ needsOwner: store.userCount() === 0, allowSignup });
+    return c.json({ needsOwner: store.accounts.count() === 0, allowSignup });
   });
 
   app.post("/register", async (c) => {
@@ -77,7 +77,7 @@ export function accountRoutes(options: AccountRoutesOptions): Hono<RelayEnv> {
       if (!ok) throw new HttpError(401, "invalid_credentials", "Invalid email or password");
     } else {
       if (!body.name) throw new HttpError(401, "invalid_credentials", "Invalid email or password");
-      if (!allowSignup && store.userCount() > 0) {
+      if (!allowSignup && store.accounts.count() > 0) {
         throw new HttpError(403, "signup_closed", "Sign-up is closed on this relay");
       }
       if (body.password.length < 8) {

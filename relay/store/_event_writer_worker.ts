@@ -5,7 +5,7 @@
  * @module
  */
 import { DatabaseSync } from "node:sqlite";
-import { transaction } from "../db.ts";
+import { transaction } from "./db.ts";
 import { applyCommits, type ChunkedCommit } from "./event_writer.ts";
 import { EventsRepo } from "./events.ts";
 import { SessionsRepo } from "./sessions.ts";

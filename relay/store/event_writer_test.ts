@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
-import { openDatabase } from "../db.ts";
+import { openDatabase } from "./db.ts";
 import {
   adaptiveCommit,
   CpuGauge,

@@ -1,4 +1,5 @@
-import type { Database } from "../db.ts";
+import type { Database } from "./db.ts";
+import { Statements } from "./_statements.ts";
 
 /** One stored event: its seq and its wire form `{"seq":..,"ts":..,"e":..}`. */
 export interface StoredEvent {
@@ -13,6 +14,17 @@ export interface StoredEvent {
  */
 const CHUNK_BYTES = 64 * 1024;
 
+const INSERT_CHUNK = `INSERT INTO session_event_chunks (session_id, first_seq, last_seq, seqs, body)
+  VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`;
+const LAST_SEQ = `SELECT last_seq AS m FROM session_event_chunks WHERE session_id = ?
+  ORDER BY first_seq DESC LIMIT 1`;
+/** The chunk holding a seq (the last one starting at or before it), then every later one. */
+const CHUNKS_FROM = `SELECT first_seq, last_seq, seqs, body FROM session_event_chunks
+  WHERE session_id = ? AND first_seq >= COALESCE((
+    SELECT first_seq FROM session_event_chunks
+    WHERE session_id = ? AND first_seq <= ? ORDER BY first_seq DESC LIMIT 1), 0)
+  ORDER BY first_seq`;
+
 /**
  * SQL for the durable per-session event log.
  *
@@ -26,28 +38,10 @@ const CHUNK_BYTES = 64 * 1024;
  * chunks of a session never overlap.
  */
 export class EventsRepo {
-  readonly #insert;
-  readonly #last;
-  readonly #from;
+  readonly #sql: Statements;
 
-  constructor(private readonly db: Database) {
-    this.#insert = db.prepare(
-      `INSERT INTO session_event_chunks (session_id, first_seq, last_seq, seqs, body)
-       VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-    );
-    this.#last = db.prepare(
-      `SELECT last_seq AS m FROM session_event_chunks WHERE session_id = ?
-       ORDER BY first_seq DESC LIMIT 1`,
-    );
-    // The chunk holding `seq` (the last one starting at or before it), then
-    // every later one.
-    this.#from = db.prepare(
-      `SELECT first_seq, last_seq, seqs, body FROM session_event_chunks
-       WHERE session_id = ? AND first_seq >= COALESCE((
-         SELECT first_seq FROM session_event_chunks
-         WHERE session_id = ? AND first_seq <= ? ORDER BY first_seq DESC LIMIT 1), 0)
-       ORDER BY first_seq`,
-    );
+  constructor(db: Database) {
+    this.#sql = new Statements(db);
   }
 
   /** Appends an event; false when that seq (or a later one) was already stored. */
@@ -79,7 +73,7 @@ export class EventsRepo {
         ? [c]
         : chunkEvents(eventsOf(c).filter((e) => e.seq > stored));
       for (const f of fresh) {
-        this.#insert.run(sessionId, f.firstSeq, f.lastSeq, f.seqs, f.body);
+        this.#sql.sql(INSERT_CHUNK).run(sessionId, f.firstSeq, f.lastSeq, f.seqs, f.body);
         n += f.count;
       }
     }
@@ -90,7 +84,7 @@ export class EventsRepo {
   after(sessionId: string, afterSeq: number, limit: number): StoredEvent[] {
     const out: StoredEvent[] = [];
     if (limit <= 0) return out;
-    for (const row of this.#from.iterate(sessionId, sessionId, afterSeq + 1)) {
+    for (const row of this.#sql.sql(CHUNKS_FROM).iterate(sessionId, sessionId, afterSeq + 1)) {
       const { first_seq: first, last_seq: last, seqs, body } = row as unknown as {
         first_seq: number;
         last_seq: number;
@@ -108,12 +102,12 @@ export class EventsRepo {
 
   /** The highest seq stored for a session (0 when none). */
   maxSeq(sessionId: string): number {
-    const r = this.#last.get(sessionId) as { m: number } | undefined;
+    const r = this.#sql.sql(LAST_SEQ).get(sessionId) as { m: number } | undefined;
     return r?.m ?? 0;
   }
 
   deleteSession(sessionId: string): void {
-    this.db.prepare("DELETE FROM session_event_chunks WHERE session_id = ?").run(sessionId);
+    this.#sql.sql("DELETE FROM session_event_chunks WHERE session_id = ?").run(sessionId);
   }
 }
 

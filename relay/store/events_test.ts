@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
-import { migrate, openDatabase } from "../db.ts";
+import { migrate, openDatabase } from "./db.ts";
 import { EventsRepo, type StoredEvent } from "./events.ts";
 
 Deno.test("appendMany stores runs of mixed sizes whole, in order, once", async () => {

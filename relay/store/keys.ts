@@ -1,4 +1,5 @@
-import type { Database } from "../db.ts";
+import type { Database } from "./db.ts";
+import { Statements } from "./_statements.ts";
 
 /** A stored API key or runner token; the secret itself is never stored. */
 export interface KeyRecord {
@@ -41,29 +42,33 @@ function fromRow(r: KeyRow): KeyRecord {
 
 /** SQL for API keys and runner tokens. */
 export class KeysRepo {
-  constructor(private readonly db: Database) {}
+  readonly #sql: Statements;
+
+  constructor(db: Database) {
+    this.#sql = new Statements(db);
+  }
 
   insert(k: KeyRecord): void {
-    this.db.prepare(
+    this.#sql.sql(
       `INSERT INTO api_keys (id, user_id, name, kind, prefix, hash, created_at, expires_at, last_used_at)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     ).run(k.id, k.userId, k.name, k.kind, k.prefix, k.hash, k.createdAt, k.expiresAt, k.lastUsedAt);
   }
 
   byHash(hash: string): KeyRecord | undefined {
-    const r = this.db.prepare("SELECT * FROM api_keys WHERE hash = ?").get(hash) as
+    const r = this.#sql.sql("SELECT * FROM api_keys WHERE hash = ?").get(hash) as
       | KeyRow
       | undefined;
     return r && fromRow(r);
   }
 
   byId(id: string): KeyRecord | undefined {
-    const r = this.db.prepare("SELECT * FROM api_keys WHERE id = ?").get(id) as KeyRow | undefined;
+    const r = this.#sql.sql("SELECT * FROM api_keys WHERE id = ?").get(id) as KeyRow | undefined;
     return r && fromRow(r);
   }
 
   listForUser(userId: string): KeyRecord[] {
-    const rows = this.db.prepare(
+    const rows = this.#sql.sql(
       "SELECT * FROM api_keys WHERE user_id = ? ORDER BY created_at DESC, id",
     ).all(userId) as unknown as KeyRow[];
     return rows.map(fromRow);
@@ -71,7 +76,7 @@ export class KeysRepo {
 
   /** Deletes the key when it belongs to `userId`; false when there was none. */
   delete(userId: string, id: string): boolean {
-    const res = this.db.prepare("DELETE FROM api_keys WHERE id = ? AND user_id = ?").run(
+    const res = this.#sql.sql("DELETE FROM api_keys WHERE id = ? AND user_id = ?").run(
       id,
       userId,
     );
@@ -79,6 +84,6 @@ export class KeysRepo {
   }
 
   touch(id: string, at: string): void {
-    this.db.prepare("UPDATE api_keys SET last_used_at = ? WHERE id = ?").run(at, id);
+    this.#sql.sql("UPDATE api_keys SET last_used_at = ? WHERE id = ?").run(at, id);
   }
 }

@@ -4,7 +4,8 @@
  *
  * @module
  */
-import { type Database, transaction } from "../db.ts";
+import { type Database, transaction } from "./db.ts";
+import { AccountsRepo } from "./accounts.ts";
 import { EventsRepo } from "./events.ts";
 import { KeysRepo } from "./keys.ts";
 import { RunnersRepo } from "./runners.ts";
@@ -13,6 +14,7 @@ import { SettingsRepo } from "./settings.ts";
 import { TriggersRepo } from "./triggers.ts";
 import { WebhooksRepo } from "./webhooks.ts";
 
+export type { AccountRecord } from "./accounts.ts";
 export type { KeyRecord } from "./keys.ts";
 export type { RunnerRecord } from "./runners.ts";
 export type { SessionPatch, SessionRecord } from "./sessions.ts";
@@ -22,6 +24,7 @@ export type { WebhookRecord } from "./webhooks.ts";
 
 /** All repositories over one database. */
 export class Store {
+  readonly accounts: AccountsRepo;
   readonly keys: KeysRepo;
   readonly runners: RunnersRepo;
   readonly sessions: SessionsRepo;
@@ -31,6 +34,7 @@ export class Store {
   readonly webhooks: WebhooksRepo;
 
   constructor(readonly db: Database) {
+    this.accounts = new AccountsRepo(db);
     this.keys = new KeysRepo(db);
     this.runners = new RunnersRepo(db);
     this.sessions = new SessionsRepo(db);
@@ -43,18 +47,5 @@ export class Store {
   /** Runs `fn` in one transaction. */
   tx<T>(fn: () => T): T {
     return transaction(this.db, fn);
-  }
-
-  /** The oldest account (the owner of a `baton up` relay), if any. */
-  firstUser(): { id: string; email: string } | undefined {
-    return this.db.prepare('SELECT id, email FROM "user" ORDER BY "createdAt", id LIMIT 1').get() as
-      | { id: string; email: string }
-      | undefined;
-  }
-
-  /** Number of accounts (better-auth's `user` table). */
-  userCount(): number {
-    const r = this.db.prepare('SELECT COUNT(*) AS n FROM "user"').get() as { n: number };
-    return r.n;
   }
 }

@@ -1,4 +1,5 @@
-import type { Database } from "../db.ts";
+import type { Database } from "./db.ts";
+import { Statements } from "./_statements.ts";
 import type { TriggerDef } from "../../shared/triggers.ts";
 
 /** A runner as stored: who owns it and what it said in its last hello. */
@@ -39,10 +40,14 @@ function fromRow(r: RunnerRow): RunnerRecord {
 
 /** SQL for runners. */
 export class RunnersRepo {
-  constructor(private readonly db: Database) {}
+  readonly #sql: Statements;
+
+  constructor(db: Database) {
+    this.#sql = new Statements(db);
+  }
 
   get(id: string): RunnerRecord | undefined {
-    const r = this.db.prepare("SELECT * FROM runners WHERE id = ?").get(id) as
+    const r = this.#sql.sql("SELECT * FROM runners WHERE id = ?").get(id) as
       | RunnerRow
       | undefined;
     return r && fromRow(r);
@@ -55,7 +60,7 @@ export class RunnersRepo {
   }
 
   listForUser(userId: string): RunnerRecord[] {
-    const rows = this.db.prepare(
+    const rows = this.#sql.sql(
       "SELECT * FROM runners WHERE user_id = ? ORDER BY name, id",
     ).all(userId) as unknown as RunnerRow[];
     return rows.map(fromRow);
@@ -63,7 +68,7 @@ export class RunnersRepo {
 
   /** Inserts or refreshes a runner after a hello. */
   upsert(r: RunnerRecord): void {
-    this.db.prepare(
+    this.#sql.sql(
       `INSERT INTO runners (id, user_id, name, platform, version, roots, created_at, last_seen_at)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT (id) DO UPDATE SET name = excluded.name, platform = excluded.platform,
@@ -82,20 +87,20 @@ export class RunnersRepo {
 
   /** The trigger definitions the runner last announced (services and its own). */
   triggerDefs(id: string): TriggerDef[] {
-    const r = this.db.prepare("SELECT trigger_defs FROM runners WHERE id = ?").get(id) as
+    const r = this.#sql.sql("SELECT trigger_defs FROM runners WHERE id = ?").get(id) as
       | { trigger_defs: string }
       | undefined;
     return r ? JSON.parse(r.trigger_defs) as TriggerDef[] : [];
   }
 
   setTriggerDefs(id: string, defs: TriggerDef[]): void {
-    this.db.prepare("UPDATE runners SET trigger_defs = ? WHERE id = ?").run(
+    this.#sql.sql("UPDATE runners SET trigger_defs = ? WHERE id = ?").run(
       JSON.stringify(defs),
       id,
     );
   }
 
   touch(id: string, at: string): void {
-    this.db.prepare("UPDATE runners SET last_seen_at = ? WHERE id = ?").run(at, id);
+    this.#sql.sql("UPDATE runners SET last_seen_at = ? WHERE id = ?").run(at, id);
   }
 }

@@ -1,4 +1,5 @@
-import type { Database } from "../db.ts";
+import type { Database } from "./db.ts";
+import { Statements } from "./_statements.ts";
 import type {
   ModelRef,
   SessionActivity,
@@ -81,19 +82,14 @@ const COLUMNS: Record<keyof SessionPatch, string> = {
 
 /** SQL for sessions (the event log itself is in {@linkcode EventsRepo}). */
 export class SessionsRepo {
-  /** Prepared statements by SQL text: preparing costs more than running a lookup by key. */
-  readonly #statements = new Map<string, ReturnType<Database["prepare"]>>();
+  readonly #sql: Statements;
 
-  constructor(private readonly db: Database) {}
-
-  #prepare(sql: string): ReturnType<Database["prepare"]> {
-    let st = this.#statements.get(sql);
-    if (!st) this.#statements.set(sql, st = this.db.prepare(sql));
-    return st;
+  constructor(db: Database) {
+    this.#sql = new Statements(db);
   }
 
   insert(s: SessionRecord): void {
-    this.#prepare(
+    this.#sql.sql(
       `INSERT INTO sessions (id, user_id, runner_id, status, activity, cwd, model, prompt, title,
          created_at, updated_at, ended_at, end_reason, last_seq, pinned)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -117,7 +113,7 @@ export class SessionsRepo {
   }
 
   get(id: string): SessionRecord | undefined {
-    const r = this.#prepare("SELECT * FROM sessions WHERE id = ?").get(id) as
+    const r = this.#sql.sql("SELECT * FROM sessions WHERE id = ?").get(id) as
       | SessionRow
       | undefined;
     return r && fromRow(r);
@@ -135,7 +131,7 @@ export class SessionsRepo {
    * listing of thousands they cost half as much as objects.
    */
   listForUser(userId: string): SessionRecord[] {
-    const st = this.#arrays(
+    const st = this.#sql.arrays(
       `SELECT id, user_id, runner_id, status, activity, cwd, model, title, created_at,
          updated_at, ended_at, end_reason, last_seq, pinned
        FROM sessions WHERE user_id = ? ORDER BY created_at DESC, id DESC`,
@@ -161,25 +157,15 @@ export class SessionsRepo {
     );
   }
 
-  #arrays(sql: string): ReturnType<Database["prepare"]> {
-    let st = this.#statements.get(sql);
-    if (!st) {
-      st = this.db.prepare(sql);
-      (st as unknown as { setReturnArrays(on: boolean): void }).setReturnArrays(true);
-      this.#statements.set(sql, st);
-    }
-    return st;
-  }
-
   listLiveForRunner(runnerId: string): SessionRecord[] {
-    const rows = this.#prepare(
+    const rows = this.#sql.sql(
       "SELECT * FROM sessions WHERE runner_id = ? AND status IN ('starting', 'running')",
     ).all(runnerId) as unknown as SessionRow[];
     return rows.map(fromRow);
   }
 
   listPinned(userId: string): SessionRecord[] {
-    const rows = this.#prepare(
+    const rows = this.#sql.sql(
       "SELECT * FROM sessions WHERE user_id = ? AND pinned = 1 ORDER BY created_at DESC, id DESC",
     ).all(userId) as unknown as SessionRow[];
     return rows.map(fromRow);
@@ -195,7 +181,7 @@ export class SessionsRepo {
       values.push(key === "model" ? (v ? JSON.stringify(v) : null) : (v as string | null));
     }
     if (sets.length === 0) return;
-    this.#prepare(`UPDATE sessions SET ${sets.join(", ")}, updated_at = ? WHERE id = ?`).run(
+    this.#sql.sql(`UPDATE sessions SET ${sets.join(", ")}, updated_at = ? WHERE id = ?`).run(
       ...values,
       at,
       id,
@@ -203,7 +189,7 @@ export class SessionsRepo {
   }
 
   setLastSeq(id: string, seq: number): void {
-    this.#prepare("UPDATE sessions SET last_seq = ? WHERE id = ? AND last_seq < ?").run(
+    this.#sql.sql("UPDATE sessions SET last_seq = ? WHERE id = ? AND last_seq < ?").run(
       seq,
       id,
       seq,
@@ -215,7 +201,7 @@ export class SessionsRepo {
    * (they lag it after a crash: see Hub). One index lookup per session.
    */
   catchUpLastSeqs(): number {
-    const res = this.#prepare(
+    const res = this.#sql.sql(
       `WITH tail AS (
          SELECT id, (SELECT last_seq FROM session_event_chunks WHERE session_id = sessions.id
                      ORDER BY first_seq DESC LIMIT 1) AS seq
@@ -227,7 +213,7 @@ export class SessionsRepo {
   }
 
   setPinned(userId: string, id: string, pinned: boolean): boolean {
-    const res = this.#prepare("UPDATE sessions SET pinned = ? WHERE id = ? AND user_id = ?").run(
+    const res = this.#sql.sql("UPDATE sessions SET pinned = ? WHERE id = ? AND user_id = ?").run(
       pinned ? 1 : 0,
       id,
       userId,
@@ -236,6 +222,6 @@ export class SessionsRepo {
   }
 
   delete(id: string): void {
-    this.#prepare("DELETE FROM sessions WHERE id = ?").run(id);
+    this.#sql.sql("DELETE FROM sessions WHERE id = ?").run(id);
   }
 }

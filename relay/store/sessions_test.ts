@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { openDatabase } from "../db.ts";
+import { openDatabase } from "./db.ts";
 import { EventsRepo } from "./events.ts";
 import { SessionsRepo } from "./sessions.ts";
 

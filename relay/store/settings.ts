@@ -1,17 +1,22 @@
-import type { Database } from "../db.ts";
+import type { Database } from "./db.ts";
+import { Statements } from "./_statements.ts";
 
 /** SQL for per-user settings stored as JSON values under a key. */
 export class SettingsRepo {
-  constructor(private readonly db: Database) {}
+  readonly #sql: Statements;
+
+  constructor(db: Database) {
+    this.#sql = new Statements(db);
+  }
 
   get<T>(userId: string, key: string, fallback: T): T {
-    const r = this.db.prepare("SELECT value FROM user_settings WHERE user_id = ? AND key = ?")
+    const r = this.#sql.sql("SELECT value FROM user_settings WHERE user_id = ? AND key = ?")
       .get(userId, key) as { value: string } | undefined;
     return r ? JSON.parse(r.value) as T : fallback;
   }
 
   set(userId: string, key: string, value: unknown): void {
-    this.db.prepare(
+    this.#sql.sql(
       `INSERT INTO user_settings (user_id, key, value) VALUES (?, ?, ?)
        ON CONFLICT (user_id, key) DO UPDATE SET value = excluded.value`,
     ).run(userId, key, JSON.stringify(value));

@@ -1,4 +1,5 @@
-import type { Database } from "../db.ts";
+import type { Database } from "./db.ts";
+import { Statements } from "./_statements.ts";
 import type { DeliveredTrigger, ModelRef } from "../../shared/protocol.ts";
 import type { FilterMode, TriggerFilter } from "../../shared/triggers.ts";
 
@@ -118,12 +119,16 @@ const entry = (r: HistoryRow): HistoryEntry => ({
 
 /** SQL for trigger subscriptions, listeners and per-session history. */
 export class TriggersRepo {
-  constructor(private readonly db: Database) {}
+  readonly #sql: Statements;
+
+  constructor(db: Database) {
+    this.#sql = new Statements(db);
+  }
 
   // Subscriptions ----------------------------------------------------------
 
   saveSubscription(s: SubscriptionRecord): void {
-    this.db.prepare(
+    this.#sql.sql(
       `INSERT INTO trigger_subscriptions (id, session_id, user_id, runner_id, trigger_type, params,
          filters, filter_mode, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT (id) DO UPDATE SET params = excluded.params, filters = excluded.filters,
@@ -142,33 +147,33 @@ export class TriggersRepo {
   }
 
   subscriptionsOf(sessionId: string): SubscriptionRecord[] {
-    return (this.db.prepare(
+    return (this.#sql.sql(
       "SELECT * FROM trigger_subscriptions WHERE session_id = ? ORDER BY created_at, rowid",
     ).all(sessionId) as unknown as SubRow[]).map(sub);
   }
 
   /** Subscriptions to `type` of sessions on a runner. */
   subscriptionsFor(runnerId: string, type: string): SubscriptionRecord[] {
-    return (this.db.prepare(
+    return (this.#sql.sql(
       "SELECT * FROM trigger_subscriptions WHERE runner_id = ? AND trigger_type = ? ORDER BY created_at, rowid",
     ).all(runnerId, type) as unknown as SubRow[]).map(sub);
   }
 
   deleteSubscriptions(sessionId: string, ids: string[]): number {
     let n = 0;
-    const st = this.db.prepare("DELETE FROM trigger_subscriptions WHERE session_id = ? AND id = ?");
+    const st = this.#sql.sql("DELETE FROM trigger_subscriptions WHERE session_id = ? AND id = ?");
     for (const id of ids) n += Number(st.run(sessionId, id).changes);
     return n;
   }
 
   deleteSubscriptionsOfSession(sessionId: string): void {
-    this.db.prepare("DELETE FROM trigger_subscriptions WHERE session_id = ?").run(sessionId);
+    this.#sql.sql("DELETE FROM trigger_subscriptions WHERE session_id = ?").run(sessionId);
   }
 
   // Listeners --------------------------------------------------------------
 
   saveListener(l: ListenerRecord): void {
-    this.db.prepare(
+    this.#sql.sql(
       `INSERT INTO trigger_listeners (id, user_id, runner_id, trigger_type, prompt, cwd, model,
          params, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT (id) DO UPDATE SET trigger_type = excluded.trigger_type,
@@ -190,10 +195,10 @@ export class TriggersRepo {
 
   listenersOf(runnerId: string, type?: string): ListenerRecord[] {
     const rows = type === undefined
-      ? this.db.prepare(
+      ? this.#sql.sql(
         "SELECT * FROM trigger_listeners WHERE runner_id = ? ORDER BY created_at, rowid",
       ).all(runnerId)
-      : this.db.prepare(
+      : this.#sql.sql(
         "SELECT * FROM trigger_listeners WHERE runner_id = ? AND trigger_type = ? ORDER BY created_at, rowid",
       ).all(runnerId, type);
     return (rows as unknown as ListenerRow[]).map(listener);
@@ -201,7 +206,7 @@ export class TriggersRepo {
 
   deleteListeners(runnerId: string, ids: string[]): number {
     let n = 0;
-    const st = this.db.prepare("DELETE FROM trigger_listeners WHERE runner_id = ? AND id = ?");
+    const st = this.#sql.sql("DELETE FROM trigger_listeners WHERE runner_id = ? AND id = ?");
     for (const id of ids) n += Number(st.run(runnerId, id).changes);
     return n;
   }
@@ -210,11 +215,11 @@ export class TriggersRepo {
 
   /** Appends an entry, keeping only the newest {@linkcode HISTORY_CAP}. */
   addHistory(sessionId: string, e: HistoryEntry): void {
-    const top = this.db.prepare(
+    const top = this.#sql.sql(
       "SELECT MAX(pos) AS p FROM trigger_history WHERE session_id = ?",
     ).get(sessionId) as { p: number | null };
     const pos = (top.p ?? 0) + 1;
-    this.db.prepare(
+    this.#sql.sql(
       `INSERT INTO trigger_history (id, session_id, pos, trigger_id, type, source, summary, payload,
          deliver_as, direction, expects_response, response, ts)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -233,7 +238,7 @@ export class TriggersRepo {
       e.response ? JSON.stringify(e.response) : null,
       e.ts,
     );
-    this.db.prepare("DELETE FROM trigger_history WHERE session_id = ? AND pos <= ?").run(
+    this.#sql.sql("DELETE FROM trigger_history WHERE session_id = ? AND pos <= ?").run(
       sessionId,
       pos - HISTORY_CAP,
     );
@@ -241,14 +246,14 @@ export class TriggersRepo {
 
   /** The newest `limit` entries, most recent first. */
   history(sessionId: string, limit: number): HistoryEntry[] {
-    return (this.db.prepare(
+    return (this.#sql.sql(
       "SELECT * FROM trigger_history WHERE session_id = ? ORDER BY pos DESC LIMIT ?",
     ).all(sessionId, limit) as unknown as HistoryRow[]).map(entry);
   }
 
   /** The time of the newest entry, or null. */
   lastActivity(sessionId: string): string | null {
-    const r = this.db.prepare(
+    const r = this.#sql.sql(
       "SELECT MAX(ts) AS t FROM trigger_history WHERE session_id = ?",
     ).get(sessionId) as { t: string | null };
     return r.t;
@@ -256,7 +261,7 @@ export class TriggersRepo {
 
   /** Records the session's answer on the inbound entry of `triggerId`; false when absent. */
   setResponse(sessionId: string, triggerId: string, response: HistoryEntry["response"]): boolean {
-    const res = this.db.prepare(
+    const res = this.#sql.sql(
       `UPDATE trigger_history SET response = ?
        WHERE session_id = ? AND trigger_id = ? AND direction = 'inbound'`,
     ).run(JSON.stringify(response), sessionId, triggerId);
@@ -264,12 +269,12 @@ export class TriggersRepo {
   }
 
   clearHistory(sessionId: string): void {
-    this.db.prepare("DELETE FROM trigger_history WHERE session_id = ?").run(sessionId);
+    this.#sql.sql("DELETE FROM trigger_history WHERE session_id = ?").run(sessionId);
   }
 
   /** Drops the history of every session idle (no new entry) since `before` (ISO). */
   expireHistory(before: string): void {
-    this.db.prepare(
+    this.#sql.sql(
       `DELETE FROM trigger_history WHERE session_id IN (
          SELECT session_id FROM trigger_history GROUP BY session_id HAVING MAX(ts) < ?)`,
     ).run(before);

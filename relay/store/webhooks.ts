@@ -1,4 +1,5 @@
-import type { Database } from "../db.ts";
+import type { Database } from "./db.ts";
+import { Statements } from "./_statements.ts";
 import type { ModelRef } from "../../shared/protocol.ts";
 import type { FilterMode, TriggerFilter } from "../../shared/triggers.ts";
 
@@ -61,11 +62,15 @@ function fromRow(r: Row): WebhookRecord {
 
 /** SQL for webhooks and their delivery ids (for deduplication). */
 export class WebhooksRepo {
-  constructor(private readonly db: Database) {}
+  readonly #sql: Statements;
+
+  constructor(db: Database) {
+    this.#sql = new Statements(db);
+  }
 
   /** Inserts or replaces the whole record. */
   save(w: WebhookRecord): void {
-    this.db.prepare(
+    this.#sql.sql(
       `INSERT INTO webhooks (id, user_id, name, source, secret_enc, runner_id, cwd, prompt, model,
          event_filter, filters, filter_mode, enabled, created_at, updated_at)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -94,7 +99,7 @@ export class WebhooksRepo {
   }
 
   get(id: string): WebhookRecord | undefined {
-    const r = this.db.prepare("SELECT * FROM webhooks WHERE id = ?").get(id) as Row | undefined;
+    const r = this.#sql.sql("SELECT * FROM webhooks WHERE id = ?").get(id) as Row | undefined;
     return r && fromRow(r);
   }
 
@@ -105,26 +110,26 @@ export class WebhooksRepo {
   }
 
   listForUser(userId: string): WebhookRecord[] {
-    const rows = this.db.prepare(
+    const rows = this.#sql.sql(
       "SELECT * FROM webhooks WHERE user_id = ? ORDER BY created_at DESC, id",
     ).all(userId) as unknown as Row[];
     return rows.map(fromRow);
   }
 
   delete(userId: string, id: string): boolean {
-    const res = this.db.prepare("DELETE FROM webhooks WHERE id = ? AND user_id = ?").run(
+    const res = this.#sql.sql("DELETE FROM webhooks WHERE id = ? AND user_id = ?").run(
       id,
       userId,
     );
     if (Number(res.changes) === 0) return false;
-    this.db.prepare("DELETE FROM webhook_deliveries WHERE webhook_id = ?").run(id);
-    this.db.prepare("DELETE FROM webhook_nonces WHERE webhook_id = ?").run(id);
+    this.#sql.sql("DELETE FROM webhook_deliveries WHERE webhook_id = ?").run(id);
+    this.#sql.sql("DELETE FROM webhook_nonces WHERE webhook_id = ?").run(id);
     return true;
   }
 
   /** Until when (epoch ms) an enhanced-signing nonce counts as used; 0 if it is not. */
   nonceUsedUntil(webhookId: string, nonce: string): number {
-    const r = this.db.prepare(
+    const r = this.#sql.sql(
       "SELECT until FROM webhook_nonces WHERE webhook_id = ? AND nonce = ?",
     ).get(webhookId, nonce) as { until: number } | undefined;
     return r?.until ?? 0;
@@ -132,7 +137,7 @@ export class WebhooksRepo {
 
   /** Marks a nonce used until `until` (epoch ms). */
   useNonce(webhookId: string, nonce: string, until: number): void {
-    this.db.prepare(
+    this.#sql.sql(
       `INSERT INTO webhook_nonces (webhook_id, nonce, until) VALUES (?, ?, ?)
        ON CONFLICT (webhook_id, nonce) DO UPDATE SET until = excluded.until`,
     ).run(webhookId, nonce, until);
@@ -140,7 +145,7 @@ export class WebhooksRepo {
 
   /** Gives a nonce back (its delivery failed: the sender may retry it). */
   releaseNonce(webhookId: string, nonce: string): void {
-    this.db.prepare("DELETE FROM webhook_nonces WHERE webhook_id = ? AND nonce = ?").run(
+    this.#sql.sql("DELETE FROM webhook_nonces WHERE webhook_id = ? AND nonce = ?").run(
       webhookId,
       nonce,
     );
@@ -148,7 +153,7 @@ export class WebhooksRepo {
 
   /** Forgets nonces whose time is up. */
   pruneNonces(now: number): void {
-    this.db.prepare("DELETE FROM webhook_nonces WHERE until <= ?").run(now);
+    this.#sql.sql("DELETE FROM webhook_nonces WHERE until <= ?").run(now);
   }
 
   /** An earlier delivery with this id, if it happened after `since` (epoch ms). */
@@ -157,7 +162,7 @@ export class WebhooksRepo {
     deliveryId: string,
     since: number,
   ): { triggerId: string; sessionId: string | null } | undefined {
-    const r = this.db.prepare(
+    const r = this.#sql.sql(
       `SELECT trigger_id, session_id FROM webhook_deliveries
        WHERE webhook_id = ? AND delivery_id = ? AND created_at > ?`,
     ).get(webhookId, deliveryId, since) as
@@ -173,7 +178,7 @@ export class WebhooksRepo {
     sessionId: string | null,
     at: number,
   ): void {
-    this.db.prepare(
+    this.#sql.sql(
       `INSERT INTO webhook_deliveries (webhook_id, delivery_id, trigger_id, session_id, created_at)
        VALUES (?, ?, ?, ?, ?)
        ON CONFLICT (webhook_id, delivery_id) DO UPDATE SET trigger_id = excluded.trigger_id,
@@ -183,6 +188,6 @@ export class WebhooksRepo {
 
   /** Forgets delivery ids older than `before` (epoch ms). */
   pruneDeliveries(before: number): void {
-    this.db.prepare("DELETE FROM webhook_deliveries WHERE created_at < ?").run(before);
+    this.#sql.sql("DELETE FROM webhook_deliveries WHERE created_at < ?").run(before);
   }
 }

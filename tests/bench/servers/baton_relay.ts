@@ -7,7 +7,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import type { Database } from "../../../relay/db.ts";
+import type { Database } from "../../../relay/store/db.ts";
 import { serveRelay } from "../../../relay/serve.ts";
 import { EventsRepo, type StoredEvent } from "../../../relay/store/events.ts";
 import { Store } from "../../../relay/store/mod.ts";
