@@ -1,4 +1,5 @@
 /** Rows of the results table and how they print. */
+import type { Pinning } from "./_pinning.ts";
 import { markdownTable } from "./_stats.ts";
 
 /** A value measured for one server. */
@@ -28,6 +29,8 @@ export interface ResultRow {
 /** Settings every scenario gets. */
 export interface BenchContext {
   quick: boolean;
+  /** Where servers under test run (`startServer` uses it; so must any other server). */
+  pinning: Pinning;
   /** Progress lines (stderr). */
   log: (line: string) => void;
   /** Adds a row to the table (printed as soon as it is known). */

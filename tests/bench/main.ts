@@ -3,7 +3,11 @@
  * machine, in one run, and prints ratios. See docs/performance.md.
  *
  *   deno task bench [--quick] [--only fanout,replay,durability,spawn,memory,http,ui,sessions,sleep]
- *                   [--client native|ws] [--out file.json]
+ *                   [--client native|ws] [--out file.json] [--unpinned]
+ *
+ * Where the machine allows, the servers under test run on their own cores
+ * and everything else on the others (`_pinning.ts`); `--unpinned` turns
+ * that off.
  *
  * A full run writes tests/bench/results/latest.json (committed: the table in
  * docs/performance.md comes from it); a quick or partial run writes
@@ -13,6 +17,7 @@
  */
 import { join } from "node:path";
 import { parseArgs } from "node:util";
+import { Pinning } from "./_pinning.ts";
 import { BENCH_DIR } from "./_proc.ts";
 import { type BenchContext, renderTable, type ResultRow } from "./_report.ts";
 import type { ClientImpl } from "./clients/viewers.ts";
@@ -38,6 +43,12 @@ const SCENARIOS = [
   "sleep",
 ] as const;
 type Scenario = (typeof SCENARIOS)[number];
+/**
+ * Scenarios whose server shares this process with its client (the web
+ * client's relay runs in-process with the page driver): they run on every
+ * allowed CPU, as before pinning.
+ */
+const UNPINNED: readonly Scenario[] = ["ui"];
 
 async function main(): Promise<number> {
   const { values } = parseArgs({
@@ -47,12 +58,14 @@ async function main(): Promise<number> {
       only: { type: "string" },
       client: { type: "string", default: "native" },
       out: { type: "string" },
+      unpinned: { type: "boolean", default: false },
       help: { type: "boolean", short: "h", default: false },
     },
   });
   if (values.help) {
     console.log(
       "Usage: deno task bench [--quick] [--only a,b] [--client native|ws] [--out file.json]\n" +
+        "                       [--unpinned]\n" +
         `Scenarios: ${SCENARIOS.join(", ")}`,
     );
     return 0;
@@ -74,21 +87,27 @@ async function main(): Promise<number> {
   const out = values.out ?? join(BENCH_DIR, "results", full ? "latest.json" : "partial.json");
   const rows: ResultRow[] = [];
   const started = performance.now();
+  const machine = await machineInfo();
+  const pinning = await Pinning.setUp({
+    off: values.unpinned,
+    unpinnedScenarios: UNPINNED.filter((s) => only.includes(s)),
+  });
   const ctx: BenchContext = {
     quick: values.quick,
+    pinning,
     log: (line) => console.error(`  ${line}`),
     row: (row) => {
       rows.push(row);
       console.log(renderTable([row]).split("\n").at(-1));
     },
   };
-  const machine = await machineInfo();
   console.error(
     `baton bench${
       values.quick ? " (quick)" : ""
     }: ${machine.cores} cores, load ${machine.loadavg}, ` +
       `deno ${Deno.version.deno}`,
   );
+  console.error(`  ${pinning.describe()}`);
   if (machine.loadavg[0]! > 0.5) {
     console.error(
       `  note: the machine is already busy (load ${
@@ -107,12 +126,16 @@ async function main(): Promise<number> {
   for (const s of only as Scenario[]) {
     const t = performance.now();
     console.error(`\n${s}`);
+    const unpinned = UNPINNED.includes(s);
     try {
+      if (unpinned) await pinning.toAll(Deno.pid);
       await run(s, ctx, client);
     } catch (err) {
       // One broken scenario should not cost the others' results.
       failures.push(s);
       console.error(`  ${s} failed: ${err instanceof Error ? err.stack : err}`);
+    } finally {
+      if (unpinned) await pinning.toLoad(Deno.pid);
     }
     timings[s] = Math.round(performance.now() - t);
   }
@@ -128,6 +151,7 @@ async function main(): Promise<number> {
         date: new Date().toISOString(),
         quick: values.quick,
         machine,
+        pinning: pinning.info,
         deno: Deno.version,
         client,
         elapsedSeconds: elapsed,

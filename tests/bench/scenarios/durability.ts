@@ -18,7 +18,7 @@ function median(rs: FanoutResult[]): FanoutResult {
 /** Runs the durability scenario. */
 export async function durability(ctx: BenchContext): Promise<void> {
   const rounds = ctx.quick ? 1 : 3;
-  const [durable, volatile] = await startServers("baton", ["baton", ["--volatile"]]);
+  const [durable, volatile] = await startServers(ctx, "baton", ["baton", ["--volatile"]]);
   try {
     for (const batch of ctx.quick ? [1] : [1, 50]) {
       const runs = { durable: [] as FanoutResult[], volatile: [] as FanoutResult[] };

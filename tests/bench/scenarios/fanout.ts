@@ -37,16 +37,29 @@ export const LABEL: Record<ServerKind, string> = {
   socketio: "(b) socket.io",
 };
 
-/** Starts one server under test in its own process. */
+/** Options of {@linkcode startServer}. */
+export interface StartServerOptions {
+  /** Arguments of the server's script. */
+  args?: string[];
+  /** Extra flags for `deno run`. */
+  denoFlags?: string[];
+}
+
+/** Starts one server under test in its own process, on the servers' cores. */
 export async function startServer(
+  ctx: BenchContext,
   kind: ServerKind,
-  args: string[] = [],
-  denoFlags: string[] = [],
+  options: StartServerOptions = {},
 ): Promise<Server> {
+  let denoFlags = options.denoFlags ?? [];
   // BATON_BENCH_PROFILE=<dir> writes a V8 CPU profile of every server under test.
   const profileDir = Deno.env.get("BATON_BENCH_PROFILE");
   if (profileDir) denoFlags = [...denoFlags, "--cpu-prof", `--cpu-prof-dir=${profileDir}`];
-  const proc = BenchProcess.start(kind, SCRIPTS[kind], { args, denoFlags });
+  const proc = BenchProcess.start(kind, SCRIPTS[kind], {
+    args: options.args ?? [],
+    denoFlags,
+    prefix: ctx.pinning.serverPrefix(),
+  });
   const { url } = await proc.message<{ url: string }>("listening", 60_000);
   const user = kind === "baton" ? await signUp(url) : null;
   return { kind, proc, url, apiKey: user?.apiKey ?? "", user };
@@ -60,10 +73,13 @@ export type ServerSpec = ServerKind | readonly [ServerKind, string[]];
  * fails, the others are stopped.
  */
 export async function startServers<const K extends readonly ServerSpec[]>(
+  ctx: BenchContext,
   ...specs: K
 ): Promise<{ -readonly [I in keyof K]: Server }> {
   const started = await Promise.allSettled(
-    specs.map((s) => typeof s === "string" ? startServer(s) : startServer(s[0], s[1])),
+    specs.map((s) =>
+      typeof s === "string" ? startServer(ctx, s) : startServer(ctx, s[0], { args: s[1] })
+    ),
   );
   const failed = started.find((r) => r.status === "rejected");
   if (failed) {
@@ -146,7 +162,7 @@ export async function fanout(
   const servers = new Map<ServerKind, Server>();
   let wsview: string | null = null;
   try {
-    for (const s of await startServers(...kinds)) servers.set(s.kind, s);
+    for (const s of await startServers(ctx, ...kinds)) servers.set(s.kind, s);
     for (const viewers of counts) {
       const runs = new Map<ServerKind, FanoutResult[]>(kinds.map((k) => [k, []]));
       for (let round = 0; round < rounds; round++) {

@@ -93,7 +93,7 @@ export async function http(ctx: BenchContext): Promise<void> {
   }
   const sessions = 1000;
   const seconds = ctx.quick ? 1 : 5;
-  const baton = await startServer("baton");
+  const baton = await startServer(ctx, "baton");
   let bareProc: BenchProcess | null = null;
   const tmp = await Deno.makeTempDir({ prefix: "baton-bench-http-" });
   try {
@@ -135,7 +135,10 @@ export async function http(ctx: BenchContext): Promise<void> {
     runner.close();
     const file = join(tmp, "sessions.json");
     await Deno.writeTextFile(file, bodyText);
-    bareProc = BenchProcess.start("bare-http", "servers/bare_http.ts", { args: [file] });
+    bareProc = BenchProcess.start("bare-http", "servers/bare_http.ts", {
+      args: [file],
+      prefix: ctx.pinning.serverPrefix(),
+    });
     const bareUrl = (await bareProc.message<{ url: string }>("listening")).url;
 
     const b = await load(url, { cookie }, seconds, wrk);

@@ -89,7 +89,7 @@ function bigFrame(sessionId: string, seq: number, text: string): string {
 async function idleConnections(ctx: BenchContext): Promise<void> {
   const viewers = ctx.quick ? 500 : 1000;
   const runners = 100;
-  const [baton, bare] = await startServers("baton", "bare");
+  const [baton, bare] = await startServers(ctx, "baton", "bare");
   const conns: ViewerConn[] = [];
   const links: SyntheticRunner[] = [];
   try {
@@ -245,7 +245,7 @@ export async function stalled(
 
 async function stalledViewerRun(ctx: BenchContext): Promise<void> {
   const bytes = 100 * MiB;
-  const [baton, bare] = await startServers("baton", "bare");
+  const [baton, bare] = await startServers(ctx, "baton", "bare");
   try {
     // Only baton is watched as it settles: the bare broadcaster keeps what it queued.
     const b = await stalled(baton, bytes, 1, ctx.quick ? 0 : 40);
@@ -253,7 +253,7 @@ async function stalledViewerRun(ctx: BenchContext): Promise<void> {
     // The same stream with no stalled viewer: what streaming 100 MB costs by itself.
     let c: Awaited<ReturnType<typeof stalled>> | null = null;
     if (!ctx.quick) {
-      const control = await startServer("baton");
+      const control = await startServer(ctx, "baton");
       c = await stalled(control, bytes, 0).finally(() => control.proc.stop());
     }
     ctx.log(
@@ -301,14 +301,14 @@ async function stalledViewerRun(ctx: BenchContext): Promise<void> {
 async function manyStalledRun(ctx: BenchContext): Promise<void> {
   const count = ctx.quick ? 50 : 200;
   const bytes = 6 * MiB;
-  const [baton, bare] = await startServers("baton", "bare");
+  const [baton, bare] = await startServers(ctx, "baton", "bare");
   try {
     const b = await stalled(baton, bytes, count, ctx.quick ? 0 : 30);
     const a = await stalled(bare, bytes, count);
     // The same stream to the normal viewer alone, on a fresh relay (full runs).
     let c: Awaited<ReturnType<typeof stalled>> | null = null;
     if (!ctx.quick) {
-      const control = await startServer("baton");
+      const control = await startServer(ctx, "baton");
       c = await stalled(control, bytes, 0).finally(() => control.proc.stop());
     }
     ctx.log(
@@ -370,7 +370,7 @@ async function bareReplays(url: string, n: number, total: number): Promise<WebSo
 async function catchUpBurst(ctx: BenchContext): Promise<void> {
   const viewers = ctx.quick ? 500 : 1000;
   const events = 1000;
-  const [baton, bare] = await startServers("baton", "bare");
+  const [baton, bare] = await startServers(ctx, "baton", "bare");
   const conns: ViewerConn[] = [];
   const sockets: WebSocket[] = [];
   try {

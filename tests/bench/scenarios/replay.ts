@@ -77,7 +77,7 @@ export function replayOnce(
 export async function replay(ctx: BenchContext): Promise<void> {
   const total = 10_000;
   const repeats = ctx.quick ? 3 : 7;
-  const [baton, bare] = await startServers("baton", "bare");
+  const [baton, bare] = await startServers(ctx, "baton", "bare");
   try {
     const sessionId = await seedSession(baton, total);
     for (const since of [0, total / 2]) {

@@ -26,7 +26,7 @@ export async function sessions(ctx: BenchContext): Promise<void> {
   const count = ctx.quick ? 20 : 100;
   // Quick runs measure baton alone (a smoke run; take ratios from full runs).
   const kinds: readonly ServerKind[] = ctx.quick ? ["baton"] : ["bare", "socketio", "baton"];
-  const servers = await startServers(...kinds);
+  const servers = await startServers(ctx, ...kinds);
   const byKind = new Map<ServerKind, (typeof servers)[number]>(servers.map((s) => [s.kind, s]));
   const cpu = (r: FanoutResult) => `${(r.serverCpu * 100).toFixed(0)}%`;
   const lost = (rs: FanoutResult[]) =>

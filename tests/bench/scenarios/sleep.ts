@@ -52,6 +52,9 @@ export async function sleepScenario(ctx: BenchContext): Promise<void> {
   const n = ctx.quick ? 4 : 12;
   const llm = MockLlm.start();
   const relay = await RelayProcess.start();
+  // The relay is the server under test; the runner and the scripted model
+  // stay with this process on the load side.
+  await ctx.pinning.toServer(relay.proc.pid);
   const home = await tempDir("baton-bench-sleep-");
   let runner: RunnerProcess | undefined;
   let viewer: Viewer | undefined;

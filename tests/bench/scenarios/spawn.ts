@@ -148,6 +148,9 @@ async function measure(
 export async function spawnLatency(ctx: BenchContext): Promise<void> {
   const llm = MockLlm.start();
   const relay = await RelayProcess.start();
+  // The relay is the server under test; the runner, its workers and the
+  // scripted model stay with this process on the load side.
+  await ctx.pinning.toServer(relay.proc.pid);
   let warmRuns: SpawnTiming[], coldRuns: SpawnTiming[];
   try {
     const stack = { relay, llm, user: await signUp(relay.url) };
