@@ -8,7 +8,7 @@
  * @module
  */
 import { procStat } from "../_proc.ts";
-import { type BenchContext, ratioText } from "../_report.ts";
+import type { BenchContext, GoalFigures } from "../_report.ts";
 import { mb } from "../_stats.ts";
 import { frameSeqs } from "../_workload.ts";
 import { spawnSession, SyntheticRunner } from "../clients/synthetic_runner.ts";
@@ -137,7 +137,7 @@ async function idleConnections(ctx: BenchContext): Promise<void> {
         value: barePer,
         text: `${(barePer / 1024).toFixed(1)} KB`,
       }],
-      ratio: ratioText(perViewer, barePer),
+      ratios: [{ of: 0 }],
       note: `relay RSS ${mb(bIdle)} idle → ${mb(bViewers)}`,
       detail: { bIdle, bViewers, aIdle, aViewers },
     });
@@ -151,7 +151,7 @@ async function idleConnections(ctx: BenchContext): Promise<void> {
         value: barePer,
         text: `${(barePer / 1024).toFixed(1)} KB`,
       }],
-      ratio: ratioText(perRunner, barePer),
+      ratios: [{ of: 0 }],
       note: `relay RSS → ${mb(bRunners)} with ${viewers} viewers and ${runners} runners`,
       detail: { bViewers, bRunners },
     });
@@ -279,8 +279,8 @@ async function stalledViewerRun(ctx: BenchContext): Promise<void> {
         value: a.settled - a.idle,
         text: `+${mb(a.settled - a.idle)} (+${mb(a.after - a.idle)} right after)`,
       }],
-      ratio: ratioText(grown, a.settled - a.idle),
-      goal: { text: "< 50 MB above idle", met: grown < 50 * MiB && b.gaps === 0 },
+      ratios: [{ of: 0 }],
+      goal: { text: "< 50 MB above idle", test: (f) => f.baton < 50 * MiB, sound: b.gaps === 0 },
       note: (c ? `same stream without the stalled viewer: +${mb(c.after - c.idle)}; ` : "") +
         `a normal viewer next to it got all ${b.total} events in ${b.seconds.toFixed(1)} s` +
         (b.gaps ? ` but with ${b.gaps} gaps` : ""),
@@ -332,11 +332,14 @@ async function manyStalledRun(ctx: BenchContext): Promise<void> {
         value: a.after - a.idle,
         text: `+${mb(a.after - a.idle)}`,
       }],
-      ratio: ratioText(grown, a.after - a.idle),
-      goal: ctx.quick ? undefined : {
-        text: "< 50 MB above idle once settled",
-        met: grown < 50 * MiB && b.gaps === 0,
-      },
+      ratios: [{ of: 0 }],
+      ...(ctx.quick ? {} : {
+        goal: {
+          text: "< 50 MB above idle once settled",
+          test: (f: GoalFigures) => f.baton < 50 * MiB,
+          sound: b.gaps === 0,
+        },
+      }),
       note: `the first ~4 MB to each sits in the kernel's socket buffers; ` +
         (c ? `the same stream without them: +${mb(c.after - c.idle)}; ` : "") +
         `a normal viewer next to them got all ${b.total} events in ${b.seconds.toFixed(1)} s` +
@@ -406,7 +409,7 @@ async function catchUpBurst(ctx: BenchContext): Promise<void> {
         value: aAfter - aIdle,
         text: `+${mb(aAfter - aIdle)}`,
       }],
-      ratio: ratioText(bAfter - bIdle, aAfter - aIdle),
+      ratios: [{ of: 0 }],
       note: `all caught up in ${(bMs / 1000).toFixed(1)} s (bare ${
         (aMs / 1000).toFixed(1)
       } s, 500-event frames from memory); baton sends catch-up frames of up to 64 KB`,
