@@ -110,7 +110,7 @@ export class Pinning {
       : Array.from({ length: navigator.hardwareConcurrency }, (_, i) => i);
     const base = { allowed: formatCpuList(allowed), unpinnedScenarios: [] };
     const unpinned = (reason: string) => new Pinning({ ...base, pinned: false, reason });
-    if (options.off) return unpinned("--unpinned");
+    if (options.off) return unpinned("--unpinned given");
     if (Deno.build.os !== "linux") return unpinned(`not Linux (${Deno.build.os})`);
     if (!await hasTaskset()) return unpinned("taskset is not installed (util-linux)");
     const split = splitCpus(allowed, coreOf);
@@ -137,7 +137,7 @@ export class Pinning {
   /** The header's line. */
   describe(): string {
     const i = this.info;
-    if (!i.pinned) return `unpinned: ${i.reason} (CPUs ${i.allowed})`;
+    if (!i.pinned) return `unpinned: ${i.reason}; servers and load share CPU ${i.allowed}`;
     return `pinned with taskset: servers under test on CPU ${i.server}, load and clients on CPU ${i.load}` +
       ` (navigator.hardwareConcurrency ${i.serverSees} and ${i.loadSees})` +
       (i.unpinnedScenarios.length ? `; ${i.unpinnedScenarios.join(", ")} on CPU ${i.allowed}` : "");

@@ -125,10 +125,8 @@ async function main(): Promise<number> {
     },
   };
   console.error(
-    `baton bench${values.quick ? " (quick)" : ""}: ${rounds} round${
-      rounds === 1 ? "" : "s"
-    }, ${machine.cores} cores, load ${machine.loadavg}, ` +
-      `deno ${Deno.version.deno}`,
+    `baton bench${values.quick ? " (quick)" : ""}: ${plural(rounds, "round")}, ` +
+      `${plural(machine.cores, "core")}, load ${machine.loadavg}, deno ${Deno.version.deno}`,
   );
   console.error(`  ${pinning.describe()}`);
   if (machine.loadavg[0]! > 0.5) {
@@ -217,6 +215,10 @@ async function run(s: Scenario, ctx: BenchContext, client: ClientImpl): Promise<
     case "sleep":
       return await sleepScenario(ctx);
   }
+}
+
+function plural(n: number, word: string): string {
+  return `${n} ${word}${n === 1 ? "" : "s"}`;
 }
 
 async function machineInfo() {
