@@ -48,6 +48,8 @@ export interface BenchProcessOptions {
   env?: Record<string, string>;
   /** Extra flags for `deno run` (e.g. `--cpu-prof`). */
   denoFlags?: string[];
+  /** A command to run Deno under, e.g. `taskset -c 1` (see `_pinning.ts`). */
+  prefix?: string[];
   /** Echo stderr (set BATON_BENCH_VERBOSE=1). */
   verbose?: boolean;
 }
@@ -96,8 +98,10 @@ export class BenchProcess {
 
   /** Starts `deno run -A <script> ...args` from the bench folder. */
   static start(name: string, script: string, options: BenchProcessOptions = {}): BenchProcess {
-    const child = new Deno.Command(Deno.execPath(), {
+    const [command, ...prefix] = [...(options.prefix ?? []), Deno.execPath()];
+    const child = new Deno.Command(command!, {
       args: [
+        ...prefix,
         "run",
         "-A",
         "--quiet",

@@ -8,7 +8,7 @@
  * @module
  */
 import { procStat } from "../_proc.ts";
-import { type BenchContext, ratioText } from "../_report.ts";
+import type { BenchContext, GoalFigures } from "../_report.ts";
 import { mb } from "../_stats.ts";
 import { frameSeqs } from "../_workload.ts";
 import { spawnSession, SyntheticRunner } from "../clients/synthetic_runner.ts";
@@ -89,7 +89,7 @@ function bigFrame(sessionId: string, seq: number, text: string): string {
 async function idleConnections(ctx: BenchContext): Promise<void> {
   const viewers = ctx.quick ? 500 : 1000;
   const runners = 100;
-  const [baton, bare] = await startServers("baton", "bare");
+  const [baton, bare] = await startServers(ctx, "baton", "bare");
   const conns: ViewerConn[] = [];
   const links: SyntheticRunner[] = [];
   try {
@@ -137,7 +137,7 @@ async function idleConnections(ctx: BenchContext): Promise<void> {
         value: barePer,
         text: `${(barePer / 1024).toFixed(1)} KB`,
       }],
-      ratio: ratioText(perViewer, barePer),
+      ratios: [{ of: 0 }],
       note: `relay RSS ${mb(bIdle)} idle → ${mb(bViewers)}`,
       detail: { bIdle, bViewers, aIdle, aViewers },
     });
@@ -151,7 +151,7 @@ async function idleConnections(ctx: BenchContext): Promise<void> {
         value: barePer,
         text: `${(barePer / 1024).toFixed(1)} KB`,
       }],
-      ratio: ratioText(perRunner, barePer),
+      ratios: [{ of: 0 }],
       note: `relay RSS → ${mb(bRunners)} with ${viewers} viewers and ${runners} runners`,
       detail: { bViewers, bRunners },
     });
@@ -245,7 +245,7 @@ export async function stalled(
 
 async function stalledViewerRun(ctx: BenchContext): Promise<void> {
   const bytes = 100 * MiB;
-  const [baton, bare] = await startServers("baton", "bare");
+  const [baton, bare] = await startServers(ctx, "baton", "bare");
   try {
     // Only baton is watched as it settles: the bare broadcaster keeps what it queued.
     const b = await stalled(baton, bytes, 1, ctx.quick ? 0 : 40);
@@ -253,7 +253,7 @@ async function stalledViewerRun(ctx: BenchContext): Promise<void> {
     // The same stream with no stalled viewer: what streaming 100 MB costs by itself.
     let c: Awaited<ReturnType<typeof stalled>> | null = null;
     if (!ctx.quick) {
-      const control = await startServer("baton");
+      const control = await startServer(ctx, "baton");
       c = await stalled(control, bytes, 0).finally(() => control.proc.stop());
     }
     ctx.log(
@@ -279,8 +279,8 @@ async function stalledViewerRun(ctx: BenchContext): Promise<void> {
         value: a.settled - a.idle,
         text: `+${mb(a.settled - a.idle)} (+${mb(a.after - a.idle)} right after)`,
       }],
-      ratio: ratioText(grown, a.settled - a.idle),
-      goal: { text: "< 50 MB above idle", met: grown < 50 * MiB && b.gaps === 0 },
+      ratios: [{ of: 0 }],
+      goal: { text: "< 50 MB above idle", test: (f) => f.baton < 50 * MiB, sound: b.gaps === 0 },
       note: (c ? `same stream without the stalled viewer: +${mb(c.after - c.idle)}; ` : "") +
         `a normal viewer next to it got all ${b.total} events in ${b.seconds.toFixed(1)} s` +
         (b.gaps ? ` but with ${b.gaps} gaps` : ""),
@@ -301,14 +301,14 @@ async function stalledViewerRun(ctx: BenchContext): Promise<void> {
 async function manyStalledRun(ctx: BenchContext): Promise<void> {
   const count = ctx.quick ? 50 : 200;
   const bytes = 6 * MiB;
-  const [baton, bare] = await startServers("baton", "bare");
+  const [baton, bare] = await startServers(ctx, "baton", "bare");
   try {
     const b = await stalled(baton, bytes, count, ctx.quick ? 0 : 30);
     const a = await stalled(bare, bytes, count);
     // The same stream to the normal viewer alone, on a fresh relay (full runs).
     let c: Awaited<ReturnType<typeof stalled>> | null = null;
     if (!ctx.quick) {
-      const control = await startServer("baton");
+      const control = await startServer(ctx, "baton");
       c = await stalled(control, bytes, 0).finally(() => control.proc.stop());
     }
     ctx.log(
@@ -332,11 +332,14 @@ async function manyStalledRun(ctx: BenchContext): Promise<void> {
         value: a.after - a.idle,
         text: `+${mb(a.after - a.idle)}`,
       }],
-      ratio: ratioText(grown, a.after - a.idle),
-      goal: ctx.quick ? undefined : {
-        text: "< 50 MB above idle once settled",
-        met: grown < 50 * MiB && b.gaps === 0,
-      },
+      ratios: [{ of: 0 }],
+      ...(ctx.quick ? {} : {
+        goal: {
+          text: "< 50 MB above idle once settled",
+          test: (f: GoalFigures) => f.baton < 50 * MiB,
+          sound: b.gaps === 0,
+        },
+      }),
       note: `the first ~4 MB to each sits in the kernel's socket buffers; ` +
         (c ? `the same stream without them: +${mb(c.after - c.idle)}; ` : "") +
         `a normal viewer next to them got all ${b.total} events in ${b.seconds.toFixed(1)} s` +
@@ -370,7 +373,7 @@ async function bareReplays(url: string, n: number, total: number): Promise<WebSo
 async function catchUpBurst(ctx: BenchContext): Promise<void> {
   const viewers = ctx.quick ? 500 : 1000;
   const events = 1000;
-  const [baton, bare] = await startServers("baton", "bare");
+  const [baton, bare] = await startServers(ctx, "baton", "bare");
   const conns: ViewerConn[] = [];
   const sockets: WebSocket[] = [];
   try {
@@ -406,7 +409,7 @@ async function catchUpBurst(ctx: BenchContext): Promise<void> {
         value: aAfter - aIdle,
         text: `+${mb(aAfter - aIdle)}`,
       }],
-      ratio: ratioText(bAfter - bIdle, aAfter - aIdle),
+      ratios: [{ of: 0 }],
       note: `all caught up in ${(bMs / 1000).toFixed(1)} s (bare ${
         (aMs / 1000).toFixed(1)
       } s, 500-event frames from memory); baton sends catch-up frames of up to 64 KB`,

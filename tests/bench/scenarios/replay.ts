@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { type BenchContext, ratioText } from "../_report.ts";
+import type { BenchContext } from "../_report.ts";
 import { ms, percentileOf, si } from "../_stats.ts";
 import { EventSource, frameSeqs } from "../_workload.ts";
 import { spawnSession, SyntheticRunner } from "../clients/synthetic_runner.ts";
@@ -77,7 +77,7 @@ export function replayOnce(
 export async function replay(ctx: BenchContext): Promise<void> {
   const total = 10_000;
   const repeats = ctx.quick ? 3 : 7;
-  const [baton, bare] = await startServers("baton", "bare");
+  const [baton, bare] = await startServers(ctx, "baton", "bare");
   try {
     const sessionId = await seedSession(baton, total);
     for (const since of [0, total / 2]) {
@@ -118,7 +118,8 @@ export async function replay(ctx: BenchContext): Promise<void> {
           value: aMs,
           text: `${ms(aMs)} (${si(rate(aMs))}/s)`,
         }],
-        ratio: `${ratioText(rate(bMs), rate(aMs))} a`,
+        // Of the rates: the baseline's time over baton's.
+        ratios: [{ of: 0, inverse: true, label: "a" }],
         note: since === 0
           ? "the first 9,000 come from SQLite, the last 1,000 from the ring"
           : "4,000 from SQLite, 1,000 from the ring",

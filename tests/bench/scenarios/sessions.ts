@@ -9,7 +9,7 @@
  *
  * @module
  */
-import { type BenchContext, ratioText } from "../_report.ts";
+import type { BenchContext, RatioSpec } from "../_report.ts";
 import { ms, si } from "../_stats.ts";
 import type { ServerKind } from "../clients/viewers.ts";
 import type { FanoutResult } from "../load/fanout.ts";
@@ -26,7 +26,7 @@ export async function sessions(ctx: BenchContext): Promise<void> {
   const count = ctx.quick ? 20 : 100;
   // Quick runs measure baton alone (a smoke run; take ratios from full runs).
   const kinds: readonly ServerKind[] = ctx.quick ? ["baton"] : ["bare", "socketio", "baton"];
-  const servers = await startServers(...kinds);
+  const servers = await startServers(ctx, ...kinds);
   const byKind = new Map<ServerKind, (typeof servers)[number]>(servers.map((s) => [s.kind, s]));
   const cpu = (r: FanoutResult) => `${(r.serverCpu * 100).toFixed(0)}%`;
   const lost = (rs: FanoutResult[]) =>
@@ -64,9 +64,7 @@ export async function sessions(ctx: BenchContext): Promise<void> {
       });
       const baselines = (value: (r: FanoutResult) => number, text: (r: FanoutResult) => string) =>
         others.map(({ name, r }) => ({ name, value: value(r), text: text(r) }));
-      const ratios = (value: (r: FanoutResult) => number) =>
-        others.map(({ name, r }) => `${ratioText(value(b), value(r))} ${name.slice(1, 2)}`)
-          .join(", ");
+      const ratios: RatioSpec[] = others.map(({ name }, i) => ({ of: i, label: name.slice(1, 2) }));
       if (mode === "throughput") {
         ctx.row({
           scenario: "8 sessions",
@@ -74,7 +72,7 @@ export async function sessions(ctx: BenchContext): Promise<void> {
           metric: "events/s (all sessions)",
           baton: { name: "baton", value: b.eventsPerSec, text: si(b.eventsPerSec) },
           baselines: baselines((r) => r.eventsPerSec, (r) => si(r.eventsPerSec)),
-          ratio: ratios((r) => r.eventsPerSec),
+          ratios,
           note: `${lost(all)}latency p50 / p99: baton ${latency(b)}${
             others.map(({ name, r }) => `, ${name} ${latency(r)}`).join("")
           }; server CPU baton ${cpu(b)}${
@@ -91,7 +89,7 @@ export async function sessions(ctx: BenchContext): Promise<void> {
           metric: "server CPU (latency p50 / p99)",
           baton: { name: "baton", value: b.serverCpu, text: `${cpu(b)} (${latency(b)})` },
           baselines: baselines((r) => r.serverCpu, (r) => `${cpu(r)} (${latency(r)})`),
-          ratio: ratios((r) => r.serverCpu),
+          ratios,
           note: `${lost(all)}CPU of the server process (all its threads) as a share of one ` +
             "core; baton's includes storing every event",
           detail: Object.fromEntries(runs),
