@@ -32,7 +32,9 @@ function toolSummary(args: unknown): { summary: string; rest: Record<string, unk
 
 const MAX_OUTPUT_CHARS = 20_000;
 
-function ToolCard({ call, run }: { call: Extract<Block, { type: "toolCall" }>; run?: ToolRun }) {
+function ToolCard(
+  { call, run }: { call: Extract<Block, { type: "toolCall" }>; run: ToolRun | undefined },
+) {
   const status = run?.status ?? "pending";
   const name = run?.name ?? call.name ?? "tool";
   const args = run?.args ?? call.args;
