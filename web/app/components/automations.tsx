@@ -3,7 +3,7 @@ import type { ModelInfo } from "../../../shared/protocol.ts";
 import { api } from "../api.ts";
 import { runnerName, runners } from "../store.ts";
 import { Icon } from "./icon.tsx";
-import { CopyButton, UndoableAction } from "./settings.tsx";
+import { CopyButton, UndoableAction } from "./widgets.tsx";
 
 interface Webhook {
   id: string;

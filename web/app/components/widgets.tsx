@@ -1,0 +1,86 @@
+/**
+ * Small controls that several pages share: a copy button and a destructive
+ * action with an undo window.
+ *
+ * @module
+ */
+import { useEffect, useRef, useState } from "preact/hooks";
+import { Icon } from "./icon.tsx";
+
+/**
+ * A destructive action with an undo window: the first click starts a
+ * 3-second countdown with an Undo button; the action runs when it ends.
+ */
+export function UndoableAction(
+  { label, doneLabel, onConfirm, describe }: {
+    label: string;
+    doneLabel: string;
+    describe: string;
+    onConfirm: () => Promise<void>;
+  },
+) {
+  const [left, setLeft] = useState<number | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const timer = useRef<ReturnType<typeof setInterval> | null>(null);
+  useEffect(() => () => {
+    if (timer.current) clearInterval(timer.current);
+  }, []);
+  function start() {
+    setError(null);
+    setLeft(3);
+    timer.current = setInterval(() => {
+      setLeft((n) => {
+        if (n === null) return null;
+        if (n <= 1) {
+          clearInterval(timer.current!);
+          onConfirm().catch((e) => setError((e as Error).message));
+          return 0;
+        }
+        return n - 1;
+      });
+    }, 1000);
+  }
+  function undo() {
+    if (timer.current) clearInterval(timer.current);
+    setLeft(null);
+  }
+  if (left === 0) return <span class="muted small">{doneLabel}</span>;
+  if (left !== null) {
+    return (
+      <span class="undo" role="status">
+        {describe} in {left}…
+        <button type="button" class="btn small" onClick={undo}>Undo</button>
+      </span>
+    );
+  }
+  return (
+    <>
+      <button type="button" class="btn danger small" onClick={start}>{label}</button>
+      {error && <span class="error small" role="alert">{error}</span>}
+    </>
+  );
+}
+
+/** Copies `text`, saying so for two seconds. */
+export function CopyButton({ text }: { text: string }) {
+  const [copied, setCopied] = useState(false);
+  return (
+    <button
+      type="button"
+      class="btn small"
+      onClick={async () => {
+        try {
+          await navigator.clipboard.writeText(text);
+        } catch {
+          // Clipboard unavailable (http on a phone): select the text instead.
+          const el = document.getElementById("new-key-value");
+          if (el) getSelection()?.selectAllChildren(el);
+        }
+        setCopied(true);
+        setTimeout(() => setCopied(false), 2000);
+      }}
+    >
+      <Icon name={copied ? "check" : "copy"} size={14} /> {copied ? "Copied" : "Copy"}
+    </button>
+  );
+}
