@@ -1,6 +1,7 @@
 import { useEffect, useState } from "preact/hooks";
-import type { ModelInfo } from "../../../shared/protocol.ts";
 import { api } from "../api.ts";
+import { modelRef, modelValue } from "../models.ts";
+import { useRunnerModels } from "../runner_hooks.ts";
 import { runnerName, runners } from "../store.ts";
 import { Icon } from "./icon.tsx";
 import { CopyButton, UndoableAction } from "./widgets.tsx";
@@ -50,19 +51,6 @@ function curlExample(w: Webhook, secret: string): string {
   ].join("\n");
 }
 
-function useModels(runnerId: string) {
-  const [models, setModels] = useState<ModelInfo[]>([]);
-  useEffect(() => {
-    setModels([]);
-    if (!runnerId || !runners.value.find((r) => r.id === runnerId)?.connected) return;
-    api<{ models: ModelInfo[] }>(`/api/runners/${runnerId}/models`).then(
-      (r) => setModels(r.models),
-      () => {},
-    );
-  }, [runnerId]);
-  return models;
-}
-
 type Draft = {
   name: string;
   source: string;
@@ -80,21 +68,20 @@ function draftOf(w?: Webhook): Draft {
     runnerId: w?.runnerId ?? runners.value.find((r) => r.connected)?.id ?? runners.value[0]?.id ??
       "",
     cwd: w?.cwd ?? "",
-    model: w?.model ? `${w.model.provider}/${w.model.id}` : "",
+    model: w?.model ? modelValue(w.model) : "",
     prompt: w?.prompt ?? "",
     eventFilter: (w?.eventFilter ?? []).join(", "),
   };
 }
 
 function bodyOf(d: Draft) {
-  const [provider, ...rest] = d.model ? d.model.split("/") : [];
   return {
     name: d.name.trim(),
     source: d.source.trim(),
     runnerId: d.runnerId || null,
     cwd: d.cwd.trim() || null,
     prompt: d.prompt.trim() || null,
-    model: provider ? { provider, id: rest.join("/") } : null,
+    model: modelRef(d.model),
     eventFilter: d.eventFilter.split(",").map((s) => s.trim()).filter(Boolean),
   };
 }
@@ -109,7 +96,7 @@ function WebhookForm(
 ) {
   const [d, setD] = useState(initial);
   const [error, setError] = useState<string | null>(null);
-  const models = useModels(d.runnerId);
+  const models = useRunnerModels(d.runnerId).models ?? [];
   const set = (k: keyof Draft) => (e: { currentTarget: { value: string } }) =>
     setD({ ...d, [k]: e.currentTarget.value });
   return (
@@ -149,11 +136,11 @@ function WebhookForm(
         Model
         <select value={d.model} onChange={set("model")}>
           <option value="">Runner default</option>
-          {d.model && !models.some((m) => `${m.provider}/${m.id}` === d.model) && (
+          {d.model && !models.some((m) => modelValue(m) === d.model) && (
             <option value={d.model}>{d.model}</option>
           )}
           {models.map((m) => {
-            const v = `${m.provider}/${m.id}`;
+            const v = modelValue(m);
             return <option key={v} value={v}>{v}</option>;
           })}
         </select>

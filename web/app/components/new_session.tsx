@@ -1,6 +1,7 @@
-import { useEffect, useRef, useState } from "preact/hooks";
-import type { ModelInfo } from "../../../shared/protocol.ts";
+import { useRef, useState } from "preact/hooks";
 import { api } from "../api.ts";
+import { modelRef, modelValue } from "../models.ts";
+import { useRecentFolders, useRunnerChoice, useRunnerModels } from "../runner_hooks.ts";
 import { navigate, runnerFilter, runners } from "../store.ts";
 import { Icon } from "./icon.tsx";
 
@@ -36,44 +37,18 @@ export function NewSession() {
   const list = runners.value;
   const preferred = list.find((r) => r.id === runnerFilter.value && r.connected) ??
     list.find((r) => r.connected) ?? list[0];
-  const [runnerId, setRunnerId] = useState(preferred?.id ?? "");
+  const [runnerId, setRunnerId] = useRunnerChoice(preferred);
   const [cwd, setCwd] = useState("");
   const [model, setModel] = useState("");
   const [prompt, setPrompt] = useState("");
-  const [models, setModels] = useState<ModelInfo[] | null>(null);
-  const [modelsError, setModelsError] = useState<string | null>(null);
-  const [folders, setFolders] = useState<string[]>([]);
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
   const promptRef = useRef<HTMLTextAreaElement>(null);
-
-  useEffect(() => {
-    if (!runnerId && preferred) setRunnerId(preferred.id);
-  }, [preferred?.id]);
-
   const runner = list.find((r) => r.id === runnerId);
-  useEffect(() => {
-    setModels(null);
-    setModelsError(null);
-    setFolders([]);
-    if (!runnerId || !runner?.connected) return;
-    let live = true;
-    api<{ models: ModelInfo[]; error?: string }>(`/api/runners/${runnerId}/models`).then(
-      (r) => {
-        if (!live) return;
-        setModels(r.models);
-        if (r.error) setModelsError(`The runner's models.json has a problem: ${r.error}`);
-      },
-      (e) => live && setModelsError(e.message),
-    );
-    api<{ folders: string[] }>(`/api/runners/${runnerId}/recent-folders`).then(
-      (r) => live && setFolders(r.folders),
-      () => {},
-    );
-    return () => {
-      live = false;
-    };
-  }, [runnerId, runner?.connected]);
+  const { models, error: modelsFailed, configError } = useRunnerModels(runnerId);
+  const modelsError = modelsFailed ??
+    (configError ? `The runner's models.json has a problem: ${configError}` : null);
+  const folders = useRecentFolders(runnerId);
 
   const note = promptNote(prompt);
   async function start(ev?: Event) {
@@ -81,7 +56,6 @@ export function NewSession() {
     if (!runnerId || note?.blocking) return;
     setBusy(true);
     setError(null);
-    const [provider, ...rest] = model ? model.split("/") : [];
     try {
       const res = await api<{ sessionId: string }>("/api/runners/spawn", {
         method: "POST",
@@ -89,7 +63,7 @@ export function NewSession() {
           runnerId,
           cwd: cwd.trim() || null,
           prompt,
-          model: provider ? { provider, id: rest.join("/") } : null,
+          model: modelRef(model),
         },
       });
       navigate(`/session/${res.sessionId}`);
@@ -156,7 +130,7 @@ export function NewSession() {
           <select value={model} onChange={(e) => setModel(e.currentTarget.value)}>
             <option value="">Runner default</option>
             {(models ?? []).map((m) => {
-              const v = `${m.provider}/${m.id}`;
+              const v = modelValue(m);
               return (
                 <option value={v} key={v}>
                   {m.name && m.name !== m.id ? `${m.name} (${v})` : v}

@@ -1,7 +1,8 @@
 import { useEffect, useState } from "preact/hooks";
-import type { ModelInfo } from "../../../shared/protocol.ts";
 import { api, type ApiError } from "../api.ts";
 import { ago } from "../format.ts";
+import { modelValue } from "../models.ts";
+import { useRunnerChoice, useRunnerModels } from "../runner_hooks.ts";
 import { changePassword, me, runners, signOut } from "../store.ts";
 import { Icon } from "./icon.tsx";
 import { CopyButton, UndoableAction } from "./widgets.tsx";
@@ -165,26 +166,17 @@ function Keys() {
 
 function HiddenModels() {
   const list = runners.value.filter((r) => r.connected);
-  const [runnerId, setRunnerId] = useState(list[0]?.id ?? "");
+  const [runnerId, setRunnerId] = useRunnerChoice(list[0]);
   const [hidden, setHidden] = useState<string[] | null>(null);
-  const [models, setModels] = useState<ModelInfo[]>([]);
   const [error, setError] = useState<string | null>(null);
+  // The relay leaves hidden models out of a runner's list: ask again when they change.
+  const { models, error: modelsError } = useRunnerModels(runnerId, { reloadOn: hidden });
   useEffect(() => {
     api<{ hiddenModels: string[] }>("/api/settings/hidden-models").then(
       (r) => setHidden(r.hiddenModels),
       (e) => setError(e.message),
     );
   }, []);
-  useEffect(() => {
-    if (!runnerId && list[0]) setRunnerId(list[0].id);
-  }, [list.length]);
-  useEffect(() => {
-    if (!runnerId) return;
-    api<{ models: ModelInfo[] }>(`/api/runners/${runnerId}/models`).then(
-      (r) => setModels(r.models),
-      (e) => setError(e.message),
-    );
-  }, [runnerId, hidden]);
 
   async function save(next: string[]) {
     setError(null);
@@ -199,7 +191,7 @@ function HiddenModels() {
     }
   }
 
-  const shown = models.map((m) => `${m.provider}/${m.id}`);
+  const shown = (models ?? []).map(modelValue);
   const all = [...new Set([...shown, ...(hidden ?? [])])].sort();
   return (
     <section class="card" aria-labelledby="models-title">
@@ -245,7 +237,7 @@ function HiddenModels() {
       {list.length > 0 && all.length === 0 && hidden !== null && (
         <p class="muted">This runner offers no model yet.</p>
       )}
-      {error && <p class="error" role="alert">{error}</p>}
+      {(error ?? modelsError) && <p class="error" role="alert">{error ?? modelsError}</p>}
     </section>
   );
 }
