@@ -1,7 +1,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { linkState } from "../live.ts";
 import { me, navigate, route, sessionOrder, sessions } from "../store.ts";
-import { Automations } from "./automations.tsx";
+import { Automations } from "./automations/automations.tsx";
 import { Icon } from "./icon.tsx";
 import { NewSession } from "./new_session.tsx";
 import { SessionView } from "./session_view.tsx";

@@ -1,10 +1,11 @@
 /**
- * Small controls that several pages share: a copy button and a destructive
- * action with an undo window.
+ * Small controls that several pages share: a copy button, a destructive
+ * action with an undo window and the choice of a runner.
  *
  * @module
  */
 import { useEffect, useRef, useState } from "preact/hooks";
+import type { RunnerInfo } from "../../../shared/protocol.ts";
 import { Icon } from "./icon.tsx";
 
 /**
@@ -82,5 +83,24 @@ export function CopyButton({ text }: { text: string }) {
     >
       <Icon name={copied ? "check" : "copy"} size={14} /> {copied ? "Copied" : "Copy"}
     </button>
+  );
+}
+
+/** The runner a card shows, by name; nothing to choose (and no select) with one runner. */
+export function RunnerSelect(
+  { list, value, onChange }: {
+    list: RunnerInfo[];
+    value: string;
+    onChange: (runnerId: string) => void;
+  },
+) {
+  if (list.length < 2) return null;
+  return (
+    <label>
+      Runner
+      <select value={value} onChange={(e) => onChange(e.currentTarget.value)}>
+        {list.map((r) => <option key={r.id} value={r.id}>{r.name}</option>)}
+      </select>
+    </label>
   );
 }
