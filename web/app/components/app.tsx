@@ -1,6 +1,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { linkState } from "../live.ts";
-import { me, navigate, route, sessionOrder, sessions } from "../store.ts";
+import { navigate, route } from "../route.ts";
+import { me, sessionOrder, sessions } from "../store.ts";
 import { Automations } from "./automations/automations.tsx";
 import { Icon } from "./icon.tsx";
 import { NewSession } from "./new_session.tsx";

@@ -2,7 +2,8 @@ import { useRef, useState } from "preact/hooks";
 import { api } from "../api.ts";
 import { modelRef, modelValue } from "../models.ts";
 import { useRecentFolders, useRunnerChoice, useRunnerModels } from "../runner_hooks.ts";
-import { navigate, runnerFilter, runners } from "../store.ts";
+import { navigate } from "../route.ts";
+import { runnerFilter, runners } from "../store.ts";
 import { Icon } from "./icon.tsx";
 
 /** A prompt past this many characters gets a word about its size; the relay takes 200,000. */

@@ -2,11 +2,11 @@ import { useCallback, useEffect, useLayoutEffect, useRef, useState } from "preac
 import { type InputKind, MAX_SESSION_TITLE } from "../../../shared/protocol.ts";
 import { api } from "../api.ts";
 import { baseName, cost, tokens } from "../format.ts";
+import { statusOf } from "../session_status.ts";
 import { link, openSession, renameSession, runnerName, runners } from "../store.ts";
 import { ConversationView } from "./conversation.tsx";
 import { SessionTriggers } from "./session_triggers.tsx";
 import { Icon } from "./icon.tsx";
-import { statusOf } from "./sidebar.tsx";
 
 /** The heart of the app: one session's live conversation and its composer. */
 export function SessionView({ id }: { id: string }) {

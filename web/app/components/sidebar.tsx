@@ -2,39 +2,10 @@ import type { SessionInfo } from "../../../shared/protocol.ts";
 import { api } from "../api.ts";
 import { ago, baseName, startTime } from "../format.ts";
 import { linkState } from "../live.ts";
-import {
-  GROUPS,
-  me,
-  navigate,
-  route,
-  runnerFilter,
-  runnerName,
-  runners,
-  type SessionGroup,
-  sessionGroups,
-  signOut,
-} from "../store.ts";
+import { navigate, route } from "../route.ts";
+import { GROUPS, type SessionGroup, statusOf } from "../session_status.ts";
+import { me, runnerFilter, runnerName, runners, sessionGroups, signOut } from "../store.ts";
 import { Icon } from "./icon.tsx";
-
-/** The live state of a session in one word, for lists and headers. */
-export function statusOf(s: Pick<SessionInfo, "status" | "activity">): {
-  label: string;
-  tone: string;
-} {
-  if (s.status === "starting") return { label: "starting", tone: "busy" };
-  if (s.status === "error") return { label: "error", tone: "error" };
-  if (s.status === "ended") return { label: "ended", tone: "off" };
-  switch (s.activity) {
-    case "working":
-      return { label: "working", tone: "busy" };
-    case "waking":
-      return { label: "waking", tone: "busy" };
-    case "asleep":
-      return { label: "asleep", tone: "asleep" };
-    default:
-      return { label: "idle", tone: "ok" };
-  }
-}
 
 const HEADINGS: Record<SessionGroup, string> = {
   working: "Working",

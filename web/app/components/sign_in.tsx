@@ -1,6 +1,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { api } from "../api.ts";
-import { loadMe, navigate, route } from "../store.ts";
+import { navigate, route } from "../route.ts";
+import { loadMe } from "../store.ts";
 
 type Mode = "signin" | "signup" | "owner";
 
