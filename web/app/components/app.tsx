@@ -7,7 +7,7 @@ import { Icon } from "./icon.tsx";
 import { NewSession } from "./new_session.tsx";
 import { SessionView } from "./session_view.tsx";
 import { Settings } from "./settings/settings.tsx";
-import { Sidebar } from "./sidebar.tsx";
+import { Sidebar } from "./sidebar/sidebar.tsx";
 import { SignIn } from "./sign_in.tsx";
 
 const SHORTCUTS: [string, string][] = [

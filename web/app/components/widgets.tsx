@@ -1,12 +1,39 @@
 /**
- * Small controls that several pages share: a copy button, a destructive
- * action with an undo window and the choice of a runner.
+ * Small controls that several pages share: a link within the app, a copy
+ * button, a destructive action with an undo window and the choice of a
+ * runner.
  *
  * @module
  */
+import type { ComponentChildren } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { RunnerInfo } from "../../../shared/protocol.ts";
+import { navigate } from "../route.ts";
 import { Icon } from "./icon.tsx";
+
+/** A link to a page of the app: followed without a reload, and marked when it is the current page. */
+export function AppLink(
+  { href, class: className, current, children }: {
+    href: string;
+    class?: string;
+    current?: boolean;
+    children: ComponentChildren;
+  },
+) {
+  return (
+    <a
+      href={href}
+      class={className}
+      aria-current={current ? "page" : undefined}
+      onClick={(e) => {
+        e.preventDefault();
+        navigate(href);
+      }}
+    >
+      {children}
+    </a>
+  );
+}
 
 /**
  * A destructive action with an undo window: the first click starts a
