@@ -5,7 +5,7 @@ import { me, sessionOrder, sessions } from "../store.ts";
 import { Automations } from "./automations/automations.tsx";
 import { Icon } from "./icon.tsx";
 import { NewSession } from "./new_session.tsx";
-import { SessionView } from "./session_view.tsx";
+import { SessionView } from "./session/session_view.tsx";
 import { Settings } from "./settings/settings.tsx";
 import { Sidebar } from "./sidebar/sidebar.tsx";
 import { SignIn } from "./sign_in.tsx";
