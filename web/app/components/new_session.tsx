@@ -1,4 +1,11 @@
-import { useRef, useState } from "preact/hooks";
+/**
+ * The new-session form (also the home page on a desktop): runner, folder,
+ * model and a first prompt.
+ *
+ * @module
+ */
+import { useState } from "preact/hooks";
+import type { RunnerInfo } from "../../../shared/protocol.ts";
 import { api } from "../api.ts";
 import { modelRef, modelValue } from "../models.ts";
 import { useRecentFolders, useRunnerChoice, useRunnerModels } from "../runner_hooks.ts";
@@ -44,12 +51,7 @@ export function NewSession() {
   const [prompt, setPrompt] = useState("");
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
-  const promptRef = useRef<HTMLTextAreaElement>(null);
   const runner = list.find((r) => r.id === runnerId);
-  const { models, error: modelsFailed, configError } = useRunnerModels(runnerId);
-  const modelsError = modelsFailed ??
-    (configError ? `The runner's models.json has a problem: ${configError}` : null);
-  const folders = useRecentFolders(runnerId);
 
   const note = promptNote(prompt);
   async function start(ev?: Event) {
@@ -75,23 +77,7 @@ export function NewSession() {
     }
   }
 
-  if (list.length === 0) {
-    return (
-      <main class="page narrow" aria-labelledby="new-title">
-        <h1 id="new-title">Start a session</h1>
-        <div class="card empty">
-          <Icon name="server" size={28} />
-          <h2>Connect a runner first</h2>
-          <p>
-            A runner is the machine where agents work. On that machine, run <code>baton setup</code>
-            {" "}
-            then <code>baton runner</code>, or start everything locally with <code>baton up</code>.
-          </p>
-        </div>
-      </main>
-    );
-  }
-
+  if (list.length === 0) return <NoRunner />;
   return (
     <main class="page narrow" aria-labelledby="new-title">
       <h1 id="new-title">Start a session</h1>
@@ -107,50 +93,11 @@ export function NewSession() {
             ))}
           </select>
         </label>
-        <label>
-          Folder
-          <input
-            list="recent-folders"
-            value={cwd}
-            placeholder={runner?.roots[0]
-              ? `${runner.roots[0]} (default)`
-              : "~ (default: home folder)"}
-            spellcheck={false}
-            autocomplete="off"
-            onInput={(e) => setCwd(e.currentTarget.value)}
-          />
-          <datalist id="recent-folders">
-            {folders.map((f) => <option value={f} key={f} />)}
-          </datalist>
-          {runner && runner.roots.length > 0 && (
-            <span class="hint">Allowed: {runner.roots.join(", ")}</span>
-          )}
-        </label>
-        <label>
-          Model
-          <select value={model} onChange={(e) => setModel(e.currentTarget.value)}>
-            <option value="">Runner default</option>
-            {(models ?? []).map((m) => {
-              const v = modelValue(m);
-              return (
-                <option value={v} key={v}>
-                  {m.name && m.name !== m.id ? `${m.name} (${v})` : v}
-                </option>
-              );
-            })}
-          </select>
-          {models && models.length === 0 && (
-            <span class="hint warn">
-              This runner has no model configured: set a provider key or add{" "}
-              <code>~/.baton/models.json</code> on it.
-            </span>
-          )}
-          {modelsError && <span class="hint warn">{modelsError}</span>}
-        </label>
+        <FolderField runnerId={runnerId} runner={runner} value={cwd} onChange={setCwd} />
+        <ModelField runnerId={runnerId} value={model} onChange={setModel} />
         <label class="span2">
           Prompt
           <textarea
-            ref={promptRef}
             rows={5}
             value={prompt}
             placeholder="What should the agent do?"
@@ -184,5 +131,90 @@ export function NewSession() {
         </div>
       </form>
     </main>
+  );
+}
+
+/** The page while the account has no runner: what a runner is and how to start one. */
+function NoRunner() {
+  return (
+    <main class="page narrow" aria-labelledby="new-title">
+      <h1 id="new-title">Start a session</h1>
+      <div class="card empty">
+        <Icon name="server" size={28} />
+        <h2>Connect a runner first</h2>
+        <p>
+          A runner is the machine where agents work. On that machine, run <code>baton setup</code>
+          {" "}
+          then <code>baton runner</code>, or start everything locally with <code>baton up</code>.
+        </p>
+      </div>
+    </main>
+  );
+}
+
+/** The folder, with the runner's recent folders as suggestions and its allowed roots. */
+function FolderField(
+  { runnerId, runner, value, onChange }: {
+    runnerId: string;
+    runner: RunnerInfo | undefined;
+    value: string;
+    onChange: (cwd: string) => void;
+  },
+) {
+  const folders = useRecentFolders(runnerId);
+  return (
+    <label>
+      Folder
+      <input
+        list="recent-folders"
+        value={value}
+        placeholder={runner?.roots[0] ? `${runner.roots[0]} (default)` : "~ (default: home folder)"}
+        spellcheck={false}
+        autocomplete="off"
+        onInput={(e) => onChange(e.currentTarget.value)}
+      />
+      <datalist id="recent-folders">
+        {folders.map((f) => <option value={f} key={f} />)}
+      </datalist>
+      {runner && runner.roots.length > 0 && (
+        <span class="hint">Allowed: {runner.roots.join(", ")}</span>
+      )}
+    </label>
+  );
+}
+
+/** The runner's models (by name where they have one), and why there are none. */
+function ModelField(
+  { runnerId, value, onChange }: {
+    runnerId: string;
+    value: string;
+    onChange: (model: string) => void;
+  },
+) {
+  const { models, error, configError } = useRunnerModels(runnerId);
+  const problem = error ??
+    (configError ? `The runner's models.json has a problem: ${configError}` : null);
+  return (
+    <label>
+      Model
+      <select value={value} onChange={(e) => onChange(e.currentTarget.value)}>
+        <option value="">Runner default</option>
+        {(models ?? []).map((m) => {
+          const v = modelValue(m);
+          return (
+            <option value={v} key={v}>
+              {m.name && m.name !== m.id ? `${m.name} (${v})` : v}
+            </option>
+          );
+        })}
+      </select>
+      {models && models.length === 0 && (
+        <span class="hint warn">
+          This runner has no model configured: set a provider key or add{" "}
+          <code>~/.baton/models.json</code> on it.
+        </span>
+      )}
+      {problem && <span class="hint warn">{problem}</span>}
+    </label>
   );
 }
