@@ -7,6 +7,7 @@
  */
 import { signal } from "@preact/signals";
 
+/** A page of the app. */
 export type Route =
   | { page: "home" }
   | { page: "new" }
@@ -26,6 +27,7 @@ function parseRoute(path: string): Route {
   return { page: "missing", path };
 }
 
+/** The page on screen. */
 export const route = signal<Route>(parseRoute(location.pathname));
 
 /** Moves to `path` in the app (History API, no reload). */

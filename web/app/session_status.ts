@@ -5,8 +5,9 @@
  */
 import type { SessionInfo } from "../../shared/protocol.ts";
 
-/** The sidebar's groups of unpinned sessions, in their order. */
+/** A group of unpinned sessions in the sidebar. */
 export type SessionGroup = "working" | "idle" | "asleep" | "ended";
+/** The groups, in the sidebar's order. */
 export const GROUPS: SessionGroup[] = ["working", "idle", "asleep", "ended"];
 
 /**

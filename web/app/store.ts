@@ -12,6 +12,7 @@ import { LiveLink } from "./live.ts";
 import { navigate } from "./route.ts";
 import { groupOf, GROUPS, type SessionGroup } from "./session_status.ts";
 
+/** The signed-in user. */
 export interface Me {
   id: string;
   email: string;
@@ -20,8 +21,11 @@ export interface Me {
 
 /** undefined while loading, null when signed out. */
 export const me = signal<Me | null | undefined>(undefined);
+/** The account's runners, from the live feed. */
 export const runners = signal<RunnerInfo[]>([]);
+/** The account's sessions, from the live feed. */
 export const sessions = signal<SessionInfo[]>([]);
+/** The runner whose sessions alone the sidebar lists; "" for all. */
 export const runnerFilter = signal<string>("");
 
 /** Sessions sorted for the sidebar: pinned, then by what they do, newest first in each. */
@@ -46,6 +50,7 @@ export const sessionOrder = computed(() => {
   return [g.pinned, ...GROUPS.map((k) => g[k])].flat();
 });
 
+/** A runner's name, for a line of text. */
 export function runnerName(id: string): string {
   return runners.value.find((r) => r.id === id)?.name ?? "unknown runner";
 }
@@ -58,6 +63,7 @@ function upsert<T>(list: T[], item: T, key: (t: T) => string): T[] {
   return next;
 }
 
+/** The tab's live socket, feeding the signals above and the open sessions. */
 export const link = new LiveLink({
   runners: (list) => runners.value = list,
   runner: (r) => runners.value = upsert(runners.value, r, (x) => x.id),
@@ -190,6 +196,7 @@ export async function loadMe(): Promise<void> {
   if (me.value) link.connect();
 }
 
+/** Forgets the account in this tab (the relay already ended the sign-in). */
 export function signOutLocally(): void {
   link.close();
   for (const id of [...streams.keys()]) {
@@ -202,6 +209,7 @@ export function signOutLocally(): void {
   });
 }
 
+/** Signs out at the relay, forgets the account here, and goes home. */
 export async function signOut(): Promise<void> {
   await api("/api/auth/sign-out", { method: "POST", body: {} }).catch(() => {});
   signOutLocally();
