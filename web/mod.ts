@@ -34,7 +34,7 @@ interface Asset {
   version?: string;
 }
 
-/** The client's pages (parseRoute in app/store.ts), as route patterns. */
+/** The client's pages (parseRoute in app/route.ts), as route patterns. */
 const PAGES = ["/", "/new", "/settings", "/automations", "/session/:id"];
 const PAGE_PATTERNS = PAGES.map((p) => new RegExp(`^${p.replace(/:\w+/g, "[^/]+")}$`));
 

@@ -1,3 +1,9 @@
+/**
+ * The relay's JSON API as the client calls it: same-origin, with the
+ * session cookie, and errors in words a person can read.
+ *
+ * @module
+ */
 /** An error answer from the relay, in words a person can read. */
 export class ApiError extends Error {
   constructor(readonly status: number, readonly code: string, message: string) {

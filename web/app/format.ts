@@ -1,3 +1,8 @@
+/**
+ * Short texts for numbers and times in lists and headers.
+ *
+ * @module
+ */
 /** "3 min ago", "yesterday", a date: short relative times for lists. */
 export function ago(iso: string | null, now = Date.now()): string {
   if (!iso) return "";

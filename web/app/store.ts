@@ -1,6 +1,6 @@
 /**
  * The client's state as signals: who is signed in, the runner and session
- * feed, the route, and the conversations on screen.
+ * feed, and the conversations on screen.
  *
  * @module
  */
@@ -9,7 +9,10 @@ import { applyEvents, type Conversation, emptyConversation } from "../../shared/
 import type { RunnerInfo, SessionEvent, SessionInfo } from "../../shared/protocol.ts";
 import { api } from "./api.ts";
 import { LiveLink } from "./live.ts";
+import { navigate } from "./route.ts";
+import { groupOf, GROUPS, type SessionGroup } from "./session_status.ts";
 
+/** The signed-in user. */
 export interface Me {
   id: string;
   email: string;
@@ -18,56 +21,12 @@ export interface Me {
 
 /** undefined while loading, null when signed out. */
 export const me = signal<Me | null | undefined>(undefined);
+/** The account's runners, from the live feed. */
 export const runners = signal<RunnerInfo[]>([]);
+/** The account's sessions, from the live feed. */
 export const sessions = signal<SessionInfo[]>([]);
+/** The runner whose sessions alone the sidebar lists; "" for all. */
 export const runnerFilter = signal<string>("");
-
-export type Route =
-  | { page: "home" }
-  | { page: "new" }
-  | { page: "session"; id: string }
-  | { page: "settings" }
-  | { page: "automations" }
-  /** An address the app has no page for (the relay serves the app for any page a browser opens). */
-  | { page: "missing"; path: string };
-
-function parseRoute(path: string): Route {
-  const m = path.match(/^\/session\/([A-Za-z0-9_-]{1,64})\/?$/);
-  if (m) return { page: "session", id: m[1]! };
-  if (path === "/settings") return { page: "settings" };
-  if (path === "/automations") return { page: "automations" };
-  if (path === "/new") return { page: "new" };
-  if (path === "/" || path === "") return { page: "home" };
-  return { page: "missing", path };
-}
-
-export const route = signal<Route>(parseRoute(location.pathname));
-
-/** Moves to `path` in the app (History API, no reload). */
-export function navigate(path: string, replace = false): void {
-  if (path !== location.pathname) {
-    if (replace) history.replaceState(null, "", path);
-    else history.pushState(null, "", path);
-  }
-  route.value = parseRoute(path);
-}
-addEventListener("popstate", () => route.value = parseRoute(location.pathname));
-
-/** The sidebar's groups of unpinned sessions, in their order. */
-export type SessionGroup = "working" | "idle" | "asleep" | "ended";
-export const GROUPS: SessionGroup[] = ["working", "idle", "asleep", "ended"];
-
-/**
- * What a session is doing, for the sidebar: a session starting or waking up
- * is about to work, so it counts as working; an error is an end.
- */
-export function groupOf(s: Pick<SessionInfo, "status" | "activity">): SessionGroup {
-  if (s.status === "ended" || s.status === "error") return "ended";
-  if (s.status === "starting" || s.activity === "working" || s.activity === "waking") {
-    return "working";
-  }
-  return s.activity === "asleep" ? "asleep" : "idle";
-}
 
 /** Sessions sorted for the sidebar: pinned, then by what they do, newest first in each. */
 export const sessionGroups = computed(() => {
@@ -91,6 +50,7 @@ export const sessionOrder = computed(() => {
   return [g.pinned, ...GROUPS.map((k) => g[k])].flat();
 });
 
+/** A runner's name, for a line of text. */
 export function runnerName(id: string): string {
   return runners.value.find((r) => r.id === id)?.name ?? "unknown runner";
 }
@@ -103,6 +63,7 @@ function upsert<T>(list: T[], item: T, key: (t: T) => string): T[] {
   return next;
 }
 
+/** The tab's live socket, feeding the signals above and the open sessions. */
 export const link = new LiveLink({
   runners: (list) => runners.value = list,
   runner: (r) => runners.value = upsert(runners.value, r, (x) => x.id),
@@ -235,6 +196,7 @@ export async function loadMe(): Promise<void> {
   if (me.value) link.connect();
 }
 
+/** Forgets the account in this tab (the relay already ended the sign-in). */
 export function signOutLocally(): void {
   link.close();
   for (const id of [...streams.keys()]) {
@@ -247,6 +209,7 @@ export function signOutLocally(): void {
   });
 }
 
+/** Signs out at the relay, forgets the account here, and goes home. */
 export async function signOut(): Promise<void> {
   await api("/api/auth/sign-out", { method: "POST", body: {} }).catch(() => {});
   signOutLocally();

@@ -1,4 +1,8 @@
-/** Inline stroke icons (24×24, currentColor): no icon font, no external request. */
+/**
+ * Inline stroke icons (24×24, currentColor): no icon font, no external request.
+ *
+ * @module
+ */
 const PATHS = {
   menu: "M4 6h16M4 12h16M4 18h16",
   plus: "M12 5v14M5 12h14",
@@ -25,8 +29,10 @@ const PATHS = {
     "M12 9v4M12 17h.01M10.3 3.9L1.8 18a2 2 0 0 0 1.7 3h17a2 2 0 0 0 1.7-3L13.7 3.9a2 2 0 0 0-3.4 0z",
 } as const;
 
+/** The name of an icon of {@linkcode Icon}. */
 export type IconName = keyof typeof PATHS;
 
+/** An icon; with a label it is an image for screen readers, else hidden from them. */
 export function Icon(
   { name, size = 18, label }: { name: IconName; size?: number; label?: string },
 ) {

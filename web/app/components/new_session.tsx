@@ -1,7 +1,16 @@
-import { useEffect, useRef, useState } from "preact/hooks";
-import type { ModelInfo } from "../../../shared/protocol.ts";
+/**
+ * The new-session form (also the home page on a desktop): runner, folder,
+ * model and a first prompt.
+ *
+ * @module
+ */
+import { useState } from "preact/hooks";
+import type { RunnerInfo } from "../../../shared/protocol.ts";
 import { api } from "../api.ts";
-import { navigate, runnerFilter, runners } from "../store.ts";
+import { modelRef, modelValue } from "../models.ts";
+import { useRecentFolders, useRunnerChoice, useRunnerModels } from "../runner_hooks.ts";
+import { navigate } from "../route.ts";
+import { runnerFilter, runners } from "../store.ts";
 import { Icon } from "./icon.tsx";
 
 /** A prompt past this many characters gets a word about its size; the relay takes 200,000. */
@@ -36,44 +45,13 @@ export function NewSession() {
   const list = runners.value;
   const preferred = list.find((r) => r.id === runnerFilter.value && r.connected) ??
     list.find((r) => r.connected) ?? list[0];
-  const [runnerId, setRunnerId] = useState(preferred?.id ?? "");
+  const [runnerId, setRunnerId] = useRunnerChoice(preferred);
   const [cwd, setCwd] = useState("");
   const [model, setModel] = useState("");
   const [prompt, setPrompt] = useState("");
-  const [models, setModels] = useState<ModelInfo[] | null>(null);
-  const [modelsError, setModelsError] = useState<string | null>(null);
-  const [folders, setFolders] = useState<string[]>([]);
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
-  const promptRef = useRef<HTMLTextAreaElement>(null);
-
-  useEffect(() => {
-    if (!runnerId && preferred) setRunnerId(preferred.id);
-  }, [preferred?.id]);
-
   const runner = list.find((r) => r.id === runnerId);
-  useEffect(() => {
-    setModels(null);
-    setModelsError(null);
-    setFolders([]);
-    if (!runnerId || !runner?.connected) return;
-    let live = true;
-    api<{ models: ModelInfo[]; error?: string }>(`/api/runners/${runnerId}/models`).then(
-      (r) => {
-        if (!live) return;
-        setModels(r.models);
-        if (r.error) setModelsError(`The runner's models.json has a problem: ${r.error}`);
-      },
-      (e) => live && setModelsError(e.message),
-    );
-    api<{ folders: string[] }>(`/api/runners/${runnerId}/recent-folders`).then(
-      (r) => live && setFolders(r.folders),
-      () => {},
-    );
-    return () => {
-      live = false;
-    };
-  }, [runnerId, runner?.connected]);
 
   const note = promptNote(prompt);
   async function start(ev?: Event) {
@@ -81,7 +59,6 @@ export function NewSession() {
     if (!runnerId || note?.blocking) return;
     setBusy(true);
     setError(null);
-    const [provider, ...rest] = model ? model.split("/") : [];
     try {
       const res = await api<{ sessionId: string }>("/api/runners/spawn", {
         method: "POST",
@@ -89,7 +66,7 @@ export function NewSession() {
           runnerId,
           cwd: cwd.trim() || null,
           prompt,
-          model: provider ? { provider, id: rest.join("/") } : null,
+          model: modelRef(model),
         },
       });
       navigate(`/session/${res.sessionId}`);
@@ -100,23 +77,7 @@ export function NewSession() {
     }
   }
 
-  if (list.length === 0) {
-    return (
-      <main class="page narrow" aria-labelledby="new-title">
-        <h1 id="new-title">Start a session</h1>
-        <div class="card empty">
-          <Icon name="server" size={28} />
-          <h2>Connect a runner first</h2>
-          <p>
-            A runner is the machine where agents work. On that machine, run <code>baton setup</code>
-            {" "}
-            then <code>baton runner</code>, or start everything locally with <code>baton up</code>.
-          </p>
-        </div>
-      </main>
-    );
-  }
-
+  if (list.length === 0) return <NoRunner />;
   return (
     <main class="page narrow" aria-labelledby="new-title">
       <h1 id="new-title">Start a session</h1>
@@ -132,50 +93,11 @@ export function NewSession() {
             ))}
           </select>
         </label>
-        <label>
-          Folder
-          <input
-            list="recent-folders"
-            value={cwd}
-            placeholder={runner?.roots[0]
-              ? `${runner.roots[0]} (default)`
-              : "~ (default: home folder)"}
-            spellcheck={false}
-            autocomplete="off"
-            onInput={(e) => setCwd(e.currentTarget.value)}
-          />
-          <datalist id="recent-folders">
-            {folders.map((f) => <option value={f} key={f} />)}
-          </datalist>
-          {runner && runner.roots.length > 0 && (
-            <span class="hint">Allowed: {runner.roots.join(", ")}</span>
-          )}
-        </label>
-        <label>
-          Model
-          <select value={model} onChange={(e) => setModel(e.currentTarget.value)}>
-            <option value="">Runner default</option>
-            {(models ?? []).map((m) => {
-              const v = `${m.provider}/${m.id}`;
-              return (
-                <option value={v} key={v}>
-                  {m.name && m.name !== m.id ? `${m.name} (${v})` : v}
-                </option>
-              );
-            })}
-          </select>
-          {models && models.length === 0 && (
-            <span class="hint warn">
-              This runner has no model configured: set a provider key or add{" "}
-              <code>~/.baton/models.json</code> on it.
-            </span>
-          )}
-          {modelsError && <span class="hint warn">{modelsError}</span>}
-        </label>
+        <FolderField runnerId={runnerId} runner={runner} value={cwd} onChange={setCwd} />
+        <ModelField runnerId={runnerId} value={model} onChange={setModel} />
         <label class="span2">
           Prompt
           <textarea
-            ref={promptRef}
             rows={5}
             value={prompt}
             placeholder="What should the agent do?"
@@ -209,5 +131,90 @@ export function NewSession() {
         </div>
       </form>
     </main>
+  );
+}
+
+/** The page while the account has no runner: what a runner is and how to start one. */
+function NoRunner() {
+  return (
+    <main class="page narrow" aria-labelledby="new-title">
+      <h1 id="new-title">Start a session</h1>
+      <div class="card empty">
+        <Icon name="server" size={28} />
+        <h2>Connect a runner first</h2>
+        <p>
+          A runner is the machine where agents work. On that machine, run <code>baton setup</code>
+          {" "}
+          then <code>baton runner</code>, or start everything locally with <code>baton up</code>.
+        </p>
+      </div>
+    </main>
+  );
+}
+
+/** The folder, with the runner's recent folders as suggestions and its allowed roots. */
+function FolderField(
+  { runnerId, runner, value, onChange }: {
+    runnerId: string;
+    runner: RunnerInfo | undefined;
+    value: string;
+    onChange: (cwd: string) => void;
+  },
+) {
+  const folders = useRecentFolders(runnerId);
+  return (
+    <label>
+      Folder
+      <input
+        list="recent-folders"
+        value={value}
+        placeholder={runner?.roots[0] ? `${runner.roots[0]} (default)` : "~ (default: home folder)"}
+        spellcheck={false}
+        autocomplete="off"
+        onInput={(e) => onChange(e.currentTarget.value)}
+      />
+      <datalist id="recent-folders">
+        {folders.map((f) => <option value={f} key={f} />)}
+      </datalist>
+      {runner && runner.roots.length > 0 && (
+        <span class="hint">Allowed: {runner.roots.join(", ")}</span>
+      )}
+    </label>
+  );
+}
+
+/** The runner's models (by name where they have one), and why there are none. */
+function ModelField(
+  { runnerId, value, onChange }: {
+    runnerId: string;
+    value: string;
+    onChange: (model: string) => void;
+  },
+) {
+  const { models, error, configError } = useRunnerModels(runnerId);
+  const problem = error ??
+    (configError ? `The runner's models.json has a problem: ${configError}` : null);
+  return (
+    <label>
+      Model
+      <select value={value} onChange={(e) => onChange(e.currentTarget.value)}>
+        <option value="">Runner default</option>
+        {(models ?? []).map((m) => {
+          const v = modelValue(m);
+          return (
+            <option value={v} key={v}>
+              {m.name && m.name !== m.id ? `${m.name} (${v})` : v}
+            </option>
+          );
+        })}
+      </select>
+      {models && models.length === 0 && (
+        <span class="hint warn">
+          This runner has no model configured: set a provider key or add{" "}
+          <code>~/.baton/models.json</code> on it.
+        </span>
+      )}
+      {problem && <span class="hint warn">{problem}</span>}
+    </label>
   );
 }

@@ -1,28 +1,24 @@
+/**
+ * The first screen: sign in, create an account, or create the owner account
+ * of a new relay.
+ *
+ * @module
+ */
 import { useEffect, useState } from "preact/hooks";
 import { api } from "../api.ts";
-import { loadMe, navigate, route } from "../store.ts";
+import { navigate, route } from "../route.ts";
+import { loadMe } from "../store.ts";
 
 type Mode = "signin" | "signup" | "owner";
 
 /** The first screen: sign in, or create the owner account on a new relay. */
 export function SignIn() {
-  const [mode, setMode] = useState<Mode | null>(null);
-  const [allowSignup, setAllowSignup] = useState(false);
+  const [mode, setMode, allowSignup] = useSetupMode();
   const [name, setName] = useState("");
   const [email, setEmail] = useState("");
   const [password, setPassword] = useState("");
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
-
-  useEffect(() => {
-    api<{ needsOwner: boolean; allowSignup: boolean }>("/api/setup-status").then(
-      (s) => {
-        setAllowSignup(s.allowSignup);
-        setMode(s.needsOwner ? "owner" : "signin");
-      },
-      () => setMode("signin"),
-    );
-  }, []);
 
   async function submit(ev: Event) {
     ev.preventDefault();
@@ -107,25 +103,54 @@ export function SignIn() {
         <button class="btn primary wide" type="submit" disabled={busy}>
           {busy ? "Please wait…" : creating ? "Create account" : "Sign in"}
         </button>
-        {mode === "signin" && allowSignup && (
-          <button
-            type="button"
-            class="btn link"
-            onClick={() => setMode("signup")}
-          >
-            No account? Create one
-          </button>
-        )}
-        {mode === "signup" && (
-          <button
-            type="button"
-            class="btn link"
-            onClick={() => setMode("signin")}
-          >
-            Have an account? Sign in
-          </button>
-        )}
+        <SwitchMode mode={mode} allowSignup={allowSignup} onMode={setMode} />
       </form>
     </main>
+  );
+}
+
+/**
+ * What the relay asks for first: null while it has not said, "owner" on a
+ * relay with no account yet, else "signin"; and whether anyone may sign up.
+ */
+function useSetupMode(): [mode: Mode | null, setMode: (mode: Mode) => void, allowSignup: boolean] {
+  const [mode, setMode] = useState<Mode | null>(null);
+  const [allowSignup, setAllowSignup] = useState(false);
+  useEffect(() => {
+    api<{ needsOwner: boolean; allowSignup: boolean }>("/api/setup-status").then(
+      (s) => {
+        setAllowSignup(s.allowSignup);
+        setMode(s.needsOwner ? "owner" : "signin");
+      },
+      () => setMode("signin"),
+    );
+  }, []);
+  return [mode, setMode, allowSignup];
+}
+
+/**
+ * The link between signing in and signing up (when the relay lets anyone
+ * sign up); each is its own button, so the one clicked goes away.
+ */
+function SwitchMode(
+  { mode, allowSignup, onMode }: { mode: Mode; allowSignup: boolean; onMode: (m: Mode) => void },
+) {
+  return (
+    <>
+      {mode === "signin" && allowSignup && (
+        <button
+          type="button"
+          class="btn link"
+          onClick={() => onMode("signup")}
+        >
+          No account? Create one
+        </button>
+      )}
+      {mode === "signup" && (
+        <button type="button" class="btn link" onClick={() => onMode("signin")}>
+          Have an account? Sign in
+        </button>
+      )}
+    </>
   );
 }

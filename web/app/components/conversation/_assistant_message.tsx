@@ -1,0 +1,69 @@
+/**
+ * An answer of the agent: its text as Markdown, its thinking and its tool
+ * calls in order, and how it ended.
+ *
+ * @module
+ */
+import { memo } from "preact/compat";
+import { useMemo } from "preact/hooks";
+import type { Item, ToolRun } from "../../../../shared/conversation.ts";
+import { renderMarkdown } from "../../markdown.ts";
+import { Icon } from "../icon.tsx";
+import { ToolCard } from "./_tool_card.tsx";
+
+/** The assistant message `item`; `tools` holds the runs of its tool calls. */
+export function AssistantMessage(
+  { item, tools }: { item: Extract<Item, { kind: "assistant" }>; tools: Record<string, ToolRun> },
+) {
+  const lastText = item.blocks.map((b) => b.type).lastIndexOf("text");
+  return (
+    <article class="msg assistant" aria-label="Agent">
+      {item.blocks.map((b, i) => {
+        if (b.type === "text") {
+          if (!b.text && !item.streaming) return null;
+          return <Markdown key={i} text={b.text} streaming={item.streaming && i === lastText} />;
+        }
+        if (b.type === "thinking") {
+          return (
+            <details key={i} class="thinking" open={item.streaming && i === item.blocks.length - 1}>
+              <summary>Thinking</summary>
+              <div class="thinking-text">{b.text}</div>
+            </details>
+          );
+        }
+        return <ToolCard key={b.id || i} call={b} run={tools[b.id]} />;
+      })}
+      {item.streaming && item.blocks.length === 0 && <Typing label="The agent is answering" />}
+      {item.error && item.stopReason !== "aborted" && (
+        <p class="error" role="alert">
+          <Icon name="alert" size={14} /> {item.error}
+        </p>
+      )}
+      {item.stopReason === "aborted" && <p class="notice info">Stopped</p>}
+      {item.interrupted && <p class="notice info">Interrupted by a runner restart</p>}
+    </article>
+  );
+}
+
+/** Three dots that say the agent is at work. */
+export function Typing({ label }: { label: string }) {
+  return (
+    <p class="typing" aria-label={label}>
+      <span />
+      <span />
+      <span />
+    </p>
+  );
+}
+
+/** Agent text as sanitised HTML, parsed again only when the text changes. */
+const Markdown = memo(function Markdown({ text, streaming }: { text: string; streaming: boolean }) {
+  const html = useMemo(() => renderMarkdown(text), [text]);
+  return (
+    <div
+      class={`md ${streaming ? "streaming" : ""}`}
+      // Sanitised by DOMPurify in renderMarkdown.
+      dangerouslySetInnerHTML={{ __html: html }}
+    />
+  );
+});

@@ -1,0 +1,78 @@
+/**
+ * The triggers panel beside a session's conversation.
+ *
+ * @module
+ */
+import { useEffect, useState } from "preact/hooks";
+import { api } from "../../api.ts";
+import { Icon } from "../icon.tsx";
+import { History, type HistoryEntry } from "./_trigger_history.tsx";
+import { type Subscription, Subscriptions, type TriggerDef } from "./_trigger_subscriptions.tsx";
+
+/** A session's trigger history (with the agent's answers) and its subscriptions. */
+export function SessionTriggers(
+  { id, onClose, version }: { id: string; onClose: () => void; version: number },
+) {
+  const [tab, setTab] = useState<"history" | "subscriptions">("history");
+  const [history, setHistory] = useState<HistoryEntry[] | null>(null);
+  const [subs, setSubs] = useState<Subscription[] | null>(null);
+  const [defs, setDefs] = useState<TriggerDef[]>([]);
+  const [error, setError] = useState<string | null>(null);
+
+  const load = () => {
+    setError(null);
+    Promise.all([
+      api<{ triggers: HistoryEntry[] }>(`/api/sessions/${id}/triggers?limit=100`),
+      api<{ subscriptions: Subscription[] }>(`/api/sessions/${id}/trigger-subscriptions`),
+      api<{ triggerDefs: TriggerDef[] }>(`/api/sessions/${id}/available-triggers`),
+    ]).then(([h, s, d]) => {
+      setHistory(h.triggers);
+      setSubs(s.subscriptions);
+      setDefs(d.triggerDefs);
+    }, (e) => setError(e.message));
+  };
+  // Reload when the conversation shows a new trigger or answer.
+  useEffect(load, [id, version]);
+
+  return (
+    <aside class="side-panel" aria-labelledby="triggers-title">
+      <div class="panel-head">
+        <h2 id="triggers-title">
+          <Icon name="bolt" /> Triggers
+        </h2>
+        <button
+          type="button"
+          class="icon-btn"
+          aria-label="Close the triggers panel"
+          onClick={onClose}
+        >
+          <Icon name="x" />
+        </button>
+      </div>
+      <div class="tabs" role="tablist">
+        <button
+          type="button"
+          role="tab"
+          aria-selected={tab === "history"}
+          class={tab === "history" ? "on" : ""}
+          onClick={() => setTab("history")}
+        >
+          History{history ? ` (${history.length})` : ""}
+        </button>
+        <button
+          type="button"
+          role="tab"
+          aria-selected={tab === "subscriptions"}
+          class={tab === "subscriptions" ? "on" : ""}
+          onClick={() => setTab("subscriptions")}
+        >
+          Subscriptions{subs ? ` (${subs.length})` : ""}
+        </button>
+      </div>
+      {error && <p class="error" role="alert">{error}</p>}
+      {tab === "history"
+        ? <History id={id} list={history} reload={load} />
+        : <Subscriptions id={id} list={subs} defs={defs} reload={load} />}
+    </aside>
+  );
+}

@@ -1,0 +1,103 @@
+/**
+ * The heart of the app: one session's header, live conversation, triggers
+ * panel and composer.
+ *
+ * @module
+ */
+import { useCallback, useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
+import type { Conversation } from "../../../../shared/conversation.ts";
+import { link, openSession } from "../../store.ts";
+import { ConversationView } from "../conversation/conversation.tsx";
+import { Icon } from "../icon.tsx";
+import { Composer } from "./_composer.tsx";
+import { SessionHeader } from "./_session_header.tsx";
+import { SessionTriggers } from "./_triggers_panel.tsx";
+
+/** Session `id`, or a word that there is none the account may see. */
+export function SessionView({ id }: { id: string }) {
+  const open = openSession(id);
+  const info = open.info.value;
+  const conv = open.conv.value;
+  const { scroller, stuck, setStuck } = useFollow(id, conv);
+  const [panel, setPanel] = useState(false);
+  const ended = info?.status === "ended" || info?.status === "error";
+  const working = conv.working;
+  // A prompt the agent lost in a runner restart goes again as a new message
+  // (queued after the current turn while it works).
+  const resend = useCallback(
+    (text: string) => link.input(id, working ? "followUp" : "prompt", text).catch(() => {}),
+    [id, working],
+  );
+
+  if (open.error.value && !info) return <SessionNotFound />;
+  return (
+    <main class="session" aria-labelledby="session-title">
+      <SessionHeader
+        id={id}
+        info={info}
+        conv={conv}
+        ended={ended}
+        panel={panel}
+        onTogglePanel={() => setPanel(!panel)}
+      />
+      <div class="session-body">
+        <div
+          class="scroller"
+          ref={scroller}
+          onScroll={(e) => {
+            const el = e.currentTarget;
+            setStuck(el.scrollHeight - el.scrollTop - el.clientHeight < 40);
+          }}
+        >
+          {!open.caughtUp.value && conv.items.length === 0 && (
+            <p class="muted pad" aria-busy="true">Loading the conversation…</p>
+          )}
+          {open.caughtUp.value && conv.items.length === 0 && !conv.working && (
+            <p class="muted pad">Nothing here yet. Send the agent a message below.</p>
+          )}
+          <ConversationView conv={conv} resend={ended ? null : resend} />
+        </div>
+        {panel && (
+          <SessionTriggers
+            id={id}
+            version={conv.items.length}
+            onClose={() => setPanel(false)}
+          />
+        )}
+      </div>
+      {!stuck && (
+        <button type="button" class="btn jump" onClick={() => setStuck(true)}>
+          Jump to latest
+        </button>
+      )}
+      <Composer id={id} working={conv.working} ended={ended} queue={conv.queue} />
+    </main>
+  );
+}
+
+/**
+ * Follows the stream while the reader is at the bottom (`stuck`), and stops
+ * when they scroll up; another session starts at the bottom.
+ */
+function useFollow(id: string, conv: Conversation) {
+  const scroller = useRef<HTMLDivElement>(null);
+  const [stuck, setStuck] = useState(true);
+  useLayoutEffect(() => {
+    const el = scroller.current;
+    if (el && stuck) el.scrollTop = el.scrollHeight;
+  }, [conv, stuck]);
+  useEffect(() => setStuck(true), [id]);
+  return { scroller, stuck, setStuck };
+}
+
+function SessionNotFound() {
+  return (
+    <main class="page narrow">
+      <div class="card empty">
+        <Icon name="alert" size={28} />
+        <h1>Session not found</h1>
+        <p>It does not exist, or it belongs to another account.</p>
+      </div>
+    </main>
+  );
+}

@@ -1,0 +1,203 @@
+/**
+ * The API keys and runner tokens card: create one (its value shown once),
+ * list them, revoke with an undo window.
+ *
+ * @module
+ */
+import { useEffect, useState } from "preact/hooks";
+import { api } from "../../api.ts";
+import { ago } from "../../format.ts";
+import { Icon } from "../icon.tsx";
+import { CopyButton, UndoableAction } from "../widgets.tsx";
+
+interface KeyRow {
+  id: string;
+  name: string;
+  kind: "api" | "runner";
+  prefix: string;
+  createdAt: string;
+  lastUsedAt: string | null;
+  expiresAt: string | null;
+  expired: boolean;
+}
+
+/** A key as the answer that created it holds it: the full value, this once. */
+interface CreatedKey {
+  key: string;
+  name: string;
+  kind: string;
+}
+
+/** Creates, lists and revokes the account's keys. */
+export function Keys() {
+  const [keys, setKeys] = useState<KeyRow[] | null>(null);
+  const [created, setCreated] = useState<CreatedKey | null>(null);
+  const [error, setError] = useState<string | null>(null);
+
+  const load = () =>
+    api<{ keys: KeyRow[] }>("/api/keys").then((r) => setKeys(r.keys), (e) => setError(e.message));
+  useEffect(() => {
+    load();
+  }, []);
+
+  return (
+    <section class="card" aria-labelledby="keys-title">
+      <h2 id="keys-title">
+        <Icon name="key" /> API keys and runner tokens
+      </h2>
+      <p class="muted">
+        A runner token lets a machine connect as a runner; an API key lets scripts and the CLI use
+        the API. Both act as you. The full value is shown once.
+      </p>
+      {created && <NewKey created={created} onDone={() => setCreated(null)} />}
+      <KeyForm
+        onCreated={(key) => {
+          setCreated(key);
+          load();
+        }}
+        onError={setError}
+      />
+      {error && <p class="error" role="alert">{error}</p>}
+      {keys === null
+        ? <p class="muted">Loading…</p>
+        : keys.length === 0
+        ? <p class="muted">No keys yet.</p>
+        : <KeyTable keys={keys} onRevoked={load} />}
+    </section>
+  );
+}
+
+/** A created key's value, to copy now, and for a runner token the line that uses it. */
+function NewKey({ created, onDone }: { created: CreatedKey; onDone: () => void }) {
+  return (
+    <div class="new-key" role="status">
+      <p>
+        <strong>{created.name}</strong> was created. Copy it now: it will not be shown again.
+      </p>
+      <div class="key-row">
+        <code id="new-key-value" class="key-value">{created.key}</code>
+        <CopyButton text={created.key} />
+      </div>
+      {created.kind === "runner" && (
+        <p class="hint">
+          On the runner machine:{" "}
+          <code>
+            BATON_RELAY_URL={location.origin} BATON_API_KEY={created.key} baton runner
+          </code>
+        </p>
+      )}
+      <button type="button" class="btn link small" onClick={onDone}>
+        Done
+      </button>
+    </div>
+  );
+}
+
+/** Kind, name and expiry of a new key; a runner token's name starts with "runner-". */
+function KeyForm(
+  { onCreated, onError }: {
+    onCreated: (key: CreatedKey) => void;
+    onError: (message: string | null) => void;
+  },
+) {
+  const [name, setName] = useState("");
+  const [kind, setKind] = useState<"api" | "runner">("runner");
+  const [expiry, setExpiry] = useState("");
+
+  async function create(ev: Event) {
+    ev.preventDefault();
+    onError(null);
+    const base = name.trim() || (kind === "runner" ? "laptop" : "cli");
+    const fullName = kind === "runner" && !/^runner([:-]|$)/.test(base) ? `runner-${base}` : base;
+    try {
+      const res = await api<CreatedKey>("/api/keys", {
+        method: "POST",
+        body: { name: fullName, ...(expiry ? { expiresInDays: Number(expiry) } : {}) },
+      });
+      setName("");
+      onCreated(res);
+    } catch (err) {
+      onError((err as Error).message);
+    }
+  }
+
+  return (
+    <form class="key-form" onSubmit={create}>
+      <label>
+        Kind
+        <select value={kind} onChange={(e) => setKind(e.currentTarget.value as "api" | "runner")}>
+          <option value="runner">Runner token</option>
+          <option value="api">API key</option>
+        </select>
+      </label>
+      <label>
+        Name
+        <input
+          value={name}
+          maxLength={90}
+          placeholder={kind === "runner" ? "laptop" : "cli"}
+          onInput={(e) => setName(e.currentTarget.value)}
+        />
+      </label>
+      <label>
+        Expires
+        <select value={expiry} onChange={(e) => setExpiry(e.currentTarget.value)}>
+          <option value="">Never</option>
+          <option value="30">In 30 days</option>
+          <option value="90">In 90 days</option>
+          <option value="365">In a year</option>
+        </select>
+      </label>
+      <button class="btn primary" type="submit">Create</button>
+    </form>
+  );
+}
+
+function KeyTable({ keys, onRevoked }: { keys: KeyRow[]; onRevoked: () => void }) {
+  return (
+    <table class="keys">
+      <thead>
+        <tr>
+          <th scope="col">Name</th>
+          <th scope="col">Key</th>
+          <th scope="col">Last used</th>
+          <th scope="col">Expires</th>
+          <th scope="col">
+            <span class="sr-only">Actions</span>
+          </th>
+        </tr>
+      </thead>
+      <tbody>
+        {keys.map((k) => (
+          <tr key={k.id}>
+            <td>
+              {k.name} <span class="badge">{k.kind === "runner" ? "runner" : "api"}</span>
+            </td>
+            <td>
+              <code>{k.prefix}…</code>
+            </td>
+            <td>{k.lastUsedAt ? ago(k.lastUsedAt) : "never"}</td>
+            <td class={k.expired ? "error-text" : ""}>
+              {k.expired
+                ? "expired"
+                : k.expiresAt
+                ? new Date(k.expiresAt).toLocaleDateString()
+                : "never"}
+            </td>
+            <td class="right">
+              <UndoableAction
+                label="Revoke"
+                doneLabel="Revoked"
+                describe={`Revoking ${k.name}`}
+                onConfirm={async () => {
+                  await api(`/api/keys/${k.id}`, { method: "DELETE" });
+                  onRevoked();
+                }}
+              />
+            </td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}

@@ -1,0 +1,41 @@
+/**
+ * The page on screen, from the address bar, and moving between pages
+ * without a reload. The relay serves the app at each of these paths
+ * (PAGES in web/mod.ts).
+ *
+ * @module
+ */
+import { signal } from "@preact/signals";
+
+/** A page of the app. */
+export type Route =
+  | { page: "home" }
+  | { page: "new" }
+  | { page: "session"; id: string }
+  | { page: "settings" }
+  | { page: "automations" }
+  /** An address the app has no page for (the relay serves the app for any page a browser opens). */
+  | { page: "missing"; path: string };
+
+function parseRoute(path: string): Route {
+  const m = path.match(/^\/session\/([A-Za-z0-9_-]{1,64})\/?$/);
+  if (m) return { page: "session", id: m[1]! };
+  if (path === "/settings") return { page: "settings" };
+  if (path === "/automations") return { page: "automations" };
+  if (path === "/new") return { page: "new" };
+  if (path === "/" || path === "") return { page: "home" };
+  return { page: "missing", path };
+}
+
+/** The page on screen. */
+export const route = signal<Route>(parseRoute(location.pathname));
+
+/** Moves to `path` in the app (History API, no reload). */
+export function navigate(path: string, replace = false): void {
+  if (path !== location.pathname) {
+    if (replace) history.replaceState(null, "", path);
+    else history.pushState(null, "", path);
+  }
+  route.value = parseRoute(path);
+}
+addEventListener("popstate", () => route.value = parseRoute(location.pathname));
