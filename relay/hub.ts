@@ -1,4 +1,5 @@
 import {
+  CloseCode,
   type DeliveredTrigger,
   type EventsMessage,
   type InputKind,
@@ -201,7 +202,7 @@ export class Hub {
     ended: string[];
   } {
     const old = this.#links.get(link.runnerId);
-    if (old && old !== link) old.close(4009, "Replaced by a newer connection");
+    if (old && old !== link) old.close(CloseCode.replaced, "Replaced by a newer connection");
     this.#links.set(link.runnerId, link);
 
     const acked: Record<string, number> = {};
@@ -587,7 +588,10 @@ export class Hub {
       live.receivedSeq = live.lastSeq;
       const rec = this.store.sessions.get(live.id);
       if (rec) live.view = { status: rec.status, title: rec.title };
-      this.#links.get(live.runnerId)?.close(1011, "Relay failed to store events");
+      this.#links.get(live.runnerId)?.close(
+        CloseCode.internalError,
+        "Relay failed to store events",
+      );
     }
   }
 
@@ -911,10 +915,12 @@ export class Hub {
   /** Closes every socket opened with a key that was just revoked. */
   revokeKey(keyId: string): void {
     for (const link of [...this.#links.values()]) {
-      if (link.keyId === keyId) link.close(4401, "API key revoked");
+      if (link.keyId === keyId) link.close(CloseCode.revoked, "API key revoked");
     }
     for (const set of this.#viewersByUser.values()) {
-      for (const v of [...set]) if (v.principal.keyId === keyId) v.close(4401, "API key revoked");
+      for (const v of [...set]) {
+        if (v.principal.keyId === keyId) v.close(CloseCode.revoked, "API key revoked");
+      }
     }
   }
 
@@ -935,7 +941,7 @@ export class Hub {
     for (const link of [...this.#links.values()]) {
       if (link.keyId === null || (userId !== undefined && link.userId !== userId)) continue;
       if (!holds({ via: "key", keyId: link.keyId, authSessionId: null })) {
-        link.close(4401, "API key expired or revoked");
+        link.close(CloseCode.revoked, "API key expired or revoked");
       }
     }
     const sets = userId === undefined
@@ -945,7 +951,7 @@ export class Hub {
       for (const v of [...set]) {
         if (holds(v.principal)) continue;
         v.close(
-          4401,
+          CloseCode.revoked,
           v.principal.via === "cookie"
             ? "Signed out or session expired"
             : "API key expired or revoked",
@@ -966,9 +972,11 @@ export class Hub {
     this.#storeLastSeqs(this.#live.values());
     for (const t of this.#timers) clearInterval(t);
     if (this.#lagTimer !== null) clearTimeout(this.#lagTimer);
-    for (const link of [...this.#links.values()]) link.close(1001, "Relay shutting down");
+    for (const link of [...this.#links.values()]) {
+      link.close(CloseCode.goingAway, "Relay shutting down");
+    }
     for (const set of this.#viewersByUser.values()) {
-      for (const v of [...set]) v.close(1001, "Relay shutting down");
+      for (const v of [...set]) v.close(CloseCode.goingAway, "Relay shutting down");
     }
   }
 }

@@ -1,4 +1,5 @@
 import {
+  CloseCode,
   type ControlResponse,
   type EventsMessage,
   MAX_WS_MESSAGE_BYTES,
@@ -124,7 +125,7 @@ export function acceptRunnerSocket(socket: WebSocket, options: AcceptRunnerOptio
   let link: RunnerLink | null = null;
   let greeting = false;
   const helloTimer = setTimeout(() => {
-    if (!link) reject(4400, "hello_timeout", "No hello within 10 s");
+    if (!link) reject(CloseCode.badHello, "hello_timeout", "No hello within 10 s");
   }, HELLO_TIMEOUT_MS);
 
   function reject(code: number, errCode: string, message: string): void {
@@ -138,24 +139,28 @@ export function acceptRunnerSocket(socket: WebSocket, options: AcceptRunnerOptio
   }
 
   async function onHello(hello: Partial<RunnerHello>): Promise<void> {
-    if (hello.t !== "hello") return reject(4400, "bad_hello", "First message must be a hello");
+    if (hello.t !== "hello") {
+      return reject(CloseCode.badHello, "bad_hello", "First message must be a hello");
+    }
     if (hello.v !== PROTOCOL_VERSION) {
       return reject(
-        4400,
+        CloseCode.badHello,
         "protocol_version",
         `Unsupported protocol version: ${hello.v} (relay speaks ${PROTOCOL_VERSION})`,
       );
     }
     if (typeof hello.runnerId !== "string" || !RUNNER_ID.test(hello.runnerId)) {
-      return reject(4400, "bad_hello", "Invalid runnerId");
+      return reject(CloseCode.badHello, "bad_hello", "Invalid runnerId");
     }
     const principal = typeof hello.apiKey === "string"
       ? await options.principalFromKey(hello.apiKey)
       : null;
-    if (!principal) return reject(4001, "unauthorized", "Invalid or revoked API key");
+    if (!principal) {
+      return reject(CloseCode.unauthorized, "unauthorized", "Invalid or revoked API key");
+    }
     const existing = hub.store.runners.get(hello.runnerId);
     if (existing && existing.userId !== principal.userId) {
-      return reject(4003, "forbidden", "This runner id belongs to another account");
+      return reject(CloseCode.forbidden, "forbidden", "This runner id belongs to another account");
     }
     if (socket.readyState !== WebSocket.OPEN) return;
     clearTimeout(helloTimer);
@@ -184,11 +189,13 @@ export function acceptRunnerSocket(socket: WebSocket, options: AcceptRunnerOptio
 
   socket.onmessage = (ev) => {
     if (typeof ev.data !== "string") {
-      return link ? link.close(1003, "Binary frames are not used on this channel") : undefined;
+      return link
+        ? link.close(CloseCode.unsupportedData, "Binary frames are not used on this channel")
+        : undefined;
     }
     if (ev.data.length > MAX_WS_MESSAGE_BYTES) {
-      if (link) link.close(1009, "Message too big");
-      else reject(1009, "too_big", "Message too big");
+      if (link) link.close(CloseCode.tooBig, "Message too big");
+      else reject(CloseCode.tooBig, "too_big", "Message too big");
       return;
     }
     let msg: { t?: unknown; [k: string]: unknown };
@@ -196,7 +203,7 @@ export function acceptRunnerSocket(socket: WebSocket, options: AcceptRunnerOptio
       msg = JSON.parse(ev.data);
       if (typeof msg !== "object" || msg === null || Array.isArray(msg)) throw new Error();
     } catch {
-      if (!link) return reject(4400, "bad_hello", "Hello is not a JSON object");
+      if (!link) return reject(CloseCode.badHello, "bad_hello", "Hello is not a JSON object");
       link.send({ t: "error", code: "bad_json", message: "Message is not a JSON object" });
       return;
     }
@@ -205,7 +212,7 @@ export function acceptRunnerSocket(socket: WebSocket, options: AcceptRunnerOptio
       greeting = true;
       onHello(msg as Partial<RunnerHello>).catch((err) => {
         hub.log(`runner hello failed: ${err}`);
-        reject(1011, "internal", "Relay failed to accept the runner");
+        reject(CloseCode.internalError, "internal", "Relay failed to accept the runner");
       }).finally(() => {
         greeting = false;
       });

@@ -1,4 +1,5 @@
 import {
+  CloseCode,
   INPUT_KINDS,
   type InputKind,
   MAX_WS_MESSAGE_BYTES,
@@ -41,7 +42,7 @@ export class Viewer {
   send(msg: RelayToViewer): void {
     if (!this.closed && this.socket.bufferedAmount > VIEWER_MAX_UNREAD) {
       this.closed = true;
-      this.close(4429, "Too slow: more than 8 MB unread");
+      this.close(CloseCode.tooSlow, "Too slow: more than 8 MB unread");
       this.onDropped(this);
       return;
     }
@@ -95,11 +96,11 @@ export function acceptViewerSocket(socket: WebSocket, options: AcceptViewerOptio
 
   socket.onopen = () => {
     if (options.principal && !options.principalLive(options.principal)) {
-      socket.close(4401, "Signed out or key revoked");
+      socket.close(CloseCode.revoked, "Signed out or key revoked");
     } else if (options.principal) start(options.principal);
     else {
       authTimer = setTimeout(() => {
-        if (!viewer) socket.close(4001, "Not authenticated");
+        if (!viewer) socket.close(CloseCode.unauthorized, "Not authenticated");
       }, AUTH_TIMEOUT_MS);
     }
   };
@@ -110,7 +111,7 @@ export function acceptViewerSocket(socket: WebSocket, options: AcceptViewerOptio
       typeof ev.data !== "string" ||
       ev.data.length > Math.min(MAX_VIEWER_MESSAGE, MAX_WS_MESSAGE_BYTES)
     ) {
-      socket.close(1009, "Message too big or binary");
+      socket.close(CloseCode.tooBig, "Message too big or binary");
       return;
     }
     let msg: Record<string, unknown>;
@@ -125,7 +126,7 @@ export function acceptViewerSocket(socket: WebSocket, options: AcceptViewerOptio
       if (authenticating) return;
       if (msg.t !== "auth" || typeof msg.apiKey !== "string") {
         sendError(socket, "unauthorized", "Authenticate first: {t:'auth', apiKey}");
-        socket.close(4001, "Not authenticated");
+        socket.close(CloseCode.unauthorized, "Not authenticated");
         return;
       }
       authenticating = true;
@@ -134,11 +135,11 @@ export function acceptViewerSocket(socket: WebSocket, options: AcceptViewerOptio
         if (socket.readyState !== WebSocket.OPEN) return;
         if (!p) {
           sendError(socket, "unauthorized", "Invalid or revoked API key");
-          socket.close(4001, "Invalid API key");
+          socket.close(CloseCode.unauthorized, "Invalid API key");
           return;
         }
         start(p);
-      }, () => socket.close(1011, "Authentication failed"));
+      }, () => socket.close(CloseCode.internalError, "Authentication failed"));
       return;
     }
     if (!viewer.closed) handle(hub, viewer, msg);
