@@ -6,14 +6,17 @@ import { join } from "node:path";
 import { RUNNER_WS_PATH, VIEWER_WS_PATH } from "../shared/protocol.ts";
 import { CLIENT_IP_HEADER, createAuth, type Principal } from "./auth.ts";
 import { type Database, openDatabase, startCheckpointer } from "./db.ts";
-import { errorResponse, HttpError } from "./errors.ts";
+import { RelayError } from "./errors.ts";
 import {
   clientIp,
+  errorResponse,
+  HttpError,
   MAX_JSON_BODY,
   prefersHtml,
   readBody,
   readJson,
   type RelayEnv,
+  relayErrorResponse,
 } from "./_http.ts";
 import { Hub } from "./hub.ts";
 import { RateLimiter } from "./rate_limit.ts";
@@ -162,6 +165,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   const app = new Hono<RelayEnv>();
 
   app.onError((err, c) => {
+    if (err instanceof RelayError) return relayErrorResponse(c, err);
     if (err instanceof HttpError) {
       return errorResponse(c, err.status, err.code, err.message, err.headers);
     }

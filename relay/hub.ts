@@ -16,7 +16,7 @@ import {
   type TriggerRequest,
 } from "../shared/protocol.ts";
 import { setImmediate } from "node:timers";
-import { HttpError, notFound } from "./errors.ts";
+import { notFound, offline, rejected, sessionEnded } from "./errors.ts";
 import { EventRing } from "./session_log.ts";
 import type { SessionPatch, SessionRecord, Store, StoredEvent } from "./store/mod.ts";
 import { type CommitEvents, inlineCommit } from "./store/event_writer.ts";
@@ -258,7 +258,7 @@ export class Hub {
   connectedRunner(userId: string, runnerId: string): RunnerLink {
     if (!this.store.runners.getOwned(userId, runnerId)) throw notFound("Runner");
     const link = this.#links.get(runnerId);
-    if (!link) throw new HttpError(503, "runner_offline", "Runner is not connected");
+    if (!link) throw offline();
     return link;
   }
 
@@ -391,11 +391,9 @@ export class Hub {
     trigger: DeliveredTrigger,
     instruction?: string,
   ): Promise<void> {
-    if (s.status === "ended" || s.status === "error") {
-      throw new HttpError(409, "session_ended", "Session has ended");
-    }
+    if (s.status === "ended" || s.status === "error") throw sessionEnded();
     const link = this.#links.get(s.runnerId);
-    if (!link) throw new HttpError(503, "runner_offline", "Runner is not connected");
+    if (!link) throw offline();
     const req: TriggerRequest = {
       sessionId: s.sessionId,
       trigger,
@@ -408,11 +406,9 @@ export class Hub {
   async input(userId: string, sessionId: string, kind: InputKind, text: string): Promise<void> {
     const s = this.store.sessions.getOwned(userId, sessionId);
     if (!s) throw notFound("Session");
-    if (s.status === "ended" || s.status === "error") {
-      throw new HttpError(409, "session_ended", "Session has ended");
-    }
+    if (s.status === "ended" || s.status === "error") throw sessionEnded();
     const link = this.#links.get(s.runnerId);
-    if (!link) throw new HttpError(503, "runner_offline", "Runner is not connected");
+    if (!link) throw offline();
     await link.request("input", { sessionId, kind, text }, 30_000);
   }
 
@@ -1053,8 +1049,8 @@ function statePatch(
 }
 
 /** A runner answered something that is not the protocol's shape. */
-function badRunnerAnswer(op: string): HttpError {
-  return new HttpError(502, "bad_runner_answer", `Runner sent an invalid answer to '${op}'`);
+function badRunnerAnswer(op: string) {
+  return rejected("bad_runner_answer", `Runner sent an invalid answer to '${op}'`);
 }
 
 function isModelInfo(v: unknown): v is ModelInfo {

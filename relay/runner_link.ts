@@ -8,7 +8,7 @@ import {
   type WireError,
 } from "../shared/protocol.ts";
 import type { Principal } from "./auth.ts";
-import { HttpError } from "./errors.ts";
+import { type ErrorKind, offline, RelayError, timeout } from "./errors.ts";
 import { type Hub, invalidEvents } from "./hub.ts";
 import type { Triggers } from "./triggers.ts";
 
@@ -43,16 +43,14 @@ export class RunnerLink {
     this.socket.send(JSON.stringify(msg));
   }
 
-  /** Sends a request and resolves with the runner's answer; rejects with an HttpError. */
+  /** Sends a request and resolves with the runner's answer; rejects with a RelayError. */
   request(op: string, data: unknown, timeoutMs: number): Promise<unknown> {
-    if (this.#closed) {
-      return Promise.reject(new HttpError(503, "runner_offline", "Runner is not connected"));
-    }
+    if (this.#closed) return Promise.reject(offline());
     const id = this.#nextId++;
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.#pending.delete(id);
-        reject(new HttpError(504, "runner_timeout", `Runner did not answer '${op}' in time`));
+        reject(timeout("runner_timeout", `Runner did not answer '${op}' in time`));
       }, timeoutMs);
       this.#pending.set(id, { resolve, reject, timer });
       this.send({ t: "req", id, op, data });
@@ -74,7 +72,7 @@ export class RunnerLink {
     this.#closed = true;
     for (const p of this.#pending.values()) {
       clearTimeout(p.timer);
-      p.reject(new HttpError(502, "runner_unreachable", "Runner disconnected"));
+      p.reject(new RelayError("unreachable", "runner_unreachable", "Runner disconnected"));
     }
     this.#pending.clear();
   }
@@ -89,22 +87,29 @@ export class RunnerLink {
   }
 }
 
-/** Maps an error the runner reported to an HTTP status the caller understands. */
-function runnerError(e: WireError | undefined): HttpError {
+/** What a runner's error code means to the relay's callers (any other code: it failed). */
+const RUNNER_ERROR_KINDS: Record<string, ErrorKind> = {
+  cwd_outside_roots: "invalid",
+  bad_request: "invalid",
+  cwd_not_found: "invalid",
+  unknown_model: "invalid",
+  not_found: "not_found",
+  busy: "conflict",
+  session_ended: "conflict",
+  not_ready: "conflict",
+  not_queued: "conflict",
+  runner_timeout: "timeout",
+};
+
+/** The RelayError for an error the runner reported, keeping its code and message. */
+function runnerError(e: WireError | undefined): RelayError {
   const code = typeof e?.code === "string" ? e.code : "runner_error";
   const message = typeof e?.message === "string" ? e.message : "Runner failed the request";
-  const status = code === "cwd_outside_roots" || code === "bad_request" ||
-      code === "cwd_not_found" || code === "unknown_model"
-    ? 400
-    : code === "not_found"
-    ? 404
-    : code === "busy" || code === "session_ended" || code === "not_ready" ||
-        code === "not_queued"
-    ? 409
-    : code === "runner_timeout"
-    ? 504
-    : 502;
-  return new HttpError(status, code, message);
+  return new RelayError(
+    Object.hasOwn(RUNNER_ERROR_KINDS, code) ? RUNNER_ERROR_KINDS[code]! : "rejected",
+    code,
+    message,
+  );
 }
 
 /** Options of {@linkcode acceptRunnerSocket}. */
@@ -252,7 +257,7 @@ export function acceptRunnerSocket(socket: WebSocket, options: AcceptRunnerOptio
           .then(
             (result) => from.send({ t: "result", id, ok: true, data: result ?? {} }),
             (err) => {
-              const e = err instanceof HttpError ? err : null;
+              const e = err instanceof RelayError ? err : null;
               if (!e) hub.log(`runner call '${String(msg.op)}' failed: ${err}`);
               from.send({
                 t: "result",

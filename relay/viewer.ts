@@ -7,7 +7,7 @@ import {
   type RelayToViewer,
 } from "../shared/protocol.ts";
 import type { Principal } from "./auth.ts";
-import { HttpError } from "./errors.ts";
+import { invalid, RelayError } from "./errors.ts";
 import type { Hub, Subscription } from "./hub.ts";
 
 /** Largest message a viewer may send (inputs carry prompts). */
@@ -161,15 +161,23 @@ function sendError(socket: WebSocket, code: string, message: string): void {
   }
 }
 
+/**
+ * The error frame for what a viewer's message failed with: a RelayError's
+ * code and message, anything else `internal` (and logged). The one place
+ * the viewer socket turns errors into frames.
+ */
+function errorFrame(hub: Hub, err: unknown): { code: string; message: string } {
+  if (err instanceof RelayError) return { code: err.code, message: err.message };
+  hub.log(`viewer message failed: ${err}`);
+  return { code: "internal", message: "Internal error" };
+}
+
 function handle(hub: Hub, v: Viewer, msg: Record<string, unknown>): void {
   const sessionId = typeof msg.sessionId === "string" ? msg.sessionId : undefined;
   const fail = (err: unknown, id?: string) => {
-    const e = err instanceof HttpError ? err : new HttpError(500, "internal", "Internal error");
-    if (!(err instanceof HttpError)) hub.log(`viewer message failed: ${err}`);
     v.send({
       t: "error",
-      code: e.code,
-      message: e.message,
+      ...errorFrame(hub, err),
       ...(id !== undefined ? { id } : {}),
       ...(sessionId !== undefined ? { sessionId } : {}),
     });
@@ -177,10 +185,10 @@ function handle(hub: Hub, v: Viewer, msg: Record<string, unknown>): void {
   try {
     switch (msg.t) {
       case "subscribe": {
-        if (!sessionId) throw new HttpError(400, "bad_request", "sessionId is required");
+        if (!sessionId) throw invalid("sessionId is required");
         const since = msg.since ?? 0;
         if (typeof since !== "number" || !Number.isSafeInteger(since) || since < 0) {
-          throw new HttpError(400, "bad_request", "since must be a non-negative integer");
+          throw invalid("since must be a non-negative integer");
         }
         hub.subscribe(v, sessionId, since);
         return;
@@ -192,13 +200,10 @@ function handle(hub: Hub, v: Viewer, msg: Record<string, unknown>): void {
       }
       case "input": {
         const id = typeof msg.id === "string" ? msg.id.slice(0, 100) : undefined;
-        if (!sessionId) return fail(new HttpError(400, "bad_request", "sessionId is required"), id);
+        if (!sessionId) return fail(invalid("sessionId is required"), id);
         const kind = msg.kind as InputKind;
         if (!INPUT_KINDS.includes(kind)) {
-          return fail(
-            new HttpError(400, "bad_request", `kind must be one of: ${INPUT_KINDS.join(", ")}`),
-            id,
-          );
+          return fail(invalid(`kind must be one of: ${INPUT_KINDS.join(", ")}`), id);
         }
         const text = typeof msg.text === "string" ? msg.text : "";
         hub.input(v.principal.userId, sessionId, kind, text).then(
@@ -223,11 +228,7 @@ function handle(hub: Hub, v: Viewer, msg: Record<string, unknown>): void {
       case "auth":
         return;
       default:
-        throw new HttpError(
-          400,
-          "unknown_type",
-          `Unknown message type: '${String(msg.t).slice(0, 40)}'`,
-        );
+        throw invalid(`Unknown message type: '${String(msg.t).slice(0, 40)}'`, "unknown_type");
     }
   } catch (err) {
     fail(err);
