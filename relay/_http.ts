@@ -1,7 +1,43 @@
 import type { Context } from "hono";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { z } from "zod";
-import { HttpError } from "./errors.ts";
 import type { Principal } from "./auth.ts";
+import { httpErrorOf, type RelayError } from "./errors.ts";
+
+/**
+ * An error of the HTTP edge itself (media type, body size, authentication,
+ * origin, rate limits): `{error: {code, message}}` with `status`. Domain code
+ * throws RelayError instead (see errors.ts).
+ */
+export class HttpError extends Error {
+  constructor(
+    readonly status: ContentfulStatusCode,
+    readonly code: string,
+    message: string,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+    this.name = "HttpError";
+  }
+}
+
+/** Writes the JSON error body. */
+export function errorResponse(
+  c: Context,
+  status: ContentfulStatusCode,
+  code: string,
+  message: string,
+  headers: Record<string, string> = {},
+): Response {
+  for (const [k, v] of Object.entries(headers)) c.header(k, v);
+  return c.json({ error: { code, message } }, status);
+}
+
+/** The response for a domain error, through the one mapping of kinds to statuses. */
+export function relayErrorResponse(c: Context, err: RelayError): Response {
+  const { status, body } = httpErrorOf(err);
+  return c.json(body, status);
+}
 
 /** Hono variables the relay's middleware sets. */
 export type RelayEnv = {

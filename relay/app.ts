@@ -5,8 +5,14 @@ import { join } from "node:path";
 import { RUNNER_WS_PATH, VIEWER_WS_PATH } from "../shared/protocol.ts";
 import { createAuth } from "./auth.ts";
 import { type Database, openDatabase, startCheckpointer } from "./store/db.ts";
-import { errorResponse, HttpError } from "./errors.ts";
-import { prefersHtml, type RelayEnv } from "./_http.ts";
+import { RelayError } from "./errors.ts";
+import {
+  errorResponse,
+  HttpError,
+  prefersHtml,
+  type RelayEnv,
+  relayErrorResponse,
+} from "./_http.ts";
 import { Hub } from "./hub.ts";
 import { originCheck, requirePrincipal } from "./principal.ts";
 import { accountRoutes } from "./routes/accounts.ts";
@@ -144,6 +150,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   const app = new Hono<RelayEnv>();
 
   app.onError((err, c) => {
+    if (err instanceof RelayError) return relayErrorResponse(c, err);
     if (err instanceof HttpError) {
       return errorResponse(c, err.status, err.code, err.message, err.headers);
     }

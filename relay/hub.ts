@@ -1,4 +1,5 @@
 import {
+  CloseCode,
   type DeliveredTrigger,
   type EventsMessage,
   type InputKind,
@@ -15,7 +16,7 @@ import {
   type TriggerRequest,
 } from "../shared/protocol.ts";
 import { setImmediate } from "node:timers";
-import { HttpError, notFound } from "./errors.ts";
+import { notFound, offline, rejected, sessionEnded } from "./errors.ts";
 import { EventRing } from "./session_log.ts";
 import type { SessionPatch, SessionRecord, Store, StoredEvent } from "./store/mod.ts";
 import { type CommitEvents, inlineCommit } from "./store/event_writer.ts";
@@ -201,7 +202,7 @@ export class Hub {
     ended: string[];
   } {
     const old = this.#links.get(link.runnerId);
-    if (old && old !== link) old.close(4009, "Replaced by a newer connection");
+    if (old && old !== link) old.close(CloseCode.replaced, "Replaced by a newer connection");
     this.#links.set(link.runnerId, link);
 
     const acked: Record<string, number> = {};
@@ -257,7 +258,7 @@ export class Hub {
   connectedRunner(userId: string, runnerId: string): RunnerLink {
     if (!this.store.runners.getOwned(userId, runnerId)) throw notFound("Runner");
     const link = this.#links.get(runnerId);
-    if (!link) throw new HttpError(503, "runner_offline", "Runner is not connected");
+    if (!link) throw offline();
     return link;
   }
 
@@ -390,11 +391,9 @@ export class Hub {
     trigger: DeliveredTrigger,
     instruction?: string,
   ): Promise<void> {
-    if (s.status === "ended" || s.status === "error") {
-      throw new HttpError(409, "session_ended", "Session has ended");
-    }
+    if (s.status === "ended" || s.status === "error") throw sessionEnded();
     const link = this.#links.get(s.runnerId);
-    if (!link) throw new HttpError(503, "runner_offline", "Runner is not connected");
+    if (!link) throw offline();
     const req: TriggerRequest = {
       sessionId: s.sessionId,
       trigger,
@@ -407,11 +406,9 @@ export class Hub {
   async input(userId: string, sessionId: string, kind: InputKind, text: string): Promise<void> {
     const s = this.store.sessions.getOwned(userId, sessionId);
     if (!s) throw notFound("Session");
-    if (s.status === "ended" || s.status === "error") {
-      throw new HttpError(409, "session_ended", "Session has ended");
-    }
+    if (s.status === "ended" || s.status === "error") throw sessionEnded();
     const link = this.#links.get(s.runnerId);
-    if (!link) throw new HttpError(503, "runner_offline", "Runner is not connected");
+    if (!link) throw offline();
     await link.request("input", { sessionId, kind, text }, 30_000);
   }
 
@@ -587,7 +584,10 @@ export class Hub {
       live.receivedSeq = live.lastSeq;
       const rec = this.store.sessions.get(live.id);
       if (rec) live.view = { status: rec.status, title: rec.title };
-      this.#links.get(live.runnerId)?.close(1011, "Relay failed to store events");
+      this.#links.get(live.runnerId)?.close(
+        CloseCode.internalError,
+        "Relay failed to store events",
+      );
     }
   }
 
@@ -911,10 +911,12 @@ export class Hub {
   /** Closes every socket opened with a key that was just revoked. */
   revokeKey(keyId: string): void {
     for (const link of [...this.#links.values()]) {
-      if (link.keyId === keyId) link.close(4401, "API key revoked");
+      if (link.keyId === keyId) link.close(CloseCode.revoked, "API key revoked");
     }
     for (const set of this.#viewersByUser.values()) {
-      for (const v of [...set]) if (v.principal.keyId === keyId) v.close(4401, "API key revoked");
+      for (const v of [...set]) {
+        if (v.principal.keyId === keyId) v.close(CloseCode.revoked, "API key revoked");
+      }
     }
   }
 
@@ -935,7 +937,7 @@ export class Hub {
     for (const link of [...this.#links.values()]) {
       if (link.keyId === null || (userId !== undefined && link.userId !== userId)) continue;
       if (!holds({ via: "key", keyId: link.keyId, authSessionId: null })) {
-        link.close(4401, "API key expired or revoked");
+        link.close(CloseCode.revoked, "API key expired or revoked");
       }
     }
     const sets = userId === undefined
@@ -945,7 +947,7 @@ export class Hub {
       for (const v of [...set]) {
         if (holds(v.principal)) continue;
         v.close(
-          4401,
+          CloseCode.revoked,
           v.principal.via === "cookie"
             ? "Signed out or session expired"
             : "API key expired or revoked",
@@ -966,9 +968,11 @@ export class Hub {
     this.#storeLastSeqs(this.#live.values());
     for (const t of this.#timers) clearInterval(t);
     if (this.#lagTimer !== null) clearTimeout(this.#lagTimer);
-    for (const link of [...this.#links.values()]) link.close(1001, "Relay shutting down");
+    for (const link of [...this.#links.values()]) {
+      link.close(CloseCode.goingAway, "Relay shutting down");
+    }
     for (const set of this.#viewersByUser.values()) {
-      for (const v of [...set]) v.close(1001, "Relay shutting down");
+      for (const v of [...set]) v.close(CloseCode.goingAway, "Relay shutting down");
     }
   }
 }
@@ -1045,8 +1049,8 @@ function statePatch(
 }
 
 /** A runner answered something that is not the protocol's shape. */
-function badRunnerAnswer(op: string): HttpError {
-  return new HttpError(502, "bad_runner_answer", `Runner sent an invalid answer to '${op}'`);
+function badRunnerAnswer(op: string) {
+  return rejected("bad_runner_answer", `Runner sent an invalid answer to '${op}'`);
 }
 
 function isModelInfo(v: unknown): v is ModelInfo {

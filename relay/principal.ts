@@ -1,7 +1,6 @@
 import type { MiddlewareHandler } from "hono";
 import type { Auth } from "./auth.ts";
-import { HttpError } from "./errors.ts";
-import type { RelayEnv } from "./_http.ts";
+import { HttpError, type RelayEnv } from "./_http.ts";
 
 /**
  * Whether a browser request comes from the relay's own origin (or a

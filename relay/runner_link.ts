@@ -1,4 +1,5 @@
 import {
+  CloseCode,
   type ControlResponse,
   type EventsMessage,
   MAX_WS_MESSAGE_BYTES,
@@ -7,7 +8,7 @@ import {
   type WireError,
 } from "../shared/protocol.ts";
 import type { Principal } from "./auth.ts";
-import { HttpError } from "./errors.ts";
+import { type ErrorKind, offline, RelayError, timeout } from "./errors.ts";
 import { type Hub, invalidEvents } from "./hub.ts";
 import type { Triggers } from "./triggers.ts";
 
@@ -42,16 +43,14 @@ export class RunnerLink {
     this.socket.send(JSON.stringify(msg));
   }
 
-  /** Sends a request and resolves with the runner's answer; rejects with an HttpError. */
+  /** Sends a request and resolves with the runner's answer; rejects with a RelayError. */
   request(op: string, data: unknown, timeoutMs: number): Promise<unknown> {
-    if (this.#closed) {
-      return Promise.reject(new HttpError(503, "runner_offline", "Runner is not connected"));
-    }
+    if (this.#closed) return Promise.reject(offline());
     const id = this.#nextId++;
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.#pending.delete(id);
-        reject(new HttpError(504, "runner_timeout", `Runner did not answer '${op}' in time`));
+        reject(timeout("runner_timeout", `Runner did not answer '${op}' in time`));
       }, timeoutMs);
       this.#pending.set(id, { resolve, reject, timer });
       this.send({ t: "req", id, op, data });
@@ -73,7 +72,7 @@ export class RunnerLink {
     this.#closed = true;
     for (const p of this.#pending.values()) {
       clearTimeout(p.timer);
-      p.reject(new HttpError(502, "runner_unreachable", "Runner disconnected"));
+      p.reject(new RelayError("unreachable", "runner_unreachable", "Runner disconnected"));
     }
     this.#pending.clear();
   }
@@ -88,22 +87,29 @@ export class RunnerLink {
   }
 }
 
-/** Maps an error the runner reported to an HTTP status the caller understands. */
-function runnerError(e: WireError | undefined): HttpError {
+/** What a runner's error code means to the relay's callers (any other code: it failed). */
+const RUNNER_ERROR_KINDS: Record<string, ErrorKind> = {
+  cwd_outside_roots: "invalid",
+  bad_request: "invalid",
+  cwd_not_found: "invalid",
+  unknown_model: "invalid",
+  not_found: "not_found",
+  busy: "conflict",
+  session_ended: "conflict",
+  not_ready: "conflict",
+  not_queued: "conflict",
+  runner_timeout: "timeout",
+};
+
+/** The RelayError for an error the runner reported, keeping its code and message. */
+function runnerError(e: WireError | undefined): RelayError {
   const code = typeof e?.code === "string" ? e.code : "runner_error";
   const message = typeof e?.message === "string" ? e.message : "Runner failed the request";
-  const status = code === "cwd_outside_roots" || code === "bad_request" ||
-      code === "cwd_not_found" || code === "unknown_model"
-    ? 400
-    : code === "not_found"
-    ? 404
-    : code === "busy" || code === "session_ended" || code === "not_ready" ||
-        code === "not_queued"
-    ? 409
-    : code === "runner_timeout"
-    ? 504
-    : 502;
-  return new HttpError(status, code, message);
+  return new RelayError(
+    Object.hasOwn(RUNNER_ERROR_KINDS, code) ? RUNNER_ERROR_KINDS[code]! : "rejected",
+    code,
+    message,
+  );
 }
 
 /** Options of {@linkcode acceptRunnerSocket}. */
@@ -124,7 +130,7 @@ export function acceptRunnerSocket(socket: WebSocket, options: AcceptRunnerOptio
   let link: RunnerLink | null = null;
   let greeting = false;
   const helloTimer = setTimeout(() => {
-    if (!link) reject(4400, "hello_timeout", "No hello within 10 s");
+    if (!link) reject(CloseCode.badHello, "hello_timeout", "No hello within 10 s");
   }, HELLO_TIMEOUT_MS);
 
   function reject(code: number, errCode: string, message: string): void {
@@ -138,24 +144,28 @@ export function acceptRunnerSocket(socket: WebSocket, options: AcceptRunnerOptio
   }
 
   async function onHello(hello: Partial<RunnerHello>): Promise<void> {
-    if (hello.t !== "hello") return reject(4400, "bad_hello", "First message must be a hello");
+    if (hello.t !== "hello") {
+      return reject(CloseCode.badHello, "bad_hello", "First message must be a hello");
+    }
     if (hello.v !== PROTOCOL_VERSION) {
       return reject(
-        4400,
+        CloseCode.badHello,
         "protocol_version",
         `Unsupported protocol version: ${hello.v} (relay speaks ${PROTOCOL_VERSION})`,
       );
     }
     if (typeof hello.runnerId !== "string" || !RUNNER_ID.test(hello.runnerId)) {
-      return reject(4400, "bad_hello", "Invalid runnerId");
+      return reject(CloseCode.badHello, "bad_hello", "Invalid runnerId");
     }
     const principal = typeof hello.apiKey === "string"
       ? await options.principalFromKey(hello.apiKey)
       : null;
-    if (!principal) return reject(4001, "unauthorized", "Invalid or revoked API key");
+    if (!principal) {
+      return reject(CloseCode.unauthorized, "unauthorized", "Invalid or revoked API key");
+    }
     const existing = hub.store.runners.get(hello.runnerId);
     if (existing && existing.userId !== principal.userId) {
-      return reject(4003, "forbidden", "This runner id belongs to another account");
+      return reject(CloseCode.forbidden, "forbidden", "This runner id belongs to another account");
     }
     if (socket.readyState !== WebSocket.OPEN) return;
     clearTimeout(helloTimer);
@@ -184,11 +194,13 @@ export function acceptRunnerSocket(socket: WebSocket, options: AcceptRunnerOptio
 
   socket.onmessage = (ev) => {
     if (typeof ev.data !== "string") {
-      return link ? link.close(1003, "Binary frames are not used on this channel") : undefined;
+      return link
+        ? link.close(CloseCode.unsupportedData, "Binary frames are not used on this channel")
+        : undefined;
     }
     if (ev.data.length > MAX_WS_MESSAGE_BYTES) {
-      if (link) link.close(1009, "Message too big");
-      else reject(1009, "too_big", "Message too big");
+      if (link) link.close(CloseCode.tooBig, "Message too big");
+      else reject(CloseCode.tooBig, "too_big", "Message too big");
       return;
     }
     let msg: { t?: unknown; [k: string]: unknown };
@@ -196,7 +208,7 @@ export function acceptRunnerSocket(socket: WebSocket, options: AcceptRunnerOptio
       msg = JSON.parse(ev.data);
       if (typeof msg !== "object" || msg === null || Array.isArray(msg)) throw new Error();
     } catch {
-      if (!link) return reject(4400, "bad_hello", "Hello is not a JSON object");
+      if (!link) return reject(CloseCode.badHello, "bad_hello", "Hello is not a JSON object");
       link.send({ t: "error", code: "bad_json", message: "Message is not a JSON object" });
       return;
     }
@@ -205,7 +217,7 @@ export function acceptRunnerSocket(socket: WebSocket, options: AcceptRunnerOptio
       greeting = true;
       onHello(msg as Partial<RunnerHello>).catch((err) => {
         hub.log(`runner hello failed: ${err}`);
-        reject(1011, "internal", "Relay failed to accept the runner");
+        reject(CloseCode.internalError, "internal", "Relay failed to accept the runner");
       }).finally(() => {
         greeting = false;
       });
@@ -245,7 +257,7 @@ export function acceptRunnerSocket(socket: WebSocket, options: AcceptRunnerOptio
           .then(
             (result) => from.send({ t: "result", id, ok: true, data: result ?? {} }),
             (err) => {
-              const e = err instanceof HttpError ? err : null;
+              const e = err instanceof RelayError ? err : null;
               if (!e) hub.log(`runner call '${String(msg.op)}' failed: ${err}`);
               from.send({
                 t: "result",

@@ -1,8 +1,7 @@
 import { Hono } from "hono";
 import { RUNNER_WS_PATH, VIEWER_WS_PATH } from "../shared/protocol.ts";
 import type { Auth, Principal } from "./auth.ts";
-import { HttpError } from "./errors.ts";
-import type { RelayEnv } from "./_http.ts";
+import { HttpError, type RelayEnv } from "./_http.ts";
 import type { Hub } from "./hub.ts";
 import { acceptRunnerSocket } from "./runner_link.ts";
 import type { Triggers } from "./triggers.ts";

@@ -17,7 +17,7 @@ import {
   type TriggerDef,
   type TriggerFilter,
 } from "../shared/triggers.ts";
-import { badRequest, HttpError, notFound } from "./errors.ts";
+import { invalid, notFound, offline, sessionEnded } from "./errors.ts";
 import type { Hub } from "./hub.ts";
 import type {
   HistoryEntry,
@@ -187,10 +187,9 @@ export class Triggers {
   #def(runnerId: string, type: string): TriggerDef {
     const def = this.catalog(runnerId).find((d) => d.type === type);
     if (!def) {
-      throw new HttpError(
-        400,
-        "unknown_trigger_type",
+      throw invalid(
         `Trigger type is not available on this runner: '${type}'`,
+        "unknown_trigger_type",
       );
     }
     return def;
@@ -299,13 +298,11 @@ export class Triggers {
 
   subscribe(userId: string, sessionId: string, body: z.infer<typeof SubscriptionBody>) {
     const s = this.#session(userId, sessionId);
-    if (s.status === "ended" || s.status === "error") {
-      throw new HttpError(409, "session_ended", "Session has ended");
-    }
+    if (s.status === "ended" || s.status === "error") throw sessionEnded();
     const def = this.#def(s.runnerId, body.triggerType);
     const params = body.params ?? {};
     const bad = invalidParams(def, params);
-    if (bad) throw badRequest(bad, "invalid_params");
+    if (bad) throw invalid(bad, "invalid_params");
     const rec: SubscriptionRecord = {
       subscriptionId: crypto.randomUUID(),
       sessionId,
@@ -339,7 +336,7 @@ export class Triggers {
       if (patch.params !== undefined) {
         const params = patch.params ?? {};
         const bad = invalidParams(this.#def(s.runnerId, sub.triggerType), params);
-        if (bad) throw badRequest(bad, "invalid_params");
+        if (bad) throw invalid(bad, "invalid_params");
         sub.params = params;
       }
       if (patch.filters !== undefined) sub.filters = (patch.filters ?? []) as TriggerFilter[];
@@ -394,7 +391,7 @@ export class Triggers {
     const def = this.#def(runnerId, body.triggerType);
     const params = body.params ?? {};
     const bad = invalidParams(def, params);
-    if (bad) throw badRequest(bad, "invalid_params");
+    if (bad) throw invalid(bad, "invalid_params");
     const now = new Date().toISOString();
     const rec: ListenerRecord = {
       listenerId: crypto.randomUUID(),
@@ -434,7 +431,7 @@ export class Triggers {
       if (patch.model !== undefined) l.model = (patch.model ?? null) as ModelRef | null;
       if (patch.params !== undefined) l.params = patch.params ?? {};
       const bad = invalidParams(this.#def(runnerId, l.triggerType), l.params);
-      if (bad) throw badRequest(bad, "invalid_params");
+      if (bad) throw invalid(bad, "invalid_params");
       l.updatedAt = now;
     }
     this.store.tx(() => list.forEach((l) => this.store.triggers.saveListener(l)));
@@ -459,9 +456,7 @@ export class Triggers {
   async broadcast(userId: string, runnerId: string, body: z.infer<typeof BroadcastBody>) {
     this.#runner(userId, runnerId);
     this.#def(runnerId, body.type);
-    if (!this.hub.link(runnerId)) {
-      throw new HttpError(503, "runner_offline", "Runner is not connected");
-    }
+    if (!this.hub.link(runnerId)) throw offline();
     const triggerId = crypto.randomUUID();
     const trigger: DeliveredTrigger = {
       triggerId,
@@ -539,7 +534,7 @@ export class Triggers {
       const r = schema.safeParse(data);
       if (!r.success) {
         const i = r.error.issues[0];
-        throw badRequest(
+        throw invalid(
           `Invalid arguments: ${i?.path.join(".") || ""} ${i?.message ?? ""}`.trim(),
         );
       }
@@ -564,14 +559,14 @@ export class Triggers {
           triggerType: z.string().min(1).max(200).optional(),
         }));
         const target = subscriptionId ?? triggerType;
-        if (!target) throw badRequest("Give a subscriptionId (or a triggerType)");
+        if (!target) throw invalid("Give a subscriptionId (or a triggerType)");
         return this.unsubscribe(s.userId, sessionId, target);
       }
       case "triggers.respond":
         this.respond(s, parse(RespondBody));
         return { ok: true };
       default:
-        throw badRequest(`Unknown call: '${op.slice(0, 60)}'`, "unknown_op");
+        throw invalid(`Unknown call: '${op.slice(0, 60)}'`, "unknown_op");
     }
   }
 }

@@ -1,4 +1,5 @@
 import {
+  CloseCode,
   INPUT_KINDS,
   type InputKind,
   MAX_WS_MESSAGE_BYTES,
@@ -6,7 +7,7 @@ import {
   type RelayToViewer,
 } from "../shared/protocol.ts";
 import type { Principal } from "./auth.ts";
-import { HttpError } from "./errors.ts";
+import { invalid, RelayError } from "./errors.ts";
 import type { Hub, Subscription } from "./hub.ts";
 
 /** Largest message a viewer may send (inputs carry prompts). */
@@ -41,7 +42,7 @@ export class Viewer {
   send(msg: RelayToViewer): void {
     if (!this.closed && this.socket.bufferedAmount > VIEWER_MAX_UNREAD) {
       this.closed = true;
-      this.close(4429, "Too slow: more than 8 MB unread");
+      this.close(CloseCode.tooSlow, "Too slow: more than 8 MB unread");
       this.onDropped(this);
       return;
     }
@@ -95,11 +96,11 @@ export function acceptViewerSocket(socket: WebSocket, options: AcceptViewerOptio
 
   socket.onopen = () => {
     if (options.principal && !options.principalLive(options.principal)) {
-      socket.close(4401, "Signed out or key revoked");
+      socket.close(CloseCode.revoked, "Signed out or key revoked");
     } else if (options.principal) start(options.principal);
     else {
       authTimer = setTimeout(() => {
-        if (!viewer) socket.close(4001, "Not authenticated");
+        if (!viewer) socket.close(CloseCode.unauthorized, "Not authenticated");
       }, AUTH_TIMEOUT_MS);
     }
   };
@@ -110,7 +111,7 @@ export function acceptViewerSocket(socket: WebSocket, options: AcceptViewerOptio
       typeof ev.data !== "string" ||
       ev.data.length > Math.min(MAX_VIEWER_MESSAGE, MAX_WS_MESSAGE_BYTES)
     ) {
-      socket.close(1009, "Message too big or binary");
+      socket.close(CloseCode.tooBig, "Message too big or binary");
       return;
     }
     let msg: Record<string, unknown>;
@@ -125,7 +126,7 @@ export function acceptViewerSocket(socket: WebSocket, options: AcceptViewerOptio
       if (authenticating) return;
       if (msg.t !== "auth" || typeof msg.apiKey !== "string") {
         sendError(socket, "unauthorized", "Authenticate first: {t:'auth', apiKey}");
-        socket.close(4001, "Not authenticated");
+        socket.close(CloseCode.unauthorized, "Not authenticated");
         return;
       }
       authenticating = true;
@@ -134,11 +135,11 @@ export function acceptViewerSocket(socket: WebSocket, options: AcceptViewerOptio
         if (socket.readyState !== WebSocket.OPEN) return;
         if (!p) {
           sendError(socket, "unauthorized", "Invalid or revoked API key");
-          socket.close(4001, "Invalid API key");
+          socket.close(CloseCode.unauthorized, "Invalid API key");
           return;
         }
         start(p);
-      }, () => socket.close(1011, "Authentication failed"));
+      }, () => socket.close(CloseCode.internalError, "Authentication failed"));
       return;
     }
     if (!viewer.closed) handle(hub, viewer, msg);
@@ -160,15 +161,23 @@ function sendError(socket: WebSocket, code: string, message: string): void {
   }
 }
 
+/**
+ * The error frame for what a viewer's message failed with: a RelayError's
+ * code and message, anything else `internal` (and logged). The one place
+ * the viewer socket turns errors into frames.
+ */
+function errorFrame(hub: Hub, err: unknown): { code: string; message: string } {
+  if (err instanceof RelayError) return { code: err.code, message: err.message };
+  hub.log(`viewer message failed: ${err}`);
+  return { code: "internal", message: "Internal error" };
+}
+
 function handle(hub: Hub, v: Viewer, msg: Record<string, unknown>): void {
   const sessionId = typeof msg.sessionId === "string" ? msg.sessionId : undefined;
   const fail = (err: unknown, id?: string) => {
-    const e = err instanceof HttpError ? err : new HttpError(500, "internal", "Internal error");
-    if (!(err instanceof HttpError)) hub.log(`viewer message failed: ${err}`);
     v.send({
       t: "error",
-      code: e.code,
-      message: e.message,
+      ...errorFrame(hub, err),
       ...(id !== undefined ? { id } : {}),
       ...(sessionId !== undefined ? { sessionId } : {}),
     });
@@ -176,10 +185,10 @@ function handle(hub: Hub, v: Viewer, msg: Record<string, unknown>): void {
   try {
     switch (msg.t) {
       case "subscribe": {
-        if (!sessionId) throw new HttpError(400, "bad_request", "sessionId is required");
+        if (!sessionId) throw invalid("sessionId is required");
         const since = msg.since ?? 0;
         if (typeof since !== "number" || !Number.isSafeInteger(since) || since < 0) {
-          throw new HttpError(400, "bad_request", "since must be a non-negative integer");
+          throw invalid("since must be a non-negative integer");
         }
         hub.subscribe(v, sessionId, since);
         return;
@@ -191,13 +200,10 @@ function handle(hub: Hub, v: Viewer, msg: Record<string, unknown>): void {
       }
       case "input": {
         const id = typeof msg.id === "string" ? msg.id.slice(0, 100) : undefined;
-        if (!sessionId) return fail(new HttpError(400, "bad_request", "sessionId is required"), id);
+        if (!sessionId) return fail(invalid("sessionId is required"), id);
         const kind = msg.kind as InputKind;
         if (!INPUT_KINDS.includes(kind)) {
-          return fail(
-            new HttpError(400, "bad_request", `kind must be one of: ${INPUT_KINDS.join(", ")}`),
-            id,
-          );
+          return fail(invalid(`kind must be one of: ${INPUT_KINDS.join(", ")}`), id);
         }
         const text = typeof msg.text === "string" ? msg.text : "";
         hub.input(v.principal.userId, sessionId, kind, text).then(
@@ -222,11 +228,7 @@ function handle(hub: Hub, v: Viewer, msg: Record<string, unknown>): void {
       case "auth":
         return;
       default:
-        throw new HttpError(
-          400,
-          "unknown_type",
-          `Unknown message type: '${String(msg.t).slice(0, 40)}'`,
-        );
+        throw invalid(`Unknown message type: '${String(msg.t).slice(0, 40)}'`, "unknown_type");
     }
   } catch (err) {
     fail(err);

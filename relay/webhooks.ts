@@ -9,7 +9,7 @@
 import { z } from "zod";
 import type { DeliveredTrigger, ModelRef } from "../shared/protocol.ts";
 import { filtersMatch, type TriggerFilter } from "../shared/triggers.ts";
-import { badRequest, HttpError, notFound } from "./errors.ts";
+import { conflict, invalid, notFound, offline, rejected, RelayError, timeout } from "./errors.ts";
 import type { Hub } from "./hub.ts";
 import type { SecretBox } from "./secret_box.ts";
 import type { Store, WebhookRecord } from "./store/mod.ts";
@@ -98,7 +98,7 @@ export class Webhooks {
 
   #checkRunner(userId: string, runnerId: string | null | undefined): void {
     if (runnerId && !this.store.runners.getOwned(userId, runnerId)) {
-      throw badRequest(`Unknown runner: '${runnerId}'`, "unknown_runner");
+      throw invalid(`Unknown runner: '${runnerId}'`, "unknown_runner");
     }
   }
 
@@ -152,8 +152,8 @@ export class Webhooks {
   /**
    * Handles `POST /api/webhooks/{id}/fire` in the spec's order: signature,
    * then JSON, then the event filter, then a session is spawned on the
-   * webhook's runner with the body as its trigger. Errors are HttpErrors
-   * with the spec's statuses.
+   * webhook's runner with the body as its trigger. Errors are RelayErrors
+   * whose kinds give the spec's statuses.
    */
   async fire(id: string, headers: Headers, raw: Uint8Array): Promise<FireResult> {
     const w = this.store.webhooks.get(id);
@@ -161,16 +161,12 @@ export class Webhooks {
     if (!w || !w.enabled) throw notFound("Webhook");
     const now = Date.now();
     const v = await verifyWebhook(await this.#secret(w), headers, raw, now);
-    if (!v.ok) throw new HttpError(401, "bad_signature", v.message);
+    if (!v.ok) throw new RelayError("unauthorized", "bad_signature", v.message);
 
     if (v.nonce !== undefined) {
       this.#pruneNonces(now);
       if (this.store.webhooks.nonceUsedUntil(w.id, v.nonce) > now) {
-        throw new HttpError(
-          409,
-          "nonce_reused",
-          "This nonce was already used in the last 5 minutes",
-        );
+        throw conflict("nonce_reused", "This nonce was already used in the last 5 minutes");
       }
     }
     // A nonce stays used for as long as its timestamp is accepted: up to 5
@@ -231,10 +227,10 @@ export class Webhooks {
     try {
       body = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(raw));
     } catch {
-      throw new HttpError(400, "bad_json", "Body is not valid JSON");
+      throw invalid("Body is not valid JSON", "bad_json");
     }
     if (typeof body !== "object" || body === null || Array.isArray(body)) {
-      throw new HttpError(400, "bad_json", "Body must be a JSON object");
+      throw invalid("Body must be a JSON object", "bad_json");
     }
     const payload = body as Record<string, unknown>;
     const type = typeof payload.type === "string"
@@ -252,11 +248,13 @@ export class Webhooks {
     }
 
     if (!w.runnerId || !this.store.runners.getOwned(w.userId, w.runnerId)) {
-      throw new HttpError(500, "no_runner", "This webhook has no runner to start sessions on");
+      throw new RelayError(
+        "misconfigured",
+        "no_runner",
+        "This webhook has no runner to start sessions on",
+      );
     }
-    if (!this.hub.link(w.runnerId)) {
-      throw new HttpError(503, "runner_offline", "The webhook's runner is not connected");
-    }
+    if (!this.hub.link(w.runnerId)) throw offline("The webhook's runner");
     if (nonce) this.store.webhooks.useNonce(w.id, nonce.nonce, nonce.until);
     const trigger: DeliveredTrigger = {
       triggerId: crypto.randomUUID(),
@@ -272,9 +270,10 @@ export class Webhooks {
       sessionId = await this.triggers.spawnWithTrigger(w.userId, w.runnerId, w, trigger);
     } catch (err) {
       if (nonce) this.store.webhooks.releaseNonce(w.id, nonce.nonce);
-      if (err instanceof HttpError && err.status === 503) throw err;
+      // An offline runner stays a 503; whatever else went wrong, the runner did not start it.
+      if (err instanceof RelayError && err.kind === "offline") throw err;
       const why = err instanceof Error ? err.message : String(err);
-      throw new HttpError(502, "runner_rejected", `The runner did not start the session: ${why}`);
+      throw rejected("runner_rejected", `The runner did not start the session: ${why}`);
     }
     const state = await this.hub.waitRunning(sessionId, this.options.connectTimeoutMs);
     if (state !== "running") {
@@ -285,9 +284,9 @@ export class Webhooks {
         // (The runner is asked before the session is marked ended, which would refuse input.)
         this.hub.input(w.userId, sessionId, "end", "").catch(() => {});
         this.hub.abandonSession(sessionId, "The session did not start in time");
-        throw new HttpError(504, "session_timeout", "The session did not start in time");
+        throw timeout("session_timeout", "The session did not start in time");
       }
-      throw new HttpError(502, "runner_rejected", "The session ended before it started");
+      throw rejected("runner_rejected", "The session ended before it started");
     }
     return { status: 200, body: { ok: true, triggerId: trigger.triggerId, sessionId } };
   }
@@ -297,8 +296,8 @@ export class Webhooks {
     try {
       return await this.box.open(w.secretEnc);
     } catch {
-      throw new HttpError(
-        500,
+      throw new RelayError(
+        "misconfigured",
         "secret_unreadable",
         "This webhook's secret cannot be read (the relay's secret file changed): create a new webhook",
       );

@@ -237,13 +237,19 @@ export interface InputRequest {
 export const CloseCode = {
   normal: 1000,
   goingAway: 1001,
+  /** A binary frame on a channel that only takes text. */
+  unsupportedData: 1003,
   policy: 1008,
   tooBig: 1009,
+  /** The relay failed (storing events, accepting a runner, authenticating). */
+  internalError: 1011,
   unauthorized: 4001,
   forbidden: 4003,
   replaced: 4009,
   badHello: 4400,
   revoked: 4401,
+  /** A viewer that left more than the relay keeps for it unread. */
+  tooSlow: 4429,
 } as const;
 
 // ---------------------------------------------------------------------------

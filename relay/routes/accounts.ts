@@ -1,8 +1,7 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import { type Auth, CLIENT_IP_HEADER } from "../auth.ts";
-import { HttpError } from "../errors.ts";
-import { clientIp, MAX_JSON_BODY, readBody, readJson, type RelayEnv } from "../_http.ts";
+import { clientIp, HttpError, MAX_JSON_BODY, readBody, readJson, type RelayEnv } from "../_http.ts";
 import type { Hub } from "../hub.ts";
 import { RateLimiter } from "../rate_limit.ts";
 import type { Store } from "../store/mod.ts";

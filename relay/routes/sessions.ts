@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import { INPUT_KINDS, MAX_SESSION_TITLE } from "../../shared/protocol.ts";
-import { badRequest, notFound } from "../errors.ts";
+import { invalid, notFound } from "../errors.ts";
 import { principal, readJson, type RelayEnv } from "../_http.ts";
 import { eventsFrame, type Hub } from "../hub.ts";
 
@@ -99,10 +99,10 @@ export function sessionRoutes(hub: Hub): Hono<RelayEnv> {
     const since = Number(c.req.query("since") ?? "0");
     const limit = Number(c.req.query("limit") ?? "1000");
     if (!Number.isSafeInteger(since) || since < 0) {
-      throw badRequest("since must be a non-negative integer");
+      throw invalid("since must be a non-negative integer");
     }
     if (!Number.isSafeInteger(limit) || limit < 1 || limit > 5000) {
-      throw badRequest("limit must be an integer from 1 to 5000");
+      throw invalid("limit must be an integer from 1 to 5000");
     }
     const frame = eventsFrame(id, store.events.after(id, since, limit));
     return c.body(frame, 200, { "content-type": "application/json" });

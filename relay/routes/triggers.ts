@@ -1,6 +1,6 @@
 import { Hono } from "hono";
-import { HttpError } from "../errors.ts";
-import { principal, readJson, type RelayEnv } from "../_http.ts";
+import { invalid } from "../errors.ts";
+import { HttpError, principal, readJson, type RelayEnv } from "../_http.ts";
 import {
   BroadcastBody,
   ListenerBody,
@@ -16,7 +16,7 @@ function limitOf(raw: string | undefined): number {
   if (raw === undefined || raw === "") return 50;
   const n = Number(raw);
   if (!Number.isSafeInteger(n) || n < 1) {
-    throw new HttpError(400, "bad_request", "limit must be a positive integer");
+    throw invalid("limit must be a positive integer");
   }
   return Math.min(n, 200);
 }
@@ -78,14 +78,14 @@ export function sessionTriggerRoutes(triggers: Triggers): Hono<RelayEnv> {
   app.put("/:id/trigger-subscriptions/:target?", async (c) => {
     const body = await readJson(c, SubscriptionPatch);
     const t = target(c);
-    if (!t) throw new HttpError(400, "bad_request", "Name the subscription (id or trigger type)");
+    if (!t) throw invalid("Name the subscription (id or trigger type)");
     const s = triggers.updateSubscription(principal(c).userId, c.req.param("id"), t, body);
     return c.json({ ok: true, ...s });
   });
 
   app.delete("/:id/trigger-subscriptions/:target?", (c) => {
     const t = target(c);
-    if (!t) throw new HttpError(400, "bad_request", "Name the subscription (id or trigger type)");
+    if (!t) throw invalid("Name the subscription (id or trigger type)");
     const s = triggers.unsubscribe(principal(c).userId, c.req.param("id"), t);
     return c.json({ ok: true, ...s });
   });

@@ -1,6 +1,6 @@
 import { Hono } from "hono";
-import { HttpError, notFound } from "../errors.ts";
-import { principal, readBody, readJson, type RelayEnv } from "../_http.ts";
+import { notFound } from "../errors.ts";
+import { HttpError, principal, readBody, readJson, type RelayEnv } from "../_http.ts";
 import { MAX_WEBHOOK_BODY, WebhookCreate, type Webhooks, WebhookUpdate } from "../webhooks.ts";
 
 /** `/api/webhooks` CRUD (the caller's own webhooks only). */
