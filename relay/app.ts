@@ -20,6 +20,7 @@ import {
 } from "./_http.ts";
 import { Hub } from "./hub.ts";
 import { RateLimiter } from "./rate_limit.ts";
+import { TriggerCalls } from "./runner_calls.ts";
 import { acceptRunnerSocket } from "./runner_link.ts";
 import { createKey, keyRoutes } from "./routes/keys.ts";
 import { runnerRoutes } from "./routes/runners.ts";
@@ -145,6 +146,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   });
   const registerLimit = new RateLimiter({ limit: 5, windowMs: 15 * 60_000 });
   const triggers = new Triggers(hub, store);
+  const runnerCalls = new TriggerCalls(triggers, store);
   const webhooks = new Webhooks(
     hub,
     store,
@@ -285,7 +287,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
       throw new HttpError(426, "upgrade_required", "Connect with a WebSocket");
     }
     const { socket, response } = upgrade(c.req.raw, 30);
-    acceptRunnerSocket(socket, { hub, principalFromKey, triggers });
+    acceptRunnerSocket(socket, { hub, principalFromKey, calls: runnerCalls });
     return response;
   });
 

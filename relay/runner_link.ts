@@ -10,7 +10,6 @@ import {
 import type { Principal } from "./auth.ts";
 import { type ErrorKind, offline, RelayError, timeout } from "./errors.ts";
 import { type Hub, invalidEvents } from "./hub.ts";
-import type { Triggers } from "./triggers.ts";
 
 /** How long a new runner socket may stay silent before its hello. */
 export const HELLO_TIMEOUT_MS = 10_000;
@@ -112,11 +111,19 @@ function runnerError(e: WireError | undefined): RelayError {
   );
 }
 
+/** The calls a runner makes for its agents' trigger tools, and its trigger announcements. */
+export interface RunnerCalls {
+  /** Answers a call (its result, or a RelayError the runner hears as `{code, message}`). */
+  call(link: RunnerLink, op: string, data: Record<string, unknown>): unknown;
+  /** Stores the trigger definitions a runner announced; returns the problems found. */
+  announce(runnerId: string, defs: unknown): string[];
+}
+
 /** Options of {@linkcode acceptRunnerSocket}. */
 export interface AcceptRunnerOptions {
   hub: Hub;
   /** Serves the runner's calls for its agents' trigger tools and its announcements. */
-  triggers: Triggers;
+  calls: RunnerCalls;
   /** Resolves an API key or runner token to its owner. */
   principalFromKey: (key: string) => Promise<Principal | null>;
 }
@@ -253,7 +260,7 @@ export function acceptRunnerSocket(socket: WebSocket, options: AcceptRunnerOptio
           ? msg.data as Record<string, unknown>
           : {};
         const from = link;
-        Promise.resolve().then(() => options.triggers.onRunnerCall(from, msg.op as string, data))
+        Promise.resolve().then(() => options.calls.call(from, msg.op as string, data))
           .then(
             (result) => from.send({ t: "result", id, ok: true, data: result ?? {} }),
             (err) => {
@@ -270,7 +277,7 @@ export function acceptRunnerSocket(socket: WebSocket, options: AcceptRunnerOptio
         return;
       }
       case "service_announce": {
-        const problems = options.triggers.announce(link.runnerId, msg.triggerDefs);
+        const problems = options.calls.announce(link.runnerId, msg.triggerDefs);
         for (const p of problems.slice(0, 5)) {
           link.send({ t: "error", code: "bad_trigger_def", message: `Trigger ignored: ${p}` });
         }

@@ -5,7 +5,6 @@
  *
  * @module
  */
-import { z } from "zod";
 import type { DeliveredTrigger, ModelRef } from "../shared/protocol.ts";
 import {
   type FilterMode,
@@ -32,75 +31,62 @@ export const HISTORY_IDLE_MS = 24 * 60 * 60_000;
 /** Most triggers a runner may declare. */
 const MAX_DEFS = 500;
 
-const Scalar = z.union([z.string().max(1000), z.number(), z.boolean()]);
+/** Params of a subscription or listener, as checked against the trigger's definition. */
+export type TriggerParams = Record<string, string | number | boolean>;
 
-/** A filter as clients send it. */
-export const FilterSchema = z.object({
-  field: z.string().min(1).max(300).regex(/^[^.\s][^\s]*$/, "a dot-path such as 'a.b.c'"),
-  value: z.union([Scalar, z.array(Scalar).min(1).max(100)]),
-  op: z.enum(["eq", "contains"]).optional(),
-}).strict();
+/** A trigger sent into one session (`POST /api/sessions/{id}/trigger`). */
+export interface TriggerInput {
+  type: string;
+  payload: Record<string, unknown>;
+  deliverAs?: "steer" | "followUp";
+  expectsResponse?: boolean;
+  source?: string;
+  summary?: string;
+}
 
-export const FiltersSchema = z.array(FilterSchema).max(50);
-export const FilterModeSchema = z.enum(["and", "or"]);
-export const ParamsSchema = z.record(z.string().min(1).max(100), Scalar).refine(
-  (p) => Object.keys(p).length <= 50,
-  "at most 50 params",
-);
-export const ModelSchema = z.object({
-  provider: z.string().min(1).max(200),
-  id: z.string().min(1).max(200),
-});
-const TypeSchema = z.string().min(1).max(200);
-const PayloadSchema = z.record(z.string(), z.unknown());
+/** A trigger fanned out to a runner's subscribers and listeners. */
+export type BroadcastInput = Omit<TriggerInput, "expectsResponse">;
 
-export const TriggerBody = z.object({
-  type: TypeSchema,
-  payload: PayloadSchema,
-  deliverAs: z.enum(["steer", "followUp"]).optional(),
-  expectsResponse: z.boolean().optional(),
-  source: z.string().min(1).max(200).optional(),
-  summary: z.string().max(2000).optional(),
-});
+/** A new subscription of a session to a trigger type. */
+export interface SubscriptionInput {
+  triggerType: string;
+  params?: TriggerParams;
+  filters?: TriggerFilter[];
+  filterMode?: FilterMode;
+}
 
-export const BroadcastBody = TriggerBody.omit({ expectsResponse: true });
+/** Changes to subscriptions (`null` resets a field). */
+export interface SubscriptionChange {
+  params?: TriggerParams | null;
+  filters?: TriggerFilter[] | null;
+  filterMode?: FilterMode | null;
+}
 
-export const SubscriptionBody = z.object({
-  triggerType: TypeSchema,
-  params: ParamsSchema.optional(),
-  filters: FiltersSchema.optional(),
-  filterMode: FilterModeSchema.optional(),
-});
+/** A new listener: what a session it spawns starts with. */
+export interface ListenerInput {
+  triggerType: string;
+  prompt?: string;
+  cwd?: string | null;
+  model?: ModelRef | null;
+  params?: TriggerParams;
+}
 
-export const SubscriptionPatch = z.object({
-  params: ParamsSchema.nullable().optional(),
-  filters: FiltersSchema.nullable().optional(),
-  filterMode: FilterModeSchema.nullable().optional(),
-});
+/** Changes to listeners (`null` resets a field). */
+export interface ListenerChange {
+  triggerType?: string;
+  prompt?: string | null;
+  cwd?: string | null;
+  model?: ModelRef | null;
+  params?: TriggerParams | null;
+}
 
-export const ListenerBody = z.object({
-  triggerType: TypeSchema,
-  prompt: z.string().max(200_000).optional(),
-  cwd: z.string().max(4096).nullable().optional(),
-  model: ModelSchema.nullable().optional(),
-  params: ParamsSchema.optional(),
-});
+/** An agent's answer to a trigger it received. */
+export interface TriggerResponse {
+  triggerId: string;
+  action?: string;
+  text?: string;
+}
 
-export const ListenerPatch = z.object({
-  triggerType: TypeSchema.optional(),
-  prompt: z.string().max(200_000).nullable().optional(),
-  cwd: z.string().max(4096).nullable().optional(),
-  model: ModelSchema.nullable().optional(),
-  params: ParamsSchema.nullable().optional(),
-});
-
-export const RespondBody = z.object({
-  triggerId: z.string().min(1).max(100),
-  action: z.string().max(200).optional(),
-  text: z.string().max(100_000).optional(),
-});
-
-/** A subscription as the API shows it. */
 /**
  * The records a route's `target` names: the one with that id (preferred) or,
  * legacy, every one of that trigger type.
@@ -114,6 +100,7 @@ function named<T extends { triggerType: string }>(
   return byId.length > 0 ? byId : all.filter((r) => r.triggerType === target);
 }
 
+/** A subscription as the API shows it. */
 function subscriptionView(s: SubscriptionRecord) {
   return {
     subscriptionId: s.subscriptionId,
@@ -207,7 +194,7 @@ export class Triggers {
   async trigger(
     userId: string,
     sessionId: string,
-    body: z.infer<typeof TriggerBody>,
+    body: TriggerInput,
   ): Promise<{ triggerId: string }> {
     const s = this.#session(userId, sessionId);
     const trigger: DeliveredTrigger = {
@@ -259,7 +246,7 @@ export class Triggers {
   }
 
   /** An agent's answer to a trigger: on the inbound entry, and as an outbound entry. */
-  respond(s: SessionRecord, body: z.infer<typeof RespondBody>): void {
+  respond(s: SessionRecord, body: TriggerResponse): void {
     const ts = new Date().toISOString();
     const response = {
       ...(body.action !== undefined ? { action: body.action } : {}),
@@ -296,7 +283,7 @@ export class Triggers {
     return this.store.triggers.subscriptionsOf(sessionId).map(subscriptionView);
   }
 
-  subscribe(userId: string, sessionId: string, body: z.infer<typeof SubscriptionBody>) {
+  subscribe(userId: string, sessionId: string, body: SubscriptionInput) {
     const s = this.#session(userId, sessionId);
     if (s.status === "ended" || s.status === "error") throw sessionEnded();
     const def = this.#def(s.runnerId, body.triggerType);
@@ -310,7 +297,7 @@ export class Triggers {
       runnerId: s.runnerId,
       triggerType: body.triggerType,
       params,
-      filters: (body.filters ?? []) as TriggerFilter[],
+      filters: body.filters ?? [],
       filterMode: body.filterMode ?? "and",
       createdAt: new Date().toISOString(),
     };
@@ -327,7 +314,7 @@ export class Triggers {
     userId: string,
     sessionId: string,
     target: string,
-    patch: z.infer<typeof SubscriptionPatch>,
+    patch: SubscriptionChange,
   ) {
     const s = this.#session(userId, sessionId);
     const subs = this.#targets(sessionId, target);
@@ -339,7 +326,7 @@ export class Triggers {
         if (bad) throw invalid(bad, "invalid_params");
         sub.params = params;
       }
-      if (patch.filters !== undefined) sub.filters = (patch.filters ?? []) as TriggerFilter[];
+      if (patch.filters !== undefined) sub.filters = patch.filters ?? [];
       if (patch.filterMode !== undefined) sub.filterMode = patch.filterMode ?? "and";
     }
     this.store.tx(() => subs.forEach((sub) => this.store.triggers.saveSubscription(sub)));
@@ -386,7 +373,7 @@ export class Triggers {
     return this.store.triggers.listenersOf(runnerId).map(listenerView);
   }
 
-  addListener(userId: string, runnerId: string, body: z.infer<typeof ListenerBody>) {
+  addListener(userId: string, runnerId: string, body: ListenerInput) {
     this.#runner(userId, runnerId);
     const def = this.#def(runnerId, body.triggerType);
     const params = body.params ?? {};
@@ -400,7 +387,7 @@ export class Triggers {
       triggerType: body.triggerType,
       prompt: body.prompt ?? "",
       cwd: body.cwd?.trim() ? body.cwd : null,
-      model: (body.model ?? null) as ModelRef | null,
+      model: body.model ?? null,
       params,
       createdAt: now,
       updatedAt: now,
@@ -418,7 +405,7 @@ export class Triggers {
     userId: string,
     runnerId: string,
     target: string,
-    patch: z.infer<typeof ListenerPatch>,
+    patch: ListenerChange,
   ) {
     this.#runner(userId, runnerId);
     const list = this.#listenerTargets(runnerId, target);
@@ -428,7 +415,7 @@ export class Triggers {
       if (patch.triggerType !== undefined) l.triggerType = patch.triggerType;
       if (patch.prompt !== undefined) l.prompt = patch.prompt ?? "";
       if (patch.cwd !== undefined) l.cwd = patch.cwd?.trim() ? patch.cwd : null;
-      if (patch.model !== undefined) l.model = (patch.model ?? null) as ModelRef | null;
+      if (patch.model !== undefined) l.model = patch.model ?? null;
       if (patch.params !== undefined) l.params = patch.params ?? {};
       const bad = invalidParams(this.#def(runnerId, l.triggerType), l.params);
       if (bad) throw invalid(bad, "invalid_params");
@@ -453,7 +440,7 @@ export class Triggers {
    * its type whose params and filters match, and spawns a session for every
    * matching listener.
    */
-  async broadcast(userId: string, runnerId: string, body: z.infer<typeof BroadcastBody>) {
+  async broadcast(userId: string, runnerId: string, body: BroadcastInput) {
     this.#runner(userId, runnerId);
     this.#def(runnerId, body.type);
     if (!this.hub.link(runnerId)) throw offline();
@@ -517,56 +504,5 @@ export class Triggers {
     });
     this.record(sessionId, trigger);
     return sessionId;
-  }
-
-  // Calls from agents (their trigger tools) ----------------------------------
-
-  /** Serves a runner's call on behalf of one of its sessions' agents. */
-  onRunnerCall(
-    link: { runnerId: string; userId: string },
-    op: string,
-    data: Record<string, unknown>,
-  ): unknown {
-    const sessionId = typeof data.sessionId === "string" ? data.sessionId : "";
-    const s = this.store.sessions.get(sessionId);
-    if (!s || s.runnerId !== link.runnerId || s.userId !== link.userId) throw notFound("Session");
-    const parse = <T extends z.ZodType>(schema: T): z.infer<T> => {
-      const r = schema.safeParse(data);
-      if (!r.success) {
-        const i = r.error.issues[0];
-        throw invalid(
-          `Invalid arguments: ${i?.path.join(".") || ""} ${i?.message ?? ""}`.trim(),
-        );
-      }
-      return r.data;
-    };
-    switch (op) {
-      case "triggers.available":
-        return { triggerDefs: this.catalog(s.runnerId) };
-      case "triggers.list":
-        return { subscriptions: this.subscriptions(s.userId, sessionId) };
-      case "triggers.subscribe":
-        return this.subscribe(s.userId, sessionId, parse(SubscriptionBody));
-      case "triggers.update": {
-        const { subscriptionId, ...patch } = parse(
-          SubscriptionPatch.extend({ subscriptionId: z.string().min(1).max(200) }),
-        );
-        return this.updateSubscription(s.userId, sessionId, subscriptionId, patch);
-      }
-      case "triggers.unsubscribe": {
-        const { subscriptionId, triggerType } = parse(z.object({
-          subscriptionId: z.string().min(1).max(200).optional(),
-          triggerType: z.string().min(1).max(200).optional(),
-        }));
-        const target = subscriptionId ?? triggerType;
-        if (!target) throw invalid("Give a subscriptionId (or a triggerType)");
-        return this.unsubscribe(s.userId, sessionId, target);
-      }
-      case "triggers.respond":
-        this.respond(s, parse(RespondBody));
-        return { ok: true };
-      default:
-        throw invalid(`Unknown call: '${op.slice(0, 60)}'`, "unknown_op");
-    }
   }
 }

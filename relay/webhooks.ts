@@ -6,14 +6,13 @@
  *
  * @module
  */
-import { z } from "zod";
 import type { DeliveredTrigger, ModelRef } from "../shared/protocol.ts";
-import { filtersMatch, type TriggerFilter } from "../shared/triggers.ts";
+import { type FilterMode, filtersMatch, type TriggerFilter } from "../shared/triggers.ts";
 import { conflict, invalid, notFound, offline, rejected, RelayError, timeout } from "./errors.ts";
 import type { Hub } from "./hub.ts";
 import type { SecretBox } from "./secret_box.ts";
 import type { Store, WebhookRecord } from "./store/mod.ts";
-import { FilterModeSchema, FiltersSchema, ModelSchema, type Triggers } from "./triggers.ts";
+import type { Triggers } from "./triggers.ts";
 import { MAX_SKEW_MS, verifyWebhook } from "./webhook_signing.ts";
 
 /** Largest webhook body accepted. */
@@ -21,37 +20,23 @@ export const MAX_WEBHOOK_BODY = 1024 * 1024;
 /** How long GitHub and Standard Webhooks delivery ids are remembered. */
 const DELIVERY_TTL_MS = 24 * 60 * 60_000;
 
-const Name = z.string().trim().min(1).max(200);
-/**
- * What breaks a label out of its line or disguises the text around it,
- * wherever `external:<source>` is shown (the agent's trigger message, the
- * web client): control characters, line and paragraph separators,
- * lone surrogates, and the bidirectional embeddings, overrides and isolates.
- */
-const UNSAFE_IN_LABEL = /[\p{Cc}\p{Cs}\u2028\u2029\u202A-\u202E\u2066-\u2069]/u;
-/** Where deliveries come from, as people name it: "GitHub Actions", "ci/main", "billing". */
-const Source = z.string().trim().min(1).max(100).refine(
-  (s) => !UNSAFE_IN_LABEL.test(s),
-  "Control characters, line breaks and text direction marks are not allowed",
-);
-const EventFilter = z.array(z.string().min(1).max(200)).max(100);
-
-export const WebhookCreate = z.object({
-  name: Name,
-  source: Source,
-  runnerId: z.string().min(1).max(100).nullable().optional(),
-  cwd: z.string().max(4096).nullable().optional(),
-  prompt: z.string().max(200_000).nullable().optional(),
-  model: ModelSchema.nullable().optional(),
-  eventFilter: EventFilter.nullable().optional(),
-  filters: FiltersSchema.nullable().optional(),
-  filterMode: FilterModeSchema.nullable().optional(),
-}).strict();
+/** A new webhook (checked by the route). */
+export interface WebhookInput {
+  name: string;
+  source: string;
+  runnerId?: string | null;
+  cwd?: string | null;
+  prompt?: string | null;
+  model?: ModelRef | null;
+  eventFilter?: string[] | null;
+  filters?: TriggerFilter[] | null;
+  filterMode?: FilterMode | null;
+}
 
 /** Any subset of the create fields (`null` clears one), plus `enabled`. */
-export const WebhookUpdate = WebhookCreate.partial().extend({
-  enabled: z.boolean().optional(),
-}).strict();
+export interface WebhookChange extends Partial<WebhookInput> {
+  enabled?: boolean;
+}
 
 /** The outcome of a fire: the HTTP status and body to answer. */
 export interface FireResult {
@@ -102,7 +87,7 @@ export class Webhooks {
     }
   }
 
-  async create(userId: string, body: z.infer<typeof WebhookCreate>) {
+  async create(userId: string, body: WebhookInput) {
     this.#checkRunner(userId, body.runnerId);
     const secret = Array.from(
       crypto.getRandomValues(new Uint8Array(32)),
@@ -118,9 +103,9 @@ export class Webhooks {
       runnerId: body.runnerId ?? null,
       cwd: body.cwd?.trim() ? body.cwd : null,
       prompt: body.prompt ?? null,
-      model: (body.model ?? null) as ModelRef | null,
+      model: body.model ?? null,
       eventFilter: body.eventFilter ?? [],
-      filters: (body.filters ?? []) as TriggerFilter[],
+      filters: body.filters ?? [],
       filterMode: body.filterMode ?? "and",
       enabled: true,
       createdAt: now,
@@ -130,7 +115,7 @@ export class Webhooks {
     return await this.view(w, true);
   }
 
-  async update(userId: string, id: string, body: z.infer<typeof WebhookUpdate>) {
+  async update(userId: string, id: string, body: WebhookChange) {
     const w = this.store.webhooks.getOwned(userId, id);
     if (!w) throw notFound("Webhook");
     this.#checkRunner(userId, body.runnerId);
@@ -139,9 +124,9 @@ export class Webhooks {
     if (body.runnerId !== undefined) w.runnerId = body.runnerId;
     if (body.cwd !== undefined) w.cwd = body.cwd?.trim() ? body.cwd : null;
     if (body.prompt !== undefined) w.prompt = body.prompt;
-    if (body.model !== undefined) w.model = (body.model ?? null) as ModelRef | null;
+    if (body.model !== undefined) w.model = body.model ?? null;
     if (body.eventFilter !== undefined) w.eventFilter = body.eventFilter ?? [];
-    if (body.filters !== undefined) w.filters = (body.filters ?? []) as TriggerFilter[];
+    if (body.filters !== undefined) w.filters = body.filters ?? [];
     if (body.filterMode !== undefined) w.filterMode = body.filterMode ?? "and";
     if (body.enabled !== undefined) w.enabled = body.enabled;
     w.updatedAt = new Date().toISOString();

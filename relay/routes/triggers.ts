@@ -1,6 +1,7 @@
 import { Hono } from "hono";
 import { invalid } from "../errors.ts";
 import { HttpError, principal, readJson, type RelayEnv } from "../_http.ts";
+import type { Triggers } from "../triggers.ts";
 import {
   BroadcastBody,
   ListenerBody,
@@ -8,8 +9,7 @@ import {
   SubscriptionBody,
   SubscriptionPatch,
   TriggerBody,
-  type Triggers,
-} from "../triggers.ts";
+} from "./trigger_schemas.ts";
 
 /** History `limit`: default 50, at most 200. */
 function limitOf(raw: string | undefined): number {
