@@ -29,6 +29,7 @@ import { settingsRoutes } from "./routes/settings.ts";
 import { runnerTriggerRoutes, sessionTriggerRoutes } from "./routes/triggers.ts";
 import { webhookFireRoute, webhookRoutes } from "./routes/webhooks.ts";
 import { SecretBox } from "./secret_box.ts";
+import { TriggerListeners } from "./trigger_listeners.ts";
 import { Triggers } from "./triggers.ts";
 import { Webhooks } from "./webhooks.ts";
 import { Store } from "./store/mod.ts";
@@ -144,16 +145,27 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     principalLive,
     ...(options.log ? { log: options.log } : {}),
   });
+  hub.start();
   const registerLimit = new RateLimiter({ limit: 5, windowMs: 15 * 60_000 });
-  const triggers = new Triggers(hub, store);
+  const triggers = new Triggers({ store, sessions: hub.sessions });
+  triggers.start();
   const runnerCalls = new TriggerCalls(triggers, store);
-  const webhooks = new Webhooks(
-    hub,
+  const listeners = new TriggerListeners({
     store,
     triggers,
-    await SecretBox.fromSecret(secret, "baton webhook secrets"),
-    { baseUrl, connectTimeoutMs: options.webhookConnectTimeoutMs ?? 15_000 },
-  );
+    sessions: hub.sessions,
+    runners: hub.runners,
+    log: hub.log.bind(hub),
+  });
+  const webhooks = new Webhooks({
+    store,
+    triggers,
+    sessions: hub.sessions,
+    runners: hub.runners,
+    box: await SecretBox.fromSecret(secret, "baton webhook secrets"),
+    baseUrl,
+    connectTimeoutMs: options.webhookConnectTimeoutMs ?? 15_000,
+  });
 
   /** Browser requests must come from our own origin (or a configured one). */
   function originAllowed(req: Request): boolean {
@@ -276,7 +288,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
 
   app.route("/api/keys", keyRoutes(store, hub));
   app.route("/api/runners", runnerRoutes(hub));
-  app.route("/api/runners", runnerTriggerRoutes(triggers));
+  app.route("/api/runners", runnerTriggerRoutes(listeners));
   app.route("/api/sessions", sessionRoutes(hub));
   app.route("/api/sessions", sessionTriggerRoutes(triggers));
   app.route("/api/settings", settingsRoutes(store));

@@ -8,9 +8,11 @@
  */
 import type { DeliveredTrigger, ModelRef } from "../shared/protocol.ts";
 import { type FilterMode, filtersMatch, type TriggerFilter } from "../shared/triggers.ts";
-import { conflict, invalid, notFound, offline, rejected, RelayError, timeout } from "./errors.ts";
-import type { Hub } from "./hub.ts";
+import { type Clock, isoNow, systemClock } from "./_clock.ts";
+import { conflict, invalid, notFound, rejected, RelayError, timeout } from "./errors.ts";
+import type { RunnerPresence } from "./runner_registry.ts";
 import type { SecretBox } from "./secret_box.ts";
+import type { SessionControl } from "./session_service.ts";
 import type { Store, WebhookRecord } from "./store/mod.ts";
 import type { Triggers } from "./triggers.ts";
 import { MAX_SKEW_MS, verifyWebhook } from "./webhook_signing.ts";
@@ -38,6 +40,23 @@ export interface WebhookChange extends Partial<WebhookInput> {
   enabled?: boolean;
 }
 
+/** Options of {@linkcode Webhooks}. */
+export interface WebhooksOptions {
+  store: Store;
+  /** Starts sessions with a trigger and records it. */
+  triggers: Pick<Triggers, "spawnWithTrigger">;
+  /** Waits for a fired session to start, and ends one that did not in time. */
+  sessions: Pick<SessionControl, "waitRunning" | "input" | "abandonSession">;
+  runners: RunnerPresence;
+  /** Seals and opens the webhooks' secrets. */
+  box: SecretBox;
+  /** Public address of the relay, for the webhooks' URLs. */
+  baseUrl: string;
+  /** How long a fire waits for its session to start. */
+  connectTimeoutMs: number;
+  clock?: Clock;
+}
+
 /** The outcome of a fire: the HTTP status and body to answer. */
 export interface FireResult {
   status: 200;
@@ -51,13 +70,15 @@ export class Webhooks {
   /** Deliveries (by webhook and delivery id) whose session is still starting. */
   readonly #inflight = new Map<string, Promise<FireResult>>();
 
-  constructor(
-    readonly hub: Hub,
-    readonly store: Store,
-    readonly triggers: Triggers,
-    readonly box: SecretBox,
-    readonly options: { baseUrl: string; connectTimeoutMs: number },
-  ) {}
+  readonly store: Store;
+  readonly #opts: WebhooksOptions;
+  readonly #clock: Clock;
+
+  constructor(options: WebhooksOptions) {
+    this.#opts = options;
+    this.store = options.store;
+    this.#clock = options.clock ?? systemClock;
+  }
 
   /** The API view of a webhook; the secret only when asked for. */
   async view(w: WebhookRecord, withSecret: boolean) {
@@ -75,7 +96,7 @@ export class Webhooks {
       filters: w.filters,
       filterMode: w.filterMode,
       enabled: w.enabled,
-      url: `${this.options.baseUrl}/api/webhooks/${w.id}/fire`,
+      url: `${this.#opts.baseUrl}/api/webhooks/${w.id}/fire`,
       createdAt: w.createdAt,
       updatedAt: w.updatedAt,
     };
@@ -93,13 +114,13 @@ export class Webhooks {
       crypto.getRandomValues(new Uint8Array(32)),
       (b) => b.toString(16).padStart(2, "0"),
     ).join("");
-    const now = new Date().toISOString();
+    const now = isoNow(this.#clock);
     const w: WebhookRecord = {
       id: crypto.randomUUID(),
       userId,
       name: body.name,
       source: body.source,
-      secretEnc: await this.box.seal(secret),
+      secretEnc: await this.#opts.box.seal(secret),
       runnerId: body.runnerId ?? null,
       cwd: body.cwd?.trim() ? body.cwd : null,
       prompt: body.prompt ?? null,
@@ -129,7 +150,7 @@ export class Webhooks {
     if (body.filters !== undefined) w.filters = body.filters ?? [];
     if (body.filterMode !== undefined) w.filterMode = body.filterMode ?? "and";
     if (body.enabled !== undefined) w.enabled = body.enabled;
-    w.updatedAt = new Date().toISOString();
+    w.updatedAt = isoNow(this.#clock);
     this.store.webhooks.save(w);
     return await this.view(w, false);
   }
@@ -144,7 +165,7 @@ export class Webhooks {
     const w = this.store.webhooks.get(id);
     // Missing, deleted and disabled answer alike.
     if (!w || !w.enabled) throw notFound("Webhook");
-    const now = Date.now();
+    const now = this.#clock.now();
     const v = await verifyWebhook(await this.#secret(w), headers, raw, now);
     if (!v.ok) throw new RelayError("unauthorized", "bad_signature", v.message);
 
@@ -239,7 +260,7 @@ export class Webhooks {
         "This webhook has no runner to start sessions on",
       );
     }
-    if (!this.hub.link(w.runnerId)) throw offline("The webhook's runner");
+    this.#opts.runners.connected(w.runnerId, "The webhook's runner");
     if (nonce) this.store.webhooks.useNonce(w.id, nonce.nonce, nonce.until);
     const trigger: DeliveredTrigger = {
       triggerId: crypto.randomUUID(),
@@ -252,7 +273,7 @@ export class Webhooks {
     };
     let sessionId: string;
     try {
-      sessionId = await this.triggers.spawnWithTrigger(w.userId, w.runnerId, w, trigger);
+      sessionId = await this.#opts.triggers.spawnWithTrigger(w.userId, w.runnerId, w, trigger);
     } catch (err) {
       if (nonce) this.store.webhooks.releaseNonce(w.id, nonce.nonce);
       // An offline runner stays a 503; whatever else went wrong, the runner did not start it.
@@ -260,15 +281,15 @@ export class Webhooks {
       const why = err instanceof Error ? err.message : String(err);
       throw rejected("runner_rejected", `The runner did not start the session: ${why}`);
     }
-    const state = await this.hub.waitRunning(sessionId, this.options.connectTimeoutMs);
+    const state = await this.#opts.sessions.waitRunning(sessionId, this.#opts.connectTimeoutMs);
     if (state !== "running") {
       if (nonce) this.store.webhooks.releaseNonce(w.id, nonce.nonce);
       if (state === "timeout") {
         // The sender hears it failed: the session must not start later and
         // surprise it (or a retry). End it here and ask the runner to drop it.
         // (The runner is asked before the session is marked ended, which would refuse input.)
-        this.hub.input(w.userId, sessionId, "end", "").catch(() => {});
-        this.hub.abandonSession(sessionId, "The session did not start in time");
+        this.#opts.sessions.input(w.userId, sessionId, "end", "").catch(() => {});
+        this.#opts.sessions.abandonSession(sessionId, "The session did not start in time");
         throw timeout("session_timeout", "The session did not start in time");
       }
       throw rejected("runner_rejected", "The session ended before it started");
@@ -279,7 +300,7 @@ export class Webhooks {
   /** The webhook's secret, or a clear error when the relay's own secret changed. */
   async #secret(w: WebhookRecord): Promise<string> {
     try {
-      return await this.box.open(w.secretEnc);
+      return await this.#opts.box.open(w.secretEnc);
     } catch {
       throw new RelayError(
         "misconfigured",

@@ -70,7 +70,7 @@ export function keyRoutes(store: Store, hub: Hub): Hono<RelayEnv> {
   app.delete("/:id", (c) => {
     const id = c.req.param("id");
     if (!store.keys.delete(principal(c).userId, id)) throw notFound("Key");
-    hub.revokeKey(id);
+    hub.credentials.revokeKey(id);
     return c.json({ ok: true });
   });
 

@@ -22,7 +22,11 @@ const FolderRef = z.object({ path: z.string().min(1).max(4096) });
 
 const MAX_RECENT_FOLDERS = 20;
 
-function recentFolders(hub: Hub, userId: string, runnerId: string): string[] {
+function recentFolders(
+  hub: Pick<Hub, "store">,
+  userId: string,
+  runnerId: string,
+): string[] {
   const dismissed = hub.store.settings.get<Record<string, string>>(
     userId,
     `recentFolders.dismissed.${runnerId}`,
@@ -42,14 +46,14 @@ function recentFolders(hub: Hub, userId: string, runnerId: string): string[] {
 }
 
 /** `/api/runners`: listing, spawning, restarting and stopping runners, their models. */
-export function runnerRoutes(hub: Hub): Hono<RelayEnv> {
+export function runnerRoutes(hub: Pick<Hub, "store" | "runners" | "sessions">): Hono<RelayEnv> {
   const app = new Hono<RelayEnv>();
 
-  app.get("/", (c) => c.json(hub.listRunners(principal(c).userId)));
+  app.get("/", (c) => c.json(hub.runners.list(principal(c).userId)));
 
   app.post("/spawn", async (c) => {
     const body = await readJson(c, Spawn);
-    const res = await hub.spawn(principal(c).userId, {
+    const res = await hub.sessions.spawn(principal(c).userId, {
       runnerId: body.runnerId,
       prompt: body.prompt,
       cwd: body.cwd?.trim() ? body.cwd : null,
@@ -60,13 +64,13 @@ export function runnerRoutes(hub: Hub): Hono<RelayEnv> {
 
   app.post("/restart", async (c) => {
     const { runnerId } = await readJson(c, RunnerRef);
-    await hub.connectedRunner(principal(c).userId, runnerId).request("restart", {}, 10_000);
+    await hub.runners.connectedRunner(principal(c).userId, runnerId).request("restart", {}, 10_000);
     return c.json({ ok: true });
   });
 
   app.post("/stop", async (c) => {
     const { runnerId } = await readJson(c, RunnerRef);
-    await hub.connectedRunner(principal(c).userId, runnerId).request("stop", {}, 10_000);
+    await hub.runners.connectedRunner(principal(c).userId, runnerId).request("stop", {}, 10_000);
     return c.json({ ok: true });
   });
 
@@ -95,7 +99,7 @@ export function runnerRoutes(hub: Hub): Hono<RelayEnv> {
   });
 
   app.get("/:runnerId/models", async (c) => {
-    return c.json(await hub.models(principal(c).userId, c.req.param("runnerId")));
+    return c.json(await hub.sessions.models(principal(c).userId, c.req.param("runnerId")));
   });
 
   return app;

@@ -1,6 +1,7 @@
 import { Hono } from "hono";
 import { invalid } from "../errors.ts";
 import { HttpError, principal, readJson, type RelayEnv } from "../_http.ts";
+import type { TriggerListeners } from "../trigger_listeners.ts";
 import type { Triggers } from "../triggers.ts";
 import {
   BroadcastBody,
@@ -94,7 +95,7 @@ export function sessionTriggerRoutes(triggers: Triggers): Hono<RelayEnv> {
 }
 
 /** `/api/runners/{id}/...`: the runner's triggers, listeners and broadcasts. */
-export function runnerTriggerRoutes(triggers: Triggers): Hono<RelayEnv> {
+export function runnerTriggerRoutes(triggers: TriggerListeners): Hono<RelayEnv> {
   const app = new Hono<RelayEnv>();
 
   app.get("/:runnerId/triggers", (c) => {
