@@ -1,7 +1,6 @@
 import { join } from "node:path";
 import { environmentForChildren, serveRelay } from "../relay/serve.ts";
-import { createKey } from "../relay/routes/keys.ts";
-import { hashKey } from "../relay/keys.ts";
+import { createKey, hashKey } from "../relay/keys.ts";
 import { supervise } from "../runner/supervisor.ts";
 import { homeDir, parseFlags, parseHttpUrl, parsePort, UsageError } from "./_args.ts";
 import { ask, askSecret, interactive } from "./_prompt.ts";

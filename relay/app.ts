@@ -19,10 +19,11 @@ import {
   relayErrorResponse,
 } from "./_http.ts";
 import { Hub } from "./hub.ts";
+import { createKey } from "./keys.ts";
 import { RateLimiter } from "./rate_limit.ts";
 import { TriggerCalls } from "./runner_calls.ts";
 import { acceptRunnerSocket } from "./runner_link.ts";
-import { createKey, keyRoutes } from "./routes/keys.ts";
+import { keyRoutes } from "./routes/keys.ts";
 import { runnerRoutes } from "./routes/runners.ts";
 import { sessionRoutes } from "./routes/sessions.ts";
 import { settingsRoutes } from "./routes/settings.ts";
@@ -286,8 +287,8 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     await next();
   });
 
-  app.route("/api/keys", keyRoutes(store, hub));
-  app.route("/api/runners", runnerRoutes(hub));
+  app.route("/api/keys", keyRoutes(store, hub.credentials));
+  app.route("/api/runners", runnerRoutes(hub.runners, hub.sessions));
   app.route("/api/runners", runnerTriggerRoutes(listeners));
   app.route("/api/sessions", sessionRoutes(hub));
   app.route("/api/sessions", sessionTriggerRoutes(triggers));

@@ -86,6 +86,11 @@ export class RunnerRegistry implements RunnerPresence {
     return this.connected(runnerId);
   }
 
+  /** Asks a runner of `userId` to restart or stop its daemon. */
+  async control(userId: string, runnerId: string, op: "restart" | "stop"): Promise<void> {
+    await this.connectedRunner(userId, runnerId).request(op, {}, 10_000);
+  }
+
   runnerInfo(runnerId: string): RunnerInfo | undefined {
     const r = this.#store.runners.get(runnerId);
     if (!r) return undefined;

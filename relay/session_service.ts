@@ -1,6 +1,6 @@
 /**
  * Sessions as users drive them: spawn, input, triggers into them, their end,
- * renaming, and a runner's models.
+ * renaming and pins, a runner's models, and the folders of recent sessions.
  *
  * @module
  */
@@ -48,13 +48,15 @@ export interface SessionControl {
 /** Options of {@linkcode SessionService}. */
 export interface SessionServiceOptions {
   store: Store;
-  runners: Pick<RunnerRegistry, "connected" | "connectedRunner">;
+  runners: Pick<RunnerRegistry, "connected" | "connectedRunner" | "assertOwned">;
   events: Pick<EventPipeline, "lastSeq" | "statusOf" | "inject" | "retitle" | "drop" | "inFlight">;
   feed: Pick<StateFeed, "sessionChanged" | "runnerChanged" | "bump">;
   /** Public address of the relay, for share URLs. */
   baseUrl: string;
   clock?: Clock;
 }
+
+const MAX_RECENT_FOLDERS = 20;
 
 /** Spawns and steers sessions, and keeps their listed state. */
 export class SessionService implements SessionControl {
@@ -265,6 +267,12 @@ export class SessionService implements SessionControl {
     return this.sessionInfo(this.#store.sessions.get(sessionId)!);
   }
 
+  /** Pins or unpins a session of `userId` and tells the owner's feed. */
+  setPinned(userId: string, sessionId: string, pinned: boolean): void {
+    if (!this.#store.sessions.setPinned(userId, sessionId, pinned)) throw notFound("Session");
+    this.#opts.feed.sessionChanged(sessionId);
+  }
+
   /** The models a runner offers, minus the ones `userId` hid, and its models.json error if any. */
   async models(
     userId: string,
@@ -286,6 +294,44 @@ export class SessionService implements SessionControl {
       ...(typeof res.error === "string" ? { error: res.error.slice(0, 2000) } : {}),
     };
   }
+
+  /**
+   * Folders of the caller's recent sessions on a runner of theirs, newest
+   * first, minus the ones dismissed (until a newer session uses them again).
+   */
+  recentFolders(userId: string, runnerId: string): string[] {
+    this.#opts.runners.assertOwned(userId, runnerId);
+    const dismissed = this.#store.settings.get<Record<string, string>>(
+      userId,
+      dismissedKey(runnerId),
+      {},
+    );
+    const seen = new Set<string>();
+    const out: string[] = [];
+    for (const s of this.#store.sessions.listForUser(userId)) {
+      if (s.runnerId !== runnerId || !s.cwd || seen.has(s.cwd)) continue;
+      seen.add(s.cwd);
+      const gone = dismissed[s.cwd];
+      if (gone && gone >= s.createdAt) continue;
+      out.push(s.cwd);
+      if (out.length === MAX_RECENT_FOLDERS) break;
+    }
+    return out;
+  }
+
+  /** Hides a folder from the recent ones; false when it was not among them. */
+  dismissFolder(userId: string, runnerId: string, path: string): boolean {
+    if (!this.recentFolders(userId, runnerId).includes(path)) return false;
+    const key = dismissedKey(runnerId);
+    const dismissed = this.#store.settings.get<Record<string, string>>(userId, key, {});
+    dismissed[path] = isoNow(this.#clock);
+    this.#store.settings.set(userId, key, dismissed);
+    return true;
+  }
+}
+
+function dismissedKey(runnerId: string): string {
+  return `recentFolders.dismissed.${runnerId}`;
 }
 
 /** A runner answered something that is not the protocol's shape. */

@@ -108,6 +108,23 @@ export class Webhooks {
     }
   }
 
+  /** The webhooks of `userId`, without their secrets. */
+  async list(userId: string) {
+    const list = this.store.webhooks.listForUser(userId);
+    return await Promise.all(list.map((w) => this.view(w, false)));
+  }
+
+  /** One webhook of `userId`, with its secret; unknown and foreign ids throw the same 404. */
+  async get(userId: string, id: string) {
+    const w = this.store.webhooks.getOwned(userId, id);
+    if (!w) throw notFound("Webhook");
+    return await this.view(w, true);
+  }
+
+  remove(userId: string, id: string): void {
+    if (!this.store.webhooks.delete(userId, id)) throw notFound("Webhook");
+  }
+
   async create(userId: string, body: WebhookInput) {
     this.#checkRunner(userId, body.runnerId);
     const secret = Array.from(

@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import { INPUT_KINDS, MAX_SESSION_TITLE } from "../../shared/protocol.ts";
-import { invalid, notFound } from "../errors.ts";
+import { invalid } from "../errors.ts";
 import { principal, readJson, type RelayEnv } from "../_http.ts";
 import { eventsFrame } from "../fanout.ts";
 import type { Hub } from "../hub.ts";
@@ -74,9 +74,7 @@ export function sessionRoutes(hub: Pick<Hub, "store" | "sessions" | "feed">): Ho
 
   for (const [method, pinned] of [["put", true], ["delete", false]] as const) {
     app[method]("/:id/pin", (c) => {
-      const id = c.req.param("id");
-      if (!store.sessions.setPinned(principal(c).userId, id, pinned)) throw notFound("Session");
-      feed.sessionChanged(id);
+      sessions.setPinned(principal(c).userId, c.req.param("id"), pinned);
       return c.json({ ok: true, isPinned: pinned });
     });
   }

@@ -1,6 +1,5 @@
 import { Hono } from "hono";
 import { z } from "zod";
-import { notFound } from "../errors.ts";
 import { HttpError, principal, readBody, readJson, type RelayEnv } from "../_http.ts";
 import { MAX_WEBHOOK_BODY, type Webhooks } from "../webhooks.ts";
 import { FilterModeSchema, FiltersSchema, ModelSchema } from "./trigger_schemas.ts";
@@ -40,7 +39,6 @@ const WebhookUpdate = WebhookCreate.partial().extend({
 /** `/api/webhooks` CRUD (the caller's own webhooks only). */
 export function webhookRoutes(webhooks: Webhooks): Hono<RelayEnv> {
   const app = new Hono<RelayEnv>();
-  const { store } = webhooks;
 
   app.post("/", async (c) => {
     const body = await readJson(c, WebhookCreate);
@@ -48,14 +46,11 @@ export function webhookRoutes(webhooks: Webhooks): Hono<RelayEnv> {
   });
 
   app.get("/", async (c) => {
-    const list = store.webhooks.listForUser(principal(c).userId);
-    return c.json({ webhooks: await Promise.all(list.map((w) => webhooks.view(w, false))) });
+    return c.json({ webhooks: await webhooks.list(principal(c).userId) });
   });
 
   app.get("/:id", async (c) => {
-    const w = store.webhooks.getOwned(principal(c).userId, c.req.param("id"));
-    if (!w) throw notFound("Webhook");
-    return c.json({ webhook: await webhooks.view(w, true) });
+    return c.json({ webhook: await webhooks.get(principal(c).userId, c.req.param("id")) });
   });
 
   app.put("/:id", async (c) => {
@@ -64,7 +59,7 @@ export function webhookRoutes(webhooks: Webhooks): Hono<RelayEnv> {
   });
 
   app.delete("/:id", (c) => {
-    if (!store.webhooks.delete(principal(c).userId, c.req.param("id"))) throw notFound("Webhook");
+    webhooks.remove(principal(c).userId, c.req.param("id"));
     return c.json({ ok: true });
   });
 
