@@ -16,6 +16,7 @@ import {
 import { Hub } from "./hub.ts";
 import { originCheck, requirePrincipal } from "./principal.ts";
 import { accountRoutes } from "./routes/accounts.ts";
+import { TriggerCalls } from "./runner_calls.ts";
 import { keyRoutes } from "./routes/keys.ts";
 import { runnerRoutes } from "./routes/runners.ts";
 import { sessionRoutes } from "./routes/sessions.ts";
@@ -23,6 +24,7 @@ import { settingsRoutes } from "./routes/settings.ts";
 import { runnerTriggerRoutes, sessionTriggerRoutes } from "./routes/triggers.ts";
 import { webhookFireRoute, webhookRoutes } from "./routes/webhooks.ts";
 import { SecretBox } from "./secret_box.ts";
+import { TriggerListeners } from "./trigger_listeners.ts";
 import { Triggers } from "./triggers.ts";
 import { Webhooks } from "./webhooks.ts";
 import { Store } from "./store/mod.ts";
@@ -136,14 +138,26 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     principalLive: auth.principalLive,
     ...(options.log ? { log: options.log } : {}),
   });
-  const triggers = new Triggers(hub, store);
-  const webhooks = new Webhooks(
-    hub,
+  hub.start();
+  const triggers = new Triggers({ store, sessions: hub.sessions });
+  triggers.start();
+  const runnerCalls = new TriggerCalls(triggers, store);
+  const listeners = new TriggerListeners({
     store,
     triggers,
-    await SecretBox.fromSecret(secret, "baton webhook secrets"),
-    { baseUrl, connectTimeoutMs: options.webhookConnectTimeoutMs ?? 15_000 },
-  );
+    sessions: hub.sessions,
+    runners: hub.runners,
+    log: hub.log.bind(hub),
+  });
+  const webhooks = new Webhooks({
+    store,
+    triggers,
+    sessions: hub.sessions,
+    runners: hub.runners,
+    box: await SecretBox.fromSecret(secret, "baton webhook secrets"),
+    baseUrl,
+    connectTimeoutMs: options.webhookConnectTimeoutMs ?? 15_000,
+  });
   const originAllowed = originCheck(baseUrl, trustedOrigins);
   const web = options.web;
 
@@ -190,15 +204,15 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
 
   // Every other /api route needs a principal (cookie or key).
   app.use("/api/*", requirePrincipal(auth, originAllowed));
-  app.route("/api/keys", keyRoutes(store, hub));
-  app.route("/api/runners", runnerRoutes(hub));
-  app.route("/api/runners", runnerTriggerRoutes(triggers));
+  app.route("/api/keys", keyRoutes(store, hub.credentials));
+  app.route("/api/runners", runnerRoutes(hub.runners, hub.sessions));
+  app.route("/api/runners", runnerTriggerRoutes(listeners));
   app.route("/api/sessions", sessionRoutes(hub));
   app.route("/api/sessions", sessionTriggerRoutes(triggers));
   app.route("/api/settings", settingsRoutes(store));
   app.route("/api/webhooks", webhookRoutes(webhooks));
 
-  app.route("/", socketRoutes({ auth, hub, triggers, originAllowed }));
+  app.route("/", socketRoutes({ auth, hub, calls: runnerCalls, originAllowed }));
   if (web) app.route("/", web.routes);
 
   let closed = false;

@@ -1,4 +1,5 @@
 import { encodeBase64Url } from "../shared/bytes.ts";
+import type { Store } from "./store/mod.ts";
 
 /** Prefix of personal API keys. */
 export const API_KEY_PREFIX = "bk_";
@@ -36,4 +37,30 @@ export async function hashKey(key: string): Promise<string> {
 export function looksLikeKey(value: string): boolean {
   return (value.startsWith(API_KEY_PREFIX) || value.startsWith(RUNNER_TOKEN_PREFIX)) &&
     value.length < 200;
+}
+
+/** Creates a key for `userId`, stores its hash and returns the secret once. */
+export async function createKey(
+  store: Pick<Store, "keys">,
+  userId: string,
+  name: string,
+  expiresInDays: number | null,
+) {
+  const { key, kind } = generateKey(name);
+  const now = new Date();
+  const rec = {
+    id: crypto.randomUUID(),
+    userId,
+    name,
+    kind,
+    prefix: displayPrefix(key),
+    hash: await hashKey(key),
+    createdAt: now.toISOString(),
+    expiresAt: expiresInDays
+      ? new Date(now.getTime() + expiresInDays * 86_400_000).toISOString()
+      : null,
+    lastUsedAt: null,
+  };
+  store.keys.insert(rec);
+  return { id: rec.id, key, name, kind, prefix: rec.prefix, expiresAt: rec.expiresAt };
 }

@@ -8,6 +8,5 @@
 export { createRelay, type Relay, type RelayOptions } from "./app.ts";
 export { Hub } from "./hub.ts";
 export { environmentForChildren, type ServedRelay, serveRelay } from "./serve.ts";
-export { createKey } from "./routes/keys.ts";
-export { hashKey } from "./keys.ts";
+export { createKey, hashKey } from "./keys.ts";
 export type { Store } from "./store/mod.ts";

@@ -5,12 +5,13 @@ import {
   MAX_WS_MESSAGE_BYTES,
   PROTOCOL_VERSION,
   type RunnerHello,
+  type SessionEvent,
   type WireError,
 } from "../shared/protocol.ts";
 import type { Principal } from "./auth.ts";
 import { type ErrorKind, offline, RelayError, timeout } from "./errors.ts";
-import { type Hub, invalidEvents } from "./hub.ts";
-import type { Triggers } from "./triggers.ts";
+import type { RunnerConnection } from "./runner_registry.ts";
+import type { Store } from "./store/mod.ts";
 
 /** How long a new runner socket may stay silent before its hello. */
 export const HELLO_TIMEOUT_MS = 10_000;
@@ -24,7 +25,7 @@ interface Pending {
 }
 
 /** The relay's end of one runner's control connection, after its hello was accepted. */
-export class RunnerLink {
+export class RunnerLink implements RunnerConnection {
   /** Sessions whose spawn request is in flight (not yet confirmed by the runner). */
   readonly pendingSpawns = new Set<string>();
   readonly #pending = new Map<number, Pending>();
@@ -112,11 +113,34 @@ function runnerError(e: WireError | undefined): RelayError {
   );
 }
 
+/** What a runner socket needs of the relay (the hub). */
+export interface RunnerHub {
+  /** Registers a link whose hello was accepted; answers what its welcome carries. */
+  attachRunner(link: RunnerLink, sessions: string[]): {
+    acked: Record<string, number>;
+    ended: string[];
+  };
+  /** Forgets a link whose socket closed. */
+  detachRunner(link: RunnerLink): void;
+  /** Takes a checked `events` message. */
+  ingest(link: RunnerLink, msg: EventsMessage): void;
+  log(line: string): void;
+  readonly store: { readonly runners: Pick<Store["runners"], "get" | "upsert"> };
+}
+
+/** The calls a runner makes for its agents' trigger tools, and its trigger announcements. */
+export interface RunnerCalls {
+  /** Answers a call (its result, or a RelayError the runner hears as `{code, message}`). */
+  call(link: RunnerLink, op: string, data: Record<string, unknown>): unknown;
+  /** Stores the trigger definitions a runner announced; returns the problems found. */
+  announce(runnerId: string, defs: unknown): string[];
+}
+
 /** Options of {@linkcode acceptRunnerSocket}. */
 export interface AcceptRunnerOptions {
-  hub: Hub;
+  hub: RunnerHub;
   /** Serves the runner's calls for its agents' trigger tools and its announcements. */
-  triggers: Triggers;
+  calls: RunnerCalls;
   /** Resolves an API key or runner token to its owner. */
   principalFromKey: (key: string) => Promise<Principal | null>;
 }
@@ -253,7 +277,7 @@ export function acceptRunnerSocket(socket: WebSocket, options: AcceptRunnerOptio
           ? msg.data as Record<string, unknown>
           : {};
         const from = link;
-        Promise.resolve().then(() => options.triggers.onRunnerCall(from, msg.op as string, data))
+        Promise.resolve().then(() => options.calls.call(from, msg.op as string, data))
           .then(
             (result) => from.send({ t: "result", id, ok: true, data: result ?? {} }),
             (err) => {
@@ -270,7 +294,7 @@ export function acceptRunnerSocket(socket: WebSocket, options: AcceptRunnerOptio
         return;
       }
       case "service_announce": {
-        const problems = options.triggers.announce(link.runnerId, msg.triggerDefs);
+        const problems = options.calls.announce(link.runnerId, msg.triggerDefs);
         for (const p of problems.slice(0, 5)) {
           link.send({ t: "error", code: "bad_trigger_def", message: `Trigger ignored: ${p}` });
         }
@@ -296,4 +320,16 @@ export function acceptRunnerSocket(socket: WebSocket, options: AcceptRunnerOptio
 
 function str(v: unknown, max: number): string {
   return typeof v === "string" ? v.slice(0, max) : "";
+}
+
+/** Checks the shape of a runner's `events` message; returns a reason when it is wrong. */
+export function invalidEvents(msg: Partial<EventsMessage>): string | null {
+  if (typeof msg.sessionId !== "string" || msg.sessionId.length > 100) return "bad sessionId";
+  if (!Array.isArray(msg.events)) return "events must be an array";
+  for (const ev of msg.events as Partial<SessionEvent>[]) {
+    if (!ev || !Number.isSafeInteger(ev.seq) || (ev.seq as number) < 1) return "bad seq";
+    if (typeof ev.ts !== "number") return "bad ts";
+    if (!ev.e || typeof ev.e !== "object" || typeof ev.e.type !== "string") return "bad event";
+  }
+  return null;
 }

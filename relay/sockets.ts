@@ -4,14 +4,15 @@ import type { Auth, Principal } from "./auth.ts";
 import { HttpError, type RelayEnv } from "./_http.ts";
 import type { Hub } from "./hub.ts";
 import { acceptRunnerSocket } from "./runner_link.ts";
-import type { Triggers } from "./triggers.ts";
+import type { RunnerCalls } from "./runner_link.ts";
 import { acceptViewerSocket } from "./viewer.ts";
 
 /** What the two WebSocket upgrades need. */
 export interface SocketRoutesOptions {
   auth: Pick<Auth, "authenticate" | "principalFromKey" | "principalLive">;
   hub: Hub;
-  triggers: Triggers;
+  /** Answers the runner's calls (its agents' trigger tools). */
+  calls: RunnerCalls;
   originAllowed: (req: Request) => boolean;
 }
 
@@ -21,13 +22,13 @@ export interface SocketRoutesOptions {
  * Origin), an API client by its key header or its first message.
  */
 export function socketRoutes(options: SocketRoutesOptions): Hono<RelayEnv> {
-  const { auth, hub, triggers, originAllowed } = options;
+  const { auth, hub, calls, originAllowed } = options;
   const app = new Hono<RelayEnv>();
 
   app.get(RUNNER_WS_PATH, (c) => {
     requireUpgrade(c.req.raw);
     const { socket, response } = upgrade(c.req.raw, 30);
-    acceptRunnerSocket(socket, { hub, principalFromKey: auth.principalFromKey, triggers });
+    acceptRunnerSocket(socket, { hub, principalFromKey: auth.principalFromKey, calls });
     return response;
   });
 

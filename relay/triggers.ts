@@ -1,111 +1,81 @@
 /**
  * Triggers on the relay: the runner catalogs, per-session triggers and
- * history, subscriptions, runner listeners and broadcasts. Filters and params
- * are evaluated here, at delivery, before anything reaches an agent.
+ * history, and subscriptions (listeners and broadcasts are in
+ * `trigger_listeners.ts`). Params are checked here against the catalog;
+ * filters are evaluated at delivery, before anything reaches an agent.
  *
  * @module
  */
-import { z } from "zod";
 import type { DeliveredTrigger, ModelRef } from "../shared/protocol.ts";
 import {
   type FilterMode,
-  filtersMatch,
   invalidParams,
   invalidTriggerDef,
   normalizeTriggerDef,
-  paramsMatch,
   type TriggerDef,
   type TriggerFilter,
 } from "../shared/triggers.ts";
-import { invalid, notFound, offline, sessionEnded } from "./errors.ts";
-import type { Hub } from "./hub.ts";
-import type {
-  HistoryEntry,
-  ListenerRecord,
-  SessionRecord,
-  Store,
-  SubscriptionRecord,
-} from "./store/mod.ts";
+import { type Clock, isoNow, systemClock } from "./_clock.ts";
+import { invalid, notFound } from "./errors.ts";
+import type { SessionControl } from "./session_service.ts";
+import { assertNotEnded } from "./session_state.ts";
+import type { HistoryEntry, SessionRecord, Store, SubscriptionRecord } from "./store/mod.ts";
 
 /** History entries of a session expire after this long without a new one. */
 export const HISTORY_IDLE_MS = 24 * 60 * 60_000;
+/** How often idle histories are dropped (ms). */
+const EXPIRE_EVERY_MS = 60 * 60_000;
 /** Most triggers a runner may declare. */
 const MAX_DEFS = 500;
 
-const Scalar = z.union([z.string().max(1000), z.number(), z.boolean()]);
+/** Params of a subscription or listener, as checked against the trigger's definition. */
+export type TriggerParams = Record<string, string | number | boolean>;
 
-/** A filter as clients send it. */
-export const FilterSchema = z.object({
-  field: z.string().min(1).max(300).regex(/^[^.\s][^\s]*$/, "a dot-path such as 'a.b.c'"),
-  value: z.union([Scalar, z.array(Scalar).min(1).max(100)]),
-  op: z.enum(["eq", "contains"]).optional(),
-}).strict();
+/** A trigger sent into one session (`POST /api/sessions/{id}/trigger`). */
+export interface TriggerInput {
+  type: string;
+  payload: Record<string, unknown>;
+  deliverAs?: "steer" | "followUp";
+  expectsResponse?: boolean;
+  source?: string;
+  summary?: string;
+}
 
-export const FiltersSchema = z.array(FilterSchema).max(50);
-export const FilterModeSchema = z.enum(["and", "or"]);
-export const ParamsSchema = z.record(z.string().min(1).max(100), Scalar).refine(
-  (p) => Object.keys(p).length <= 50,
-  "at most 50 params",
-);
-export const ModelSchema = z.object({
-  provider: z.string().min(1).max(200),
-  id: z.string().min(1).max(200),
-});
-const TypeSchema = z.string().min(1).max(200);
-const PayloadSchema = z.record(z.string(), z.unknown());
+/** A new subscription of a session to a trigger type. */
+export interface SubscriptionInput {
+  triggerType: string;
+  params?: TriggerParams;
+  filters?: TriggerFilter[];
+  filterMode?: FilterMode;
+}
 
-export const TriggerBody = z.object({
-  type: TypeSchema,
-  payload: PayloadSchema,
-  deliverAs: z.enum(["steer", "followUp"]).optional(),
-  expectsResponse: z.boolean().optional(),
-  source: z.string().min(1).max(200).optional(),
-  summary: z.string().max(2000).optional(),
-});
+/** Changes to subscriptions (`null` resets a field). */
+export interface SubscriptionChange {
+  params?: TriggerParams | null;
+  filters?: TriggerFilter[] | null;
+  filterMode?: FilterMode | null;
+}
 
-export const BroadcastBody = TriggerBody.omit({ expectsResponse: true });
+/** An agent's answer to a trigger it received. */
+export interface TriggerResponse {
+  triggerId: string;
+  action?: string;
+  text?: string;
+}
 
-export const SubscriptionBody = z.object({
-  triggerType: TypeSchema,
-  params: ParamsSchema.optional(),
-  filters: FiltersSchema.optional(),
-  filterMode: FilterModeSchema.optional(),
-});
+/** Options of {@linkcode Triggers}. */
+export interface TriggersOptions {
+  store: Store;
+  /** Delivers triggers into sessions and spawns sessions that start with one. */
+  sessions: Pick<SessionControl, "deliverTrigger" | "spawn">;
+  clock?: Clock;
+}
 
-export const SubscriptionPatch = z.object({
-  params: ParamsSchema.nullable().optional(),
-  filters: FiltersSchema.nullable().optional(),
-  filterMode: FilterModeSchema.nullable().optional(),
-});
-
-export const ListenerBody = z.object({
-  triggerType: TypeSchema,
-  prompt: z.string().max(200_000).optional(),
-  cwd: z.string().max(4096).nullable().optional(),
-  model: ModelSchema.nullable().optional(),
-  params: ParamsSchema.optional(),
-});
-
-export const ListenerPatch = z.object({
-  triggerType: TypeSchema.optional(),
-  prompt: z.string().max(200_000).nullable().optional(),
-  cwd: z.string().max(4096).nullable().optional(),
-  model: ModelSchema.nullable().optional(),
-  params: ParamsSchema.nullable().optional(),
-});
-
-export const RespondBody = z.object({
-  triggerId: z.string().min(1).max(100),
-  action: z.string().max(200).optional(),
-  text: z.string().max(100_000).optional(),
-});
-
-/** A subscription as the API shows it. */
 /**
  * The records a route's `target` names: the one with that id (preferred) or,
  * legacy, every one of that trigger type.
  */
-function named<T extends { triggerType: string }>(
+export function named<T extends { triggerType: string }>(
   all: T[],
   id: (r: T) => string,
   target: string,
@@ -114,6 +84,7 @@ function named<T extends { triggerType: string }>(
   return byId.length > 0 ? byId : all.filter((r) => r.triggerType === target);
 }
 
+/** A subscription as the API shows it. */
 function subscriptionView(s: SubscriptionRecord) {
   return {
     subscriptionId: s.subscriptionId,
@@ -126,34 +97,31 @@ function subscriptionView(s: SubscriptionRecord) {
   };
 }
 
-/** A listener as the API shows it. */
-function listenerView(l: ListenerRecord) {
-  return {
-    listenerId: l.listenerId,
-    triggerType: l.triggerType,
-    prompt: l.prompt,
-    cwd: l.cwd,
-    model: l.model,
-    params: l.params,
-    createdAt: l.createdAt,
-    updatedAt: l.updatedAt,
-  };
-}
-
-/** Everything about triggers, for the HTTP routes and the agents' tools alike. */
+/** Session triggers, histories and subscriptions, for the HTTP routes and the agents' tools alike. */
 export class Triggers {
-  readonly #timer: ReturnType<typeof setInterval>;
+  readonly store: Store;
+  readonly #opts: TriggersOptions;
+  readonly #clock: Clock;
+  #timer: number | null = null;
 
-  constructor(readonly hub: Hub, readonly store: Store) {
-    this.#timer = setInterval(() => this.expire(), 60 * 60_000);
+  constructor(options: TriggersOptions) {
+    this.#opts = options;
+    this.store = options.store;
+    this.#clock = options.clock ?? systemClock;
+  }
+
+  /** Starts dropping idle histories every hour. */
+  start(): void {
+    this.#timer ??= this.#clock.setInterval(() => this.expire(), EXPIRE_EVERY_MS);
   }
 
   close(): void {
-    clearInterval(this.#timer);
+    if (this.#timer !== null) this.#clock.clearInterval(this.#timer);
+    this.#timer = null;
   }
 
   /** Drops idle histories (and old webhook delivery ids). */
-  expire(now = Date.now()): void {
+  expire(now = this.#clock.now()): void {
     this.store.triggers.expireHistory(new Date(now - HISTORY_IDLE_MS).toISOString());
     this.store.webhooks.pruneDeliveries(now - HISTORY_IDLE_MS);
   }
@@ -184,7 +152,8 @@ export class Triggers {
     return this.store.runners.triggerDefs(runnerId);
   }
 
-  #def(runnerId: string, type: string): TriggerDef {
+  /** The runner's definition of a trigger type; 400 `unknown_trigger_type` without one. */
+  definition(runnerId: string, type: string): TriggerDef {
     const def = this.catalog(runnerId).find((d) => d.type === type);
     if (!def) {
       throw invalid(
@@ -207,7 +176,7 @@ export class Triggers {
   async trigger(
     userId: string,
     sessionId: string,
-    body: z.infer<typeof TriggerBody>,
+    body: TriggerInput,
   ): Promise<{ triggerId: string }> {
     const s = this.#session(userId, sessionId);
     const trigger: DeliveredTrigger = {
@@ -219,7 +188,7 @@ export class Triggers {
       deliverAs: body.deliverAs ?? "steer",
       expectsResponse: body.expectsResponse ?? false,
     };
-    await this.hub.deliverTrigger(s, trigger);
+    await this.#opts.sessions.deliverTrigger(s, trigger);
     this.record(sessionId, trigger);
     return { triggerId: trigger.triggerId };
   }
@@ -234,7 +203,7 @@ export class Triggers {
       ...(t.summary ? { summary: t.summary } : {}),
       payload: t.payload,
       deliverAs: t.deliverAs,
-      ts: new Date().toISOString(),
+      ts: isoNow(this.#clock),
       direction: "inbound",
       expectsResponse: t.expectsResponse,
     });
@@ -242,7 +211,7 @@ export class Triggers {
 
   #expireIfIdle(sessionId: string): void {
     const last = this.store.triggers.lastActivity(sessionId);
-    if (last && Date.parse(last) < Date.now() - HISTORY_IDLE_MS) {
+    if (last && Date.parse(last) < this.#clock.now() - HISTORY_IDLE_MS) {
       this.store.triggers.clearHistory(sessionId);
     }
   }
@@ -259,8 +228,8 @@ export class Triggers {
   }
 
   /** An agent's answer to a trigger: on the inbound entry, and as an outbound entry. */
-  respond(s: SessionRecord, body: z.infer<typeof RespondBody>): void {
-    const ts = new Date().toISOString();
+  respond(s: SessionRecord, body: TriggerResponse): void {
+    const ts = isoNow(this.#clock);
     const response = {
       ...(body.action !== undefined ? { action: body.action } : {}),
       ...(body.text !== undefined ? { text: body.text } : {}),
@@ -296,10 +265,10 @@ export class Triggers {
     return this.store.triggers.subscriptionsOf(sessionId).map(subscriptionView);
   }
 
-  subscribe(userId: string, sessionId: string, body: z.infer<typeof SubscriptionBody>) {
+  subscribe(userId: string, sessionId: string, body: SubscriptionInput) {
     const s = this.#session(userId, sessionId);
-    if (s.status === "ended" || s.status === "error") throw sessionEnded();
-    const def = this.#def(s.runnerId, body.triggerType);
+    assertNotEnded(s);
+    const def = this.definition(s.runnerId, body.triggerType);
     const params = body.params ?? {};
     const bad = invalidParams(def, params);
     if (bad) throw invalid(bad, "invalid_params");
@@ -310,9 +279,9 @@ export class Triggers {
       runnerId: s.runnerId,
       triggerType: body.triggerType,
       params,
-      filters: (body.filters ?? []) as TriggerFilter[],
+      filters: body.filters ?? [],
       filterMode: body.filterMode ?? "and",
-      createdAt: new Date().toISOString(),
+      createdAt: isoNow(this.#clock),
     };
     this.store.triggers.saveSubscription(rec);
     return subscriptionView(rec);
@@ -327,7 +296,7 @@ export class Triggers {
     userId: string,
     sessionId: string,
     target: string,
-    patch: z.infer<typeof SubscriptionPatch>,
+    patch: SubscriptionChange,
   ) {
     const s = this.#session(userId, sessionId);
     const subs = this.#targets(sessionId, target);
@@ -335,11 +304,11 @@ export class Triggers {
     for (const sub of subs) {
       if (patch.params !== undefined) {
         const params = patch.params ?? {};
-        const bad = invalidParams(this.#def(s.runnerId, sub.triggerType), params);
+        const bad = invalidParams(this.definition(s.runnerId, sub.triggerType), params);
         if (bad) throw invalid(bad, "invalid_params");
         sub.params = params;
       }
-      if (patch.filters !== undefined) sub.filters = (patch.filters ?? []) as TriggerFilter[];
+      if (patch.filters !== undefined) sub.filters = patch.filters ?? [];
       if (patch.filterMode !== undefined) sub.filterMode = patch.filterMode ?? "and";
     }
     this.store.tx(() => subs.forEach((sub) => this.store.triggers.saveSubscription(sub)));
@@ -357,149 +326,6 @@ export class Triggers {
     return { ...subscriptionView(subs[0]!), removed };
   }
 
-  // Listeners ----------------------------------------------------------------
-
-  #runner(userId: string, runnerId: string): void {
-    if (!this.store.runners.getOwned(userId, runnerId)) throw notFound("Runner");
-  }
-
-  /**
-   * A runner's catalog and listeners. The payload schemas are left out: this
-   * view serves the listener form, which needs only the params; a session's
-   * `available-triggers` carries them for the agent.
-   */
-  runnerTriggers(userId: string, runnerId: string) {
-    this.#runner(userId, runnerId);
-    return {
-      triggerDefs: this.catalog(runnerId).map((d) => ({
-        type: d.type,
-        label: d.label,
-        description: d.description ?? "",
-        params: d.params,
-      })),
-      listeners: this.store.triggers.listenersOf(runnerId).map(listenerView),
-    };
-  }
-
-  listeners(userId: string, runnerId: string) {
-    this.#runner(userId, runnerId);
-    return this.store.triggers.listenersOf(runnerId).map(listenerView);
-  }
-
-  addListener(userId: string, runnerId: string, body: z.infer<typeof ListenerBody>) {
-    this.#runner(userId, runnerId);
-    const def = this.#def(runnerId, body.triggerType);
-    const params = body.params ?? {};
-    const bad = invalidParams(def, params);
-    if (bad) throw invalid(bad, "invalid_params");
-    const now = new Date().toISOString();
-    const rec: ListenerRecord = {
-      listenerId: crypto.randomUUID(),
-      userId,
-      runnerId,
-      triggerType: body.triggerType,
-      prompt: body.prompt ?? "",
-      cwd: body.cwd?.trim() ? body.cwd : null,
-      model: (body.model ?? null) as ModelRef | null,
-      params,
-      createdAt: now,
-      updatedAt: now,
-    };
-    this.store.triggers.saveListener(rec);
-    return listenerView(rec);
-  }
-
-  /** Listeners of a runner that `target` names. */
-  #listenerTargets(runnerId: string, target: string): ListenerRecord[] {
-    return named(this.store.triggers.listenersOf(runnerId), (r) => r.listenerId, target);
-  }
-
-  updateListener(
-    userId: string,
-    runnerId: string,
-    target: string,
-    patch: z.infer<typeof ListenerPatch>,
-  ) {
-    this.#runner(userId, runnerId);
-    const list = this.#listenerTargets(runnerId, target);
-    if (list.length === 0) throw notFound("Listener");
-    const now = new Date().toISOString();
-    for (const l of list) {
-      if (patch.triggerType !== undefined) l.triggerType = patch.triggerType;
-      if (patch.prompt !== undefined) l.prompt = patch.prompt ?? "";
-      if (patch.cwd !== undefined) l.cwd = patch.cwd?.trim() ? patch.cwd : null;
-      if (patch.model !== undefined) l.model = (patch.model ?? null) as ModelRef | null;
-      if (patch.params !== undefined) l.params = patch.params ?? {};
-      const bad = invalidParams(this.#def(runnerId, l.triggerType), l.params);
-      if (bad) throw invalid(bad, "invalid_params");
-      l.updatedAt = now;
-    }
-    this.store.tx(() => list.forEach((l) => this.store.triggers.saveListener(l)));
-    return listenerView(list[0]!);
-  }
-
-  removeListener(userId: string, runnerId: string, target: string) {
-    this.#runner(userId, runnerId);
-    const list = this.#listenerTargets(runnerId, target);
-    if (list.length === 0) throw notFound("Listener");
-    const removed = this.store.triggers.deleteListeners(runnerId, list.map((l) => l.listenerId));
-    return { listenerId: list[0]!.listenerId, triggerType: list[0]!.triggerType, removed };
-  }
-
-  // Broadcast ----------------------------------------------------------------
-
-  /**
-   * Fans a trigger out to every running session on the runner subscribed to
-   * its type whose params and filters match, and spawns a session for every
-   * matching listener.
-   */
-  async broadcast(userId: string, runnerId: string, body: z.infer<typeof BroadcastBody>) {
-    this.#runner(userId, runnerId);
-    this.#def(runnerId, body.type);
-    if (!this.hub.link(runnerId)) throw offline();
-    const triggerId = crypto.randomUUID();
-    const trigger: DeliveredTrigger = {
-      triggerId,
-      type: body.type,
-      source: body.source ?? body.type.split(":")[0]!,
-      ...(body.summary ? { summary: body.summary } : {}),
-      payload: body.payload,
-      deliverAs: body.deliverAs ?? "followUp",
-      expectsResponse: false,
-    };
-    const sessions = new Map<string, SessionRecord>();
-    for (const sub of this.store.triggers.subscriptionsFor(runnerId, body.type)) {
-      if (sub.userId !== userId || sessions.has(sub.sessionId)) continue;
-      if (!paramsMatch(body.payload, sub.params)) continue;
-      if (!filtersMatch(body.payload, sub.filters, sub.filterMode as FilterMode)) continue;
-      const s = this.store.sessions.get(sub.sessionId);
-      if (s && s.status === "running") sessions.set(s.sessionId, s);
-    }
-    const delivered = await Promise.all(
-      [...sessions.values()].map((s) =>
-        this.hub.deliverTrigger(s, trigger).then(() => {
-          this.record(s.sessionId, trigger);
-          return 1;
-        }, () => 0)
-      ),
-    );
-    const listeners = this.store.triggers.listenersOf(runnerId, body.type)
-      .filter((l) => l.userId === userId && paramsMatch(body.payload, l.params));
-    const spawned = await Promise.all(
-      listeners.map((l) =>
-        this.spawnWithTrigger(userId, runnerId, l, trigger).then(() => 1, (err) => {
-          this.hub.log(`listener ${l.listenerId} could not spawn: ${err}`);
-          return 0;
-        })
-      ),
-    );
-    return {
-      triggerId,
-      delivered: delivered.reduce<number>((a, b) => a + b, 0),
-      spawned: spawned.reduce<number>((a, b) => a + b, 0),
-    };
-  }
-
   /** Spawns a session that starts with `trigger` and records it in its history. */
   async spawnWithTrigger(
     userId: string,
@@ -507,7 +333,7 @@ export class Triggers {
     how: { prompt?: string | null; cwd?: string | null; model?: ModelRef | null },
     trigger: DeliveredTrigger,
   ): Promise<string> {
-    const { sessionId } = await this.hub.spawn(userId, {
+    const { sessionId } = await this.#opts.sessions.spawn(userId, {
       runnerId,
       prompt: "",
       cwd: how.cwd ?? null,
@@ -517,56 +343,5 @@ export class Triggers {
     });
     this.record(sessionId, trigger);
     return sessionId;
-  }
-
-  // Calls from agents (their trigger tools) ----------------------------------
-
-  /** Serves a runner's call on behalf of one of its sessions' agents. */
-  onRunnerCall(
-    link: { runnerId: string; userId: string },
-    op: string,
-    data: Record<string, unknown>,
-  ): unknown {
-    const sessionId = typeof data.sessionId === "string" ? data.sessionId : "";
-    const s = this.store.sessions.get(sessionId);
-    if (!s || s.runnerId !== link.runnerId || s.userId !== link.userId) throw notFound("Session");
-    const parse = <T extends z.ZodType>(schema: T): z.infer<T> => {
-      const r = schema.safeParse(data);
-      if (!r.success) {
-        const i = r.error.issues[0];
-        throw invalid(
-          `Invalid arguments: ${i?.path.join(".") || ""} ${i?.message ?? ""}`.trim(),
-        );
-      }
-      return r.data;
-    };
-    switch (op) {
-      case "triggers.available":
-        return { triggerDefs: this.catalog(s.runnerId) };
-      case "triggers.list":
-        return { subscriptions: this.subscriptions(s.userId, sessionId) };
-      case "triggers.subscribe":
-        return this.subscribe(s.userId, sessionId, parse(SubscriptionBody));
-      case "triggers.update": {
-        const { subscriptionId, ...patch } = parse(
-          SubscriptionPatch.extend({ subscriptionId: z.string().min(1).max(200) }),
-        );
-        return this.updateSubscription(s.userId, sessionId, subscriptionId, patch);
-      }
-      case "triggers.unsubscribe": {
-        const { subscriptionId, triggerType } = parse(z.object({
-          subscriptionId: z.string().min(1).max(200).optional(),
-          triggerType: z.string().min(1).max(200).optional(),
-        }));
-        const target = subscriptionId ?? triggerType;
-        if (!target) throw invalid("Give a subscriptionId (or a triggerType)");
-        return this.unsubscribe(s.userId, sessionId, target);
-      }
-      case "triggers.respond":
-        this.respond(s, parse(RespondBody));
-        return { ok: true };
-      default:
-        throw invalid(`Unknown call: '${op.slice(0, 60)}'`, "unknown_op");
-    }
   }
 }

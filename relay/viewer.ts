@@ -5,10 +5,12 @@ import {
   MAX_WS_MESSAGE_BYTES,
   PROTOCOL_VERSION,
   type RelayToViewer,
+  type RunnerInfo,
+  type SessionInfo,
 } from "../shared/protocol.ts";
 import type { Principal } from "./auth.ts";
 import { invalid, RelayError } from "./errors.ts";
-import type { Hub, Subscription } from "./hub.ts";
+import type { FanoutViewer, Subscription } from "./fanout.ts";
 
 /** Largest message a viewer may send (inputs carry prompts). */
 const MAX_VIEWER_MESSAGE = 1024 * 1024;
@@ -22,7 +24,7 @@ const AUTH_TIMEOUT_MS = 10_000;
 export const VIEWER_MAX_UNREAD = 8 * 1024 * 1024;
 
 /** One browser tab or CLI client connected to the viewer socket. */
-export class Viewer {
+export class Viewer implements FanoutViewer {
   readonly subs = new Map<string, Subscription>();
   watching = false;
   closed = false;
@@ -63,9 +65,22 @@ export class Viewer {
   }
 }
 
+/** What a viewer socket needs of the relay (the hub). */
+export interface ViewerHub {
+  addViewer(v: Viewer): void;
+  removeViewer(v: Viewer): void;
+  /** Subscribes from `since`; throws a RelayError (404) for a foreign or unknown session. */
+  subscribe(v: Viewer, sessionId: string, since: number): Subscription;
+  unsubscribe(sub: Subscription): void;
+  input(userId: string, sessionId: string, kind: InputKind, text: string): Promise<void>;
+  listRunners(userId: string): RunnerInfo[];
+  listSessions(userId: string): SessionInfo[];
+  log(line: string): void;
+}
+
 /** Options of {@linkcode acceptViewerSocket}. */
 export interface AcceptViewerOptions {
-  hub: Hub;
+  hub: ViewerHub;
   /** The principal from the upgrade request's cookie or key headers, if any. */
   principal: Principal | null;
   /** Resolves a key sent in an `auth` message (clients that cannot set headers). */
@@ -166,13 +181,16 @@ function sendError(socket: WebSocket, code: string, message: string): void {
  * code and message, anything else `internal` (and logged). The one place
  * the viewer socket turns errors into frames.
  */
-function errorFrame(hub: Hub, err: unknown): { code: string; message: string } {
+function errorFrame(
+  hub: ViewerHub,
+  err: unknown,
+): { code: string; message: string } {
   if (err instanceof RelayError) return { code: err.code, message: err.message };
   hub.log(`viewer message failed: ${err}`);
   return { code: "internal", message: "Internal error" };
 }
 
-function handle(hub: Hub, v: Viewer, msg: Record<string, unknown>): void {
+function handle(hub: ViewerHub, v: Viewer, msg: Record<string, unknown>): void {
   const sessionId = typeof msg.sessionId === "string" ? msg.sessionId : undefined;
   const fail = (err: unknown, id?: string) => {
     v.send({
@@ -215,12 +233,7 @@ function handle(hub: Hub, v: Viewer, msg: Record<string, unknown>): void {
       case "watch":
         v.watching = true;
         v.send({ t: "runners", runners: hub.listRunners(v.principal.userId) });
-        v.send({
-          t: "sessions",
-          sessions: hub.store.sessions.listForUser(v.principal.userId).map((s) =>
-            hub.sessionInfo(s)
-          ),
-        });
+        v.send({ t: "sessions", sessions: hub.listSessions(v.principal.userId) });
         return;
       case "ping":
         v.send({ t: "pong" });

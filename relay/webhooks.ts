@@ -6,14 +6,15 @@
  *
  * @module
  */
-import { z } from "zod";
 import type { DeliveredTrigger, ModelRef } from "../shared/protocol.ts";
-import { filtersMatch, type TriggerFilter } from "../shared/triggers.ts";
-import { conflict, invalid, notFound, offline, rejected, RelayError, timeout } from "./errors.ts";
-import type { Hub } from "./hub.ts";
+import { type FilterMode, filtersMatch, type TriggerFilter } from "../shared/triggers.ts";
+import { type Clock, isoNow, systemClock } from "./_clock.ts";
+import { conflict, invalid, notFound, rejected, RelayError, timeout } from "./errors.ts";
+import type { RunnerPresence } from "./runner_registry.ts";
 import type { SecretBox } from "./secret_box.ts";
+import type { SessionControl } from "./session_service.ts";
 import type { Store, WebhookRecord } from "./store/mod.ts";
-import { FilterModeSchema, FiltersSchema, ModelSchema, type Triggers } from "./triggers.ts";
+import type { Triggers } from "./triggers.ts";
 import { MAX_SKEW_MS, verifyWebhook } from "../shared/webhook_signing.ts";
 
 /** Largest webhook body accepted. */
@@ -21,37 +22,40 @@ export const MAX_WEBHOOK_BODY = 1024 * 1024;
 /** How long GitHub and Standard Webhooks delivery ids are remembered. */
 const DELIVERY_TTL_MS = 24 * 60 * 60_000;
 
-const Name = z.string().trim().min(1).max(200);
-/**
- * What breaks a label out of its line or disguises the text around it,
- * wherever `external:<source>` is shown (the agent's trigger message, the
- * web client): control characters, line and paragraph separators,
- * lone surrogates, and the bidirectional embeddings, overrides and isolates.
- */
-const UNSAFE_IN_LABEL = /[\p{Cc}\p{Cs}\u2028\u2029\u202A-\u202E\u2066-\u2069]/u;
-/** Where deliveries come from, as people name it: "GitHub Actions", "ci/main", "billing". */
-const Source = z.string().trim().min(1).max(100).refine(
-  (s) => !UNSAFE_IN_LABEL.test(s),
-  "Control characters, line breaks and text direction marks are not allowed",
-);
-const EventFilter = z.array(z.string().min(1).max(200)).max(100);
-
-export const WebhookCreate = z.object({
-  name: Name,
-  source: Source,
-  runnerId: z.string().min(1).max(100).nullable().optional(),
-  cwd: z.string().max(4096).nullable().optional(),
-  prompt: z.string().max(200_000).nullable().optional(),
-  model: ModelSchema.nullable().optional(),
-  eventFilter: EventFilter.nullable().optional(),
-  filters: FiltersSchema.nullable().optional(),
-  filterMode: FilterModeSchema.nullable().optional(),
-}).strict();
+/** A new webhook (checked by the route). */
+export interface WebhookInput {
+  name: string;
+  source: string;
+  runnerId?: string | null;
+  cwd?: string | null;
+  prompt?: string | null;
+  model?: ModelRef | null;
+  eventFilter?: string[] | null;
+  filters?: TriggerFilter[] | null;
+  filterMode?: FilterMode | null;
+}
 
 /** Any subset of the create fields (`null` clears one), plus `enabled`. */
-export const WebhookUpdate = WebhookCreate.partial().extend({
-  enabled: z.boolean().optional(),
-}).strict();
+export interface WebhookChange extends Partial<WebhookInput> {
+  enabled?: boolean;
+}
+
+/** Options of {@linkcode Webhooks}. */
+export interface WebhooksOptions {
+  store: Store;
+  /** Starts sessions with a trigger and records it. */
+  triggers: Pick<Triggers, "spawnWithTrigger">;
+  /** Waits for a fired session to start, and ends one that did not in time. */
+  sessions: Pick<SessionControl, "waitRunning" | "input" | "abandonSession">;
+  runners: RunnerPresence;
+  /** Seals and opens the webhooks' secrets. */
+  box: SecretBox;
+  /** Public address of the relay, for the webhooks' URLs. */
+  baseUrl: string;
+  /** How long a fire waits for its session to start. */
+  connectTimeoutMs: number;
+  clock?: Clock;
+}
 
 /** The outcome of a fire: the HTTP status and body to answer. */
 export interface FireResult {
@@ -66,13 +70,15 @@ export class Webhooks {
   /** Deliveries (by webhook and delivery id) whose session is still starting. */
   readonly #inflight = new Map<string, Promise<FireResult>>();
 
-  constructor(
-    readonly hub: Hub,
-    readonly store: Store,
-    readonly triggers: Triggers,
-    readonly box: SecretBox,
-    readonly options: { baseUrl: string; connectTimeoutMs: number },
-  ) {}
+  readonly store: Store;
+  readonly #opts: WebhooksOptions;
+  readonly #clock: Clock;
+
+  constructor(options: WebhooksOptions) {
+    this.#opts = options;
+    this.store = options.store;
+    this.#clock = options.clock ?? systemClock;
+  }
 
   /** The API view of a webhook; the secret only when asked for. */
   async view(w: WebhookRecord, withSecret: boolean) {
@@ -90,7 +96,7 @@ export class Webhooks {
       filters: w.filters,
       filterMode: w.filterMode,
       enabled: w.enabled,
-      url: `${this.options.baseUrl}/api/webhooks/${w.id}/fire`,
+      url: `${this.#opts.baseUrl}/api/webhooks/${w.id}/fire`,
       createdAt: w.createdAt,
       updatedAt: w.updatedAt,
     };
@@ -102,25 +108,42 @@ export class Webhooks {
     }
   }
 
-  async create(userId: string, body: z.infer<typeof WebhookCreate>) {
+  /** The webhooks of `userId`, without their secrets. */
+  async list(userId: string) {
+    const list = this.store.webhooks.listForUser(userId);
+    return await Promise.all(list.map((w) => this.view(w, false)));
+  }
+
+  /** One webhook of `userId`, with its secret; unknown and foreign ids throw the same 404. */
+  async get(userId: string, id: string) {
+    const w = this.store.webhooks.getOwned(userId, id);
+    if (!w) throw notFound("Webhook");
+    return await this.view(w, true);
+  }
+
+  remove(userId: string, id: string): void {
+    if (!this.store.webhooks.delete(userId, id)) throw notFound("Webhook");
+  }
+
+  async create(userId: string, body: WebhookInput) {
     this.#checkRunner(userId, body.runnerId);
     const secret = Array.from(
       crypto.getRandomValues(new Uint8Array(32)),
       (b) => b.toString(16).padStart(2, "0"),
     ).join("");
-    const now = new Date().toISOString();
+    const now = isoNow(this.#clock);
     const w: WebhookRecord = {
       id: crypto.randomUUID(),
       userId,
       name: body.name,
       source: body.source,
-      secretEnc: await this.box.seal(secret),
+      secretEnc: await this.#opts.box.seal(secret),
       runnerId: body.runnerId ?? null,
       cwd: body.cwd?.trim() ? body.cwd : null,
       prompt: body.prompt ?? null,
-      model: (body.model ?? null) as ModelRef | null,
+      model: body.model ?? null,
       eventFilter: body.eventFilter ?? [],
-      filters: (body.filters ?? []) as TriggerFilter[],
+      filters: body.filters ?? [],
       filterMode: body.filterMode ?? "and",
       enabled: true,
       createdAt: now,
@@ -130,7 +153,7 @@ export class Webhooks {
     return await this.view(w, true);
   }
 
-  async update(userId: string, id: string, body: z.infer<typeof WebhookUpdate>) {
+  async update(userId: string, id: string, body: WebhookChange) {
     const w = this.store.webhooks.getOwned(userId, id);
     if (!w) throw notFound("Webhook");
     this.#checkRunner(userId, body.runnerId);
@@ -139,12 +162,12 @@ export class Webhooks {
     if (body.runnerId !== undefined) w.runnerId = body.runnerId;
     if (body.cwd !== undefined) w.cwd = body.cwd?.trim() ? body.cwd : null;
     if (body.prompt !== undefined) w.prompt = body.prompt;
-    if (body.model !== undefined) w.model = (body.model ?? null) as ModelRef | null;
+    if (body.model !== undefined) w.model = body.model ?? null;
     if (body.eventFilter !== undefined) w.eventFilter = body.eventFilter ?? [];
-    if (body.filters !== undefined) w.filters = (body.filters ?? []) as TriggerFilter[];
+    if (body.filters !== undefined) w.filters = body.filters ?? [];
     if (body.filterMode !== undefined) w.filterMode = body.filterMode ?? "and";
     if (body.enabled !== undefined) w.enabled = body.enabled;
-    w.updatedAt = new Date().toISOString();
+    w.updatedAt = isoNow(this.#clock);
     this.store.webhooks.save(w);
     return await this.view(w, false);
   }
@@ -159,7 +182,7 @@ export class Webhooks {
     const w = this.store.webhooks.get(id);
     // Missing, deleted and disabled answer alike.
     if (!w || !w.enabled) throw notFound("Webhook");
-    const now = Date.now();
+    const now = this.#clock.now();
     const v = await verifyWebhook(await this.#secret(w), headers, raw, now);
     if (!v.ok) throw new RelayError("unauthorized", "bad_signature", v.message);
 
@@ -254,7 +277,7 @@ export class Webhooks {
         "This webhook has no runner to start sessions on",
       );
     }
-    if (!this.hub.link(w.runnerId)) throw offline("The webhook's runner");
+    this.#opts.runners.connected(w.runnerId, "The webhook's runner");
     if (nonce) this.store.webhooks.useNonce(w.id, nonce.nonce, nonce.until);
     const trigger: DeliveredTrigger = {
       triggerId: crypto.randomUUID(),
@@ -267,7 +290,7 @@ export class Webhooks {
     };
     let sessionId: string;
     try {
-      sessionId = await this.triggers.spawnWithTrigger(w.userId, w.runnerId, w, trigger);
+      sessionId = await this.#opts.triggers.spawnWithTrigger(w.userId, w.runnerId, w, trigger);
     } catch (err) {
       if (nonce) this.store.webhooks.releaseNonce(w.id, nonce.nonce);
       // An offline runner stays a 503; whatever else went wrong, the runner did not start it.
@@ -275,15 +298,15 @@ export class Webhooks {
       const why = err instanceof Error ? err.message : String(err);
       throw rejected("runner_rejected", `The runner did not start the session: ${why}`);
     }
-    const state = await this.hub.waitRunning(sessionId, this.options.connectTimeoutMs);
+    const state = await this.#opts.sessions.waitRunning(sessionId, this.#opts.connectTimeoutMs);
     if (state !== "running") {
       if (nonce) this.store.webhooks.releaseNonce(w.id, nonce.nonce);
       if (state === "timeout") {
         // The sender hears it failed: the session must not start later and
         // surprise it (or a retry). End it here and ask the runner to drop it.
         // (The runner is asked before the session is marked ended, which would refuse input.)
-        this.hub.input(w.userId, sessionId, "end", "").catch(() => {});
-        this.hub.abandonSession(sessionId, "The session did not start in time");
+        this.#opts.sessions.input(w.userId, sessionId, "end", "").catch(() => {});
+        this.#opts.sessions.abandonSession(sessionId, "The session did not start in time");
         throw timeout("session_timeout", "The session did not start in time");
       }
       throw rejected("runner_rejected", "The session ended before it started");
@@ -294,7 +317,7 @@ export class Webhooks {
   /** The webhook's secret, or a clear error when the relay's own secret changed. */
   async #secret(w: WebhookRecord): Promise<string> {
     try {
-      return await this.box.open(w.secretEnc);
+      return await this.#opts.box.open(w.secretEnc);
     } catch {
       throw new RelayError(
         "misconfigured",

@@ -5,7 +5,7 @@ import { clientIp, HttpError, MAX_JSON_BODY, readBody, readJson, type RelayEnv }
 import type { Hub } from "../hub.ts";
 import { RateLimiter } from "../rate_limit.ts";
 import type { Store } from "../store/mod.ts";
-import { createKey } from "./keys.ts";
+import { createKey } from "../keys.ts";
 
 const Register = z.object({
   name: z.string().trim().min(1).max(200).optional(),

@@ -1,8 +1,8 @@
 import { Hono } from "hono";
 import { z } from "zod";
-import { notFound } from "../errors.ts";
 import { principal, readJson, type RelayEnv } from "../_http.ts";
-import type { Hub } from "../hub.ts";
+import type { RunnerRegistry } from "../runner_registry.ts";
+import type { SessionService } from "../session_service.ts";
 
 const ModelRef = z.object({
   provider: z.string().min(1).max(200),
@@ -20,36 +20,15 @@ const RunnerRef = z.object({ runnerId: z.string().min(1).max(100) });
 
 const FolderRef = z.object({ path: z.string().min(1).max(4096) });
 
-const MAX_RECENT_FOLDERS = 20;
-
-function recentFolders(hub: Hub, userId: string, runnerId: string): string[] {
-  const dismissed = hub.store.settings.get<Record<string, string>>(
-    userId,
-    `recentFolders.dismissed.${runnerId}`,
-    {},
-  );
-  const seen = new Set<string>();
-  const out: string[] = [];
-  for (const s of hub.store.sessions.listForUser(userId)) {
-    if (s.runnerId !== runnerId || !s.cwd || seen.has(s.cwd)) continue;
-    seen.add(s.cwd);
-    const gone = dismissed[s.cwd];
-    if (gone && gone >= s.createdAt) continue;
-    out.push(s.cwd);
-    if (out.length === MAX_RECENT_FOLDERS) break;
-  }
-  return out;
-}
-
 /** `/api/runners`: listing, spawning, restarting and stopping runners, their models. */
-export function runnerRoutes(hub: Hub): Hono<RelayEnv> {
+export function runnerRoutes(runners: RunnerRegistry, sessions: SessionService): Hono<RelayEnv> {
   const app = new Hono<RelayEnv>();
 
-  app.get("/", (c) => c.json(hub.listRunners(principal(c).userId)));
+  app.get("/", (c) => c.json(runners.list(principal(c).userId)));
 
   app.post("/spawn", async (c) => {
     const body = await readJson(c, Spawn);
-    const res = await hub.spawn(principal(c).userId, {
+    const res = await sessions.spawn(principal(c).userId, {
       runnerId: body.runnerId,
       prompt: body.prompt,
       cwd: body.cwd?.trim() ? body.cwd : null,
@@ -60,42 +39,32 @@ export function runnerRoutes(hub: Hub): Hono<RelayEnv> {
 
   app.post("/restart", async (c) => {
     const { runnerId } = await readJson(c, RunnerRef);
-    await hub.connectedRunner(principal(c).userId, runnerId).request("restart", {}, 10_000);
+    await runners.control(principal(c).userId, runnerId, "restart");
     return c.json({ ok: true });
   });
 
   app.post("/stop", async (c) => {
     const { runnerId } = await readJson(c, RunnerRef);
-    await hub.connectedRunner(principal(c).userId, runnerId).request("stop", {}, 10_000);
+    await runners.control(principal(c).userId, runnerId, "stop");
     return c.json({ ok: true });
   });
 
-  // Folders of the caller's recent sessions on this runner, newest first,
-  // minus the ones dismissed (until a newer session uses them again).
   app.get("/:runnerId/recent-folders", (c) => {
-    const userId = principal(c).userId;
-    const runnerId = c.req.param("runnerId");
-    if (!hub.store.runners.getOwned(userId, runnerId)) throw notFound("Runner");
-    return c.json({ folders: recentFolders(hub, userId, runnerId) });
+    const folders = sessions.recentFolders(principal(c).userId, c.req.param("runnerId"));
+    return c.json({ folders });
   });
 
   app.delete("/:runnerId/recent-folders", async (c) => {
     const userId = principal(c).userId;
     const runnerId = c.req.param("runnerId");
-    if (!hub.store.runners.getOwned(userId, runnerId)) throw notFound("Runner");
+    // A foreign runner answers 404 whatever the body.
+    runners.assertOwned(userId, runnerId);
     const { path } = await readJson(c, FolderRef);
-    const deleted = recentFolders(hub, userId, runnerId).includes(path);
-    if (deleted) {
-      const key = `recentFolders.dismissed.${runnerId}`;
-      const dismissed = hub.store.settings.get<Record<string, string>>(userId, key, {});
-      dismissed[path] = new Date().toISOString();
-      hub.store.settings.set(userId, key, dismissed);
-    }
-    return c.json({ ok: true, deleted });
+    return c.json({ ok: true, deleted: sessions.dismissFolder(userId, runnerId, path) });
   });
 
   app.get("/:runnerId/models", async (c) => {
-    return c.json(await hub.models(principal(c).userId, c.req.param("runnerId")));
+    return c.json(await sessions.models(principal(c).userId, c.req.param("runnerId")));
   });
 
   return app;

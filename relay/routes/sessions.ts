@@ -1,9 +1,10 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import { INPUT_KINDS, MAX_SESSION_TITLE } from "../../shared/protocol.ts";
-import { invalid, notFound } from "../errors.ts";
+import { invalid } from "../errors.ts";
 import { principal, readJson, type RelayEnv } from "../_http.ts";
-import { eventsFrame, type Hub } from "../hub.ts";
+import { eventsFrame } from "../fanout.ts";
+import type { Hub } from "../hub.ts";
 
 const Input = z.object({
   kind: z.enum(INPUT_KINDS as [string, ...string[]]),
@@ -20,9 +21,9 @@ const Rename = z.object({
 });
 
 /** `/api/sessions`: listing, pins, renaming, input and the stored event log. */
-export function sessionRoutes(hub: Hub): Hono<RelayEnv> {
+export function sessionRoutes(hub: Pick<Hub, "store" | "sessions" | "feed">): Hono<RelayEnv> {
   const app = new Hono<RelayEnv>();
-  const { store } = hub;
+  const { store, sessions, feed } = hub;
 
   // The last listing per user and query, reused while none of their sessions changes.
   const listings = new Map<string, { version: number; body: string }>();
@@ -33,12 +34,12 @@ export function sessionRoutes(hub: Hub): Hono<RelayEnv> {
     const includePersisted = !(q === "false" || q === "0");
     const runnerId = c.req.query("runnerId") ?? "";
     const key = `${userId}\n${includePersisted}\n${runnerId}`;
-    const version = hub.sessionsVersion(userId);
+    const version = feed.version(userId);
     let cached = listings.get(key);
     if (!cached || cached.version !== version) {
       const all = store.sessions.listForUser(userId)
         .filter((s) => !runnerId || s.runnerId === runnerId)
-        .map((s) => hub.sessionInfo(s));
+        .map((s) => sessions.sessionInfo(s));
       const isLive = (s: { status: string }) => s.status === "starting" || s.status === "running";
       cached = {
         version,
@@ -56,34 +57,31 @@ export function sessionRoutes(hub: Hub): Hono<RelayEnv> {
   app.get("/pinned", (c) => {
     const pinned = store.sessions.listPinned(principal(c).userId);
     return c.json({
-      pinnedSessions: pinned.map((s) => ({ ...hub.sessionInfo(s), isPinned: true })),
+      pinnedSessions: pinned.map((s) => ({ ...sessions.sessionInfo(s), isPinned: true })),
     });
   });
 
   app.get("/:id", (c) => {
-    const s = store.sessions.getOwned(principal(c).userId, c.req.param("id"));
-    if (!s) throw notFound("Session");
-    return c.json({ session: hub.sessionInfo(s) });
+    const s = sessions.owned(principal(c).userId, c.req.param("id"));
+    return c.json({ session: sessions.sessionInfo(s) });
   });
 
   app.patch("/:id", async (c) => {
     const body = await readJson(c, Rename);
-    const session = await hub.renameSession(principal(c).userId, c.req.param("id"), body.title);
+    const session = await sessions.rename(principal(c).userId, c.req.param("id"), body.title);
     return c.json({ session });
   });
 
   for (const [method, pinned] of [["put", true], ["delete", false]] as const) {
     app[method]("/:id/pin", (c) => {
-      const id = c.req.param("id");
-      if (!store.sessions.setPinned(principal(c).userId, id, pinned)) throw notFound("Session");
-      hub.sessionChanged(id);
+      sessions.setPinned(principal(c).userId, c.req.param("id"), pinned);
       return c.json({ ok: true, isPinned: pinned });
     });
   }
 
   app.post("/:id/input", async (c) => {
     const body = await readJson(c, Input);
-    await hub.input(
+    await sessions.input(
       principal(c).userId,
       c.req.param("id"),
       body.kind as (typeof INPUT_KINDS)[number],
@@ -95,7 +93,7 @@ export function sessionRoutes(hub: Hub): Hono<RelayEnv> {
   // The stored log, for clients that do not keep a socket open.
   app.get("/:id/events", (c) => {
     const id = c.req.param("id");
-    if (!store.sessions.getOwned(principal(c).userId, id)) throw notFound("Session");
+    sessions.owned(principal(c).userId, id);
     const since = Number(c.req.query("since") ?? "0");
     const limit = Number(c.req.query("limit") ?? "1000");
     if (!Number.isSafeInteger(since) || since < 0) {

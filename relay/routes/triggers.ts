@@ -1,6 +1,8 @@
 import { Hono } from "hono";
 import { invalid } from "../errors.ts";
 import { HttpError, principal, readJson, type RelayEnv } from "../_http.ts";
+import type { TriggerListeners } from "../trigger_listeners.ts";
+import type { Triggers } from "../triggers.ts";
 import {
   BroadcastBody,
   ListenerBody,
@@ -8,8 +10,7 @@ import {
   SubscriptionBody,
   SubscriptionPatch,
   TriggerBody,
-  type Triggers,
-} from "../triggers.ts";
+} from "./trigger_schemas.ts";
 
 /** History `limit`: default 50, at most 200. */
 function limitOf(raw: string | undefined): number {
@@ -94,7 +95,7 @@ export function sessionTriggerRoutes(triggers: Triggers): Hono<RelayEnv> {
 }
 
 /** `/api/runners/{id}/...`: the runner's triggers, listeners and broadcasts. */
-export function runnerTriggerRoutes(triggers: Triggers): Hono<RelayEnv> {
+export function runnerTriggerRoutes(triggers: TriggerListeners): Hono<RelayEnv> {
   const app = new Hono<RelayEnv>();
 
   app.get("/:runnerId/triggers", (c) => {

@@ -1,12 +1,44 @@
 import { Hono } from "hono";
-import { notFound } from "../errors.ts";
+import { z } from "zod";
 import { HttpError, principal, readBody, readJson, type RelayEnv } from "../_http.ts";
-import { MAX_WEBHOOK_BODY, WebhookCreate, type Webhooks, WebhookUpdate } from "../webhooks.ts";
+import { MAX_WEBHOOK_BODY, type Webhooks } from "../webhooks.ts";
+import { FilterModeSchema, FiltersSchema, ModelSchema } from "./trigger_schemas.ts";
+
+const Name = z.string().trim().min(1).max(200);
+/**
+ * What breaks a label out of its line or disguises the text around it,
+ * wherever `external:<source>` is shown (the agent's trigger message, the
+ * web client): control characters, line and paragraph separators,
+ * lone surrogates, and the bidirectional embeddings, overrides and isolates.
+ */
+const UNSAFE_IN_LABEL = /[\p{Cc}\p{Cs}\u2028\u2029\u202A-\u202E\u2066-\u2069]/u;
+/** Where deliveries come from, as people name it: "GitHub Actions", "ci/main", "billing". */
+const Source = z.string().trim().min(1).max(100).refine(
+  (s) => !UNSAFE_IN_LABEL.test(s),
+  "Control characters, line breaks and text direction marks are not allowed",
+);
+const EventFilter = z.array(z.string().min(1).max(200)).max(100);
+
+const WebhookCreate = z.object({
+  name: Name,
+  source: Source,
+  runnerId: z.string().min(1).max(100).nullable().optional(),
+  cwd: z.string().max(4096).nullable().optional(),
+  prompt: z.string().max(200_000).nullable().optional(),
+  model: ModelSchema.nullable().optional(),
+  eventFilter: EventFilter.nullable().optional(),
+  filters: FiltersSchema.nullable().optional(),
+  filterMode: FilterModeSchema.nullable().optional(),
+}).strict();
+
+/** Any subset of the create fields (`null` clears one), plus `enabled`. */
+const WebhookUpdate = WebhookCreate.partial().extend({
+  enabled: z.boolean().optional(),
+}).strict();
 
 /** `/api/webhooks` CRUD (the caller's own webhooks only). */
 export function webhookRoutes(webhooks: Webhooks): Hono<RelayEnv> {
   const app = new Hono<RelayEnv>();
-  const { store } = webhooks;
 
   app.post("/", async (c) => {
     const body = await readJson(c, WebhookCreate);
@@ -14,14 +46,11 @@ export function webhookRoutes(webhooks: Webhooks): Hono<RelayEnv> {
   });
 
   app.get("/", async (c) => {
-    const list = store.webhooks.listForUser(principal(c).userId);
-    return c.json({ webhooks: await Promise.all(list.map((w) => webhooks.view(w, false))) });
+    return c.json({ webhooks: await webhooks.list(principal(c).userId) });
   });
 
   app.get("/:id", async (c) => {
-    const w = store.webhooks.getOwned(principal(c).userId, c.req.param("id"));
-    if (!w) throw notFound("Webhook");
-    return c.json({ webhook: await webhooks.view(w, true) });
+    return c.json({ webhook: await webhooks.get(principal(c).userId, c.req.param("id")) });
   });
 
   app.put("/:id", async (c) => {
@@ -30,7 +59,7 @@ export function webhookRoutes(webhooks: Webhooks): Hono<RelayEnv> {
   });
 
   app.delete("/:id", (c) => {
-    if (!store.webhooks.delete(principal(c).userId, c.req.param("id"))) throw notFound("Webhook");
+    webhooks.remove(principal(c).userId, c.req.param("id"));
     return c.json({ ok: true });
   });
 

@@ -1,0 +1,105 @@
+/**
+ * Closing sockets whose credentials no longer hold: a key revoked through
+ * the API at once, and every lapsed browser session or key on a sweep.
+ *
+ * @module
+ */
+import { CloseCode } from "../shared/protocol.ts";
+import { type Clock, systemClock } from "./_clock.ts";
+import type { Credential } from "./auth.ts";
+
+/** How often open sockets' credentials are checked for expiry (ms). */
+export const CREDENTIAL_SWEEP_MS = 10_000;
+
+/** A runner socket as the sweeps see it. */
+export interface SweptLink {
+  readonly userId: string;
+  readonly keyId: string | null;
+  close(code: number, reason: string): void;
+}
+
+/** A viewer socket as the sweeps see it. */
+export interface SweptViewer {
+  readonly principal: Credential & { readonly userId: string };
+  close(code: number, reason: string): void;
+}
+
+/** Options of {@linkcode CredentialSweeps}. */
+export interface CredentialSweepsOptions {
+  links: () => Iterable<SweptLink>;
+  /** Every viewer, or those of one user. */
+  viewers: (userId?: string) => Iterable<SweptViewer>;
+  /**
+   * Whether what a socket was opened with (browser session, key) still
+   * holds; given, `start` closes the sockets whose credentials lapsed every
+   * CREDENTIAL_SWEEP_MS.
+   */
+  principalLive?: (c: Credential) => boolean;
+  clock?: Clock;
+}
+
+/** Closes runner and viewer sockets whose key or browser session is gone. */
+export class CredentialSweeps {
+  readonly #opts: CredentialSweepsOptions;
+  readonly #clock: Clock;
+  #timer: number | null = null;
+
+  constructor(options: CredentialSweepsOptions) {
+    this.#opts = options;
+    this.#clock = options.clock ?? systemClock;
+  }
+
+  /** Starts the periodic sweep (when `principalLive` was given). */
+  start(): void {
+    const live = this.#opts.principalLive;
+    if (!live || this.#timer !== null) return;
+    this.#timer = this.#clock.setInterval(() => this.closeLapsed(live), CREDENTIAL_SWEEP_MS);
+  }
+
+  /** Closes every socket opened with a key that was just revoked. */
+  revokeKey(keyId: string): void {
+    for (const link of [...this.#opts.links()]) {
+      if (link.keyId === keyId) link.close(CloseCode.revoked, "API key revoked");
+    }
+    for (const v of [...this.#opts.viewers()]) {
+      if (v.principal.keyId === keyId) v.close(CloseCode.revoked, "API key revoked");
+    }
+  }
+
+  /**
+   * Closes the runner and viewer sockets (all, or those of `userId`) whose
+   * browser session or key no longer holds: expired, signed out, revoked by
+   * a password change, or removed some way the relay was not told of. Code
+   * 4401; each credential is looked up once.
+   */
+  closeLapsed(live: (c: Credential) => boolean, userId?: string): void {
+    const seen = new Map<string, boolean>();
+    const holds = (c: Credential): boolean => {
+      const id = `${c.via}:${c.via === "key" ? c.keyId : c.authSessionId}`;
+      let ok = seen.get(id);
+      if (ok === undefined) seen.set(id, ok = live(c));
+      return ok;
+    };
+    for (const link of [...this.#opts.links()]) {
+      if (link.keyId === null || (userId !== undefined && link.userId !== userId)) continue;
+      if (!holds({ via: "key", keyId: link.keyId, authSessionId: null })) {
+        link.close(CloseCode.revoked, "API key expired or revoked");
+      }
+    }
+    for (const v of [...this.#opts.viewers(userId)]) {
+      if (holds(v.principal)) continue;
+      v.close(
+        CloseCode.revoked,
+        v.principal.via === "cookie"
+          ? "Signed out or session expired"
+          : "API key expired or revoked",
+      );
+    }
+  }
+
+  /** Stops the periodic sweep. */
+  close(): void {
+    if (this.#timer !== null) this.#clock.clearInterval(this.#timer);
+    this.#timer = null;
+  }
+}

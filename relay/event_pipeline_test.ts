@@ -1,0 +1,350 @@
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import type { SessionEvent, SessionEventBody } from "../shared/protocol.ts";
+import { CloseCode } from "../shared/protocol.ts";
+import { openDatabase } from "./store/db.ts";
+import { type Committed, EventPipeline, MAX_EVENT_BYTES } from "./event_pipeline.ts";
+import { type EventCommit, inlineCommit } from "./store/event_writer.ts";
+import { type SessionRecord, Store } from "./store/mod.ts";
+import { FakeClock, FakeLink } from "./testdata/fakes.ts";
+
+/**
+ * A pipeline over a real store in a temporary folder, with sessions "s1" and
+ * "s2" of runner r1 (user u1). Commits go through the store unless `hold`
+ * keeps the next ones waiting, or `fail` makes the next one fail.
+ */
+async function world() {
+  const dir = await Deno.makeTempDir({ prefix: "baton-pipeline-" });
+  const db = openDatabase(join(dir, "relay.db"));
+  // Sessions only: their users and runners do not matter here.
+  db.exec("PRAGMA foreign_keys = OFF");
+  const store = new Store(db);
+  const clock = new FakeClock();
+  for (const id of ["s1", "s2"]) store.sessions.insert(record(id));
+  const links = new Map<string, FakeLink>([["r1", new FakeLink("r1", "u1")]]);
+  const batches: EventCommit[][] = [];
+  const committed: Committed[] = [];
+  const logs: string[] = [];
+  let held: { release: () => void }[] | null = null;
+  let failNext = false;
+  const write = inlineCommit(store);
+  const watched = new Set<string>();
+  const pipeline = new EventPipeline({
+    store,
+    eventBufferSize: 100,
+    runners: { link: (id) => links.get(id) },
+    commit: (batch) => {
+      batches.push(batch);
+      if (failNext) {
+        failNext = false;
+        return Promise.reject(new Error("disk full"));
+      }
+      if (!held) return write(batch);
+      const queue = held;
+      return new Promise<void>((resolve, reject) => {
+        queue.push({ release: () => write(batch).then(resolve, reject) });
+      });
+    },
+    onCommitted: (c) => committed.push(c),
+    watched: (id) => watched.has(id),
+    log: (line) => logs.push(line),
+    clock,
+  });
+  const link = links.get("r1")!;
+  return {
+    store,
+    clock,
+    pipeline,
+    link,
+    batches,
+    committed,
+    logs,
+    watched,
+    /** Keeps the commits that start from now on waiting until `release`. */
+    hold() {
+      held = [];
+    },
+    /** Lets the waiting commits through, in order, and stops holding. */
+    release() {
+      const queue = held ?? [];
+      held = null;
+      for (const h of queue) h.release();
+    },
+    failNext() {
+      failNext = true;
+    },
+    /** Takes events from the runner as its socket would, then ends the turn. */
+    send(sessionId: string, events: SessionEvent[], from = link) {
+      pipeline.ingest(from, { t: "events", sessionId, events });
+    },
+    stored(sessionId: string) {
+      return store.events.after(sessionId, 0, 10_000).map((e) => e.seq);
+    },
+    async [Symbol.asyncDispose]() {
+      await pipeline.close();
+      db.close();
+      await Deno.remove(dir, { recursive: true });
+    },
+  };
+}
+
+function record(id: string): SessionRecord {
+  return {
+    sessionId: id,
+    userId: "u1",
+    runnerId: "r1",
+    status: "starting",
+    activity: "idle",
+    cwd: "/w",
+    model: null,
+    prompt: "",
+    title: "",
+    createdAt: "x",
+    updatedAt: "x",
+    endedAt: null,
+    endReason: null,
+    lastSeq: 0,
+    isPinned: false,
+  };
+}
+
+function events(from: number, to: number, e: SessionEventBody = { type: "message_update" }) {
+  const out: SessionEvent[] = [];
+  for (let seq = from; seq <= to; seq++) out.push({ seq, ts: seq, e });
+  return out;
+}
+
+/** Lets the commit in flight and its follow-ups finish. */
+async function settled(w: Awaited<ReturnType<typeof world>>): Promise<void> {
+  w.clock.endTurn();
+  await w.pipeline.settle();
+}
+
+Deno.test("what arrives in one turn is committed together, then acked and handed on per session", async () => {
+  await using w = await world();
+  w.send("s1", events(1, 2));
+  w.send("s2", events(1, 1));
+  w.send("s1", events(3, 4));
+  assert.equal(w.batches.length, 0, "nothing is written before the turn ends");
+  assert.deepEqual(w.link.acks(), []);
+  await settled(w);
+  assert.equal(w.batches.length, 1, "one transaction for the whole turn");
+  assert.deepEqual(
+    w.batches[0]!.map((c) => [c.sessionId, c.events.map((e) => e.seq), c.lastSeq]),
+    [["s1", [1, 2, 3, 4], 4], ["s2", [1], 1]],
+  );
+  assert.deepEqual(w.link.acks(), ["s1:4", "s2:1"], "one ack per session, after the commit");
+  assert.deepEqual(w.committed.map((c) => [c.sessionId, c.events.map((e) => e.seq)]), [
+    ["s1", [1, 2, 3, 4]],
+    ["s2", [1]],
+  ]);
+  assert.deepEqual(w.stored("s1"), [1, 2, 3, 4]);
+  assert.equal(w.pipeline.get("s1")!.lastSeq, 4);
+  assert.deepEqual(w.pipeline.get("s1")!.ring.after(2, 10)!.map((e) => e.seq), [3, 4]);
+});
+
+Deno.test("re-sent events are skipped and answered with the last committed seq", async () => {
+  await using w = await world();
+  w.send("s1", events(1, 3));
+  await settled(w);
+  w.send("s1", events(2, 3));
+  assert.deepEqual(w.link.acks(), ["s1:3", "s1:3"], "a pure re-send is acked at once");
+  w.send("s1", events(2, 5));
+  await settled(w);
+  assert.deepEqual(w.batches.map((b) => b[0]!.events.map((e) => e.seq)), [[1, 2, 3], [4, 5]]);
+  assert.deepEqual(w.stored("s1"), [1, 2, 3, 4, 5], "nothing stored twice");
+});
+
+Deno.test("a gap from the runner is logged and the events are still taken in order", async () => {
+  await using w = await world();
+  w.send("s1", events(1, 2));
+  w.send("s1", events(5, 6));
+  await settled(w);
+  assert.deepEqual(w.stored("s1"), [1, 2, 5, 6]);
+  assert.match(w.logs.join("\n"), /session s1: gap in events from runner \(2 → 5\)/);
+});
+
+Deno.test("commits run one at a time: what arrives meanwhile goes in the next, acks stay in order", async () => {
+  await using w = await world();
+  w.hold();
+  w.send("s1", events(1, 2));
+  w.clock.endTurn();
+  assert.equal(w.batches.length, 1);
+  w.send("s1", events(3, 4));
+  w.clock.endTurn();
+  assert.equal(w.batches.length, 1, "no second commit while one is in flight");
+  assert.deepEqual(w.link.acks(), [], "nothing acked before it is durable");
+  w.release();
+  await settled(w);
+  assert.deepEqual(w.batches.map((b) => b[0]!.events.map((e) => e.seq)), [[1, 2], [3, 4]]);
+  assert.deepEqual(w.link.acks(), ["s1:2", "s1:4"]);
+  assert.deepEqual(w.committed.flatMap((c) => c.events.map((e) => e.seq)), [1, 2, 3, 4]);
+});
+
+Deno.test("a failed commit acks nothing, closes the runner's link, and takes the re-sent events", async () => {
+  await using w = await world();
+  w.send("s1", events(1, 2));
+  await settled(w);
+  w.failNext();
+  w.send("s1", events(3, 4, { type: "session_start" }));
+  await settled(w);
+  assert.deepEqual(w.link.acks(), ["s1:2"]);
+  assert.deepEqual(w.link.closedWith, {
+    code: CloseCode.internalError,
+    reason: "Relay failed to store events",
+  });
+  assert.match(w.logs.join("\n"), /storing events failed: Error: disk full/);
+  assert.equal(w.pipeline.statusOf("s1"), "starting", "the view goes back to the stored state");
+  assert.equal(w.committed.length, 1);
+
+  // The runner reconnects and sends what was not acked.
+  w.send("s1", events(3, 4, { type: "session_start" }));
+  await settled(w);
+  assert.deepEqual(w.stored("s1"), [1, 2, 3, 4]);
+  assert.deepEqual(w.link.acks(), ["s1:2", "s1:4"]);
+  assert.equal(w.store.sessions.get("s1")!.status, "running");
+});
+
+Deno.test("events of an unknown or foreign session are refused with unknown_session", async () => {
+  await using w = await world();
+  w.send("nope", events(1, 1));
+  const foreign = new FakeLink("r2", "u2");
+  w.send("s1", events(1, 1), foreign);
+  await settled(w);
+  assert.equal(w.batches.length, 0);
+  assert.deepEqual(w.link.sent, [{
+    t: "error",
+    code: "unknown_session",
+    message: "Unknown session: 'nope'",
+    sessionId: "nope",
+  }]);
+  assert.deepEqual(foreign.sent.map((m) => m.code), ["unknown_session"]);
+});
+
+Deno.test("an event too large to store is replaced by a marker", async () => {
+  await using w = await world();
+  const big = { type: "tool_output", text: "x".repeat(MAX_EVENT_BYTES) };
+  w.send("s1", [{ seq: 1, ts: 1, e: big }]);
+  await settled(w);
+  const [stored] = w.store.events.after("s1", 0, 1);
+  assert.deepEqual(JSON.parse(stored!.json).e, {
+    type: "event_too_large",
+    originalType: "tool_output",
+    bytes: JSON.stringify({ seq: 1, ts: 1, e: big }).length,
+  });
+  assert.ok(stored!.json.length < 200);
+});
+
+Deno.test("events move the session's listed state once committed", async () => {
+  await using w = await world();
+  w.send("s1", [
+    { seq: 1, ts: 1, e: { type: "session_start", cwd: "/w/a", model: { provider: "p", id: "m" } } },
+    {
+      seq: 2,
+      ts: 2,
+      e: { type: "message_start", message: { role: "user", content: "Fix  the\nbug" } },
+    },
+    { seq: 3, ts: 3, e: { type: "agent_start" } },
+  ]);
+  assert.equal(w.pipeline.statusOf("s1"), "running", "the view moves at once");
+  assert.equal(w.store.sessions.get("s1")!.status, "starting", "the row once committed");
+  await settled(w);
+  const s = w.store.sessions.get("s1")!;
+  assert.deepEqual([s.status, s.activity, s.cwd, s.title], [
+    "running",
+    "working",
+    "/w/a",
+    "Fix the bug",
+  ]);
+  assert.deepEqual(w.committed[0]!.patch, {
+    status: "running",
+    activity: "working",
+    cwd: "/w/a",
+    model: { provider: "p", id: "m" },
+    title: "Fix the bug",
+  });
+
+  w.send("s1", [{ seq: 4, ts: 4, e: { type: "session_end", reason: "crashed", message: "boom" } }]);
+  await settled(w);
+  const ended = w.store.sessions.get("s1")!;
+  assert.deepEqual([ended.status, ended.endReason, ended.endedAt], [
+    "error",
+    "boom",
+    new Date(w.clock.now()).toISOString(),
+  ]);
+  w.send("s1", [{ seq: 5, ts: 5, e: { type: "session_start" } }]);
+  await settled(w);
+  assert.equal(w.store.sessions.get("s1")!.status, "error", "an ended session stays ended");
+});
+
+Deno.test("an event the relay writes itself goes after the runner's, with its state change", async () => {
+  await using w = await world();
+  w.send("s1", events(1, 3));
+  w.pipeline.inject(w.store.sessions.get("s1")!, { type: "session_end", reason: "lost" }, {
+    status: "error",
+    endReason: "gone",
+  });
+  await settled(w);
+  assert.deepEqual(w.stored("s1"), [1, 2, 3, 4]);
+  assert.equal(JSON.parse(w.store.events.after("s1", 3, 1)[0]!.json).e.type, "session_end");
+  assert.deepEqual(w.committed.at(-1)!.patch, { status: "error", endReason: "gone" });
+  assert.equal(w.store.sessions.get("s1")!.status, "error");
+});
+
+Deno.test("a title set before the first prompt is committed keeps the prompt from titling it", async () => {
+  await using w = await world();
+  const prompt = (seq: number, content: string): SessionEvent => ({
+    seq,
+    ts: seq,
+    e: { type: "message_start", message: { role: "user", content } },
+  });
+  w.send("s1", [prompt(1, "first prompt")]);
+  assert.equal(w.pipeline.retitle("s1", "Mine"), true);
+  assert.equal(w.pipeline.retitle("s9", "Mine"), false, "not in memory");
+  w.send("s1", [prompt(2, "second prompt")]);
+  await settled(w);
+  assert.equal(w.committed.at(-1)!.patch?.title, undefined, "no title from either prompt");
+  assert.equal(w.store.sessions.get("s1")!.title, "", "the service writes the new title itself");
+});
+
+Deno.test("a dropped session's pending events are never written", async () => {
+  await using w = await world();
+  w.send("s1", events(1, 2));
+  w.pipeline.drop("s1");
+  await settled(w);
+  assert.equal(w.batches.length, 0);
+  assert.equal(w.pipeline.get("s1"), undefined);
+});
+
+Deno.test("idle sessions without viewers leave memory with their last seq written", async () => {
+  await using w = await world();
+  w.pipeline.start();
+  w.send("s1", events(1, 3));
+  w.send("s2", events(1, 1));
+  await settled(w);
+  w.watched.add("s2");
+  assert.equal(w.store.sessions.get("s1")!.lastSeq, 0, "not written with every commit");
+  w.clock.advance(5 * 60_000);
+  assert.ok(w.pipeline.get("s1"), "recent: still in memory");
+  w.clock.advance(6 * 60_000);
+  assert.equal(w.pipeline.get("s1"), undefined);
+  assert.ok(w.pipeline.get("s2"), "a watched session stays");
+  assert.equal(w.store.sessions.get("s1")!.lastSeq, 3);
+  assert.equal(w.pipeline.open(w.store.sessions.get("s1")!).lastSeq, 3, "reloaded from its row");
+});
+
+Deno.test("start catches stored last seqs up with the log; close writes them and stops", async () => {
+  await using w = await world();
+  w.store.events.appendMany("s1", [{ seq: 1, json: "{}" }, { seq: 2, json: "{}" }]);
+  w.pipeline.start();
+  assert.equal(w.store.sessions.get("s1")!.lastSeq, 2);
+  assert.match(w.logs.join("\n"), /brought 1 sessions' last seq up/);
+  w.send("s1", events(3, 5));
+  assert.equal(w.clock.pendingTimers, 1, "the eviction interval");
+  await w.pipeline.close();
+  assert.equal(w.store.sessions.get("s1")!.lastSeq, 5, "what was pending was committed first");
+  assert.equal(w.clock.pendingTimers, 0);
+  w.send("s1", events(6, 6));
+  w.clock.endTurn();
+  assert.equal(w.batches.length, 1, "a closed pipeline commits nothing more");
+});

@@ -1,0 +1,69 @@
+/**
+ * The runner's calls on behalf of its agents' trigger tools: checked here,
+ * at the runner socket's edge, and served by the trigger service.
+ *
+ * @module
+ */
+import type { z } from "zod";
+import { invalid, notFound } from "./errors.ts";
+import {
+  RespondBody,
+  SubscriptionBody,
+  UnsubscribeCall,
+  UpdateSubscriptionCall,
+} from "./routes/trigger_schemas.ts";
+import type { RunnerCalls } from "./runner_link.ts";
+import type { Store } from "./store/mod.ts";
+import type { Triggers } from "./triggers.ts";
+
+/** Serves a runner's `call`s and `service_announce`s through the trigger service. */
+export class TriggerCalls implements RunnerCalls {
+  constructor(readonly triggers: Triggers, readonly store: Pick<Store, "sessions">) {}
+
+  announce(runnerId: string, defs: unknown): string[] {
+    return this.triggers.announce(runnerId, defs);
+  }
+
+  /** Serves a runner's call on behalf of one of its sessions' agents. */
+  call(
+    link: { runnerId: string; userId: string },
+    op: string,
+    data: Record<string, unknown>,
+  ): unknown {
+    const { triggers } = this;
+    const sessionId = typeof data.sessionId === "string" ? data.sessionId : "";
+    const s = this.store.sessions.get(sessionId);
+    if (!s || s.runnerId !== link.runnerId || s.userId !== link.userId) throw notFound("Session");
+    const parse = <T extends z.ZodType>(schema: T): z.infer<T> => {
+      const r = schema.safeParse(data);
+      if (!r.success) {
+        const i = r.error.issues[0];
+        throw invalid(`Invalid arguments: ${i?.path.join(".") || ""} ${i?.message ?? ""}`.trim());
+      }
+      return r.data;
+    };
+    switch (op) {
+      case "triggers.available":
+        return { triggerDefs: triggers.catalog(s.runnerId) };
+      case "triggers.list":
+        return { subscriptions: triggers.subscriptions(s.userId, sessionId) };
+      case "triggers.subscribe":
+        return triggers.subscribe(s.userId, sessionId, parse(SubscriptionBody));
+      case "triggers.update": {
+        const { subscriptionId, ...patch } = parse(UpdateSubscriptionCall);
+        return triggers.updateSubscription(s.userId, sessionId, subscriptionId, patch);
+      }
+      case "triggers.unsubscribe": {
+        const { subscriptionId, triggerType } = parse(UnsubscribeCall);
+        const target = subscriptionId ?? triggerType;
+        if (!target) throw invalid("Give a subscriptionId (or a triggerType)");
+        return triggers.unsubscribe(s.userId, sessionId, target);
+      }
+      case "triggers.respond":
+        triggers.respond(s, parse(RespondBody));
+        return { ok: true };
+      default:
+        throw invalid(`Unknown call: '${op.slice(0, 60)}'`, "unknown_op");
+    }
+  }
+}

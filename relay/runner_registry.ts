@@ -1,0 +1,118 @@
+/**
+ * The connected runners: one link per runner id, and the requests sent
+ * through it.
+ *
+ * @module
+ */
+import { CloseCode, type RunnerInfo } from "../shared/protocol.ts";
+import { type Clock, isoNow, systemClock } from "./_clock.ts";
+import { notFound, offline } from "./errors.ts";
+import type { Store } from "./store/mod.ts";
+
+/** What the relay needs of one runner's control connection (`RunnerLink` is one). */
+export interface RunnerConnection {
+  readonly runnerId: string;
+  readonly userId: string;
+  /** The key the runner connected with (null: not a key). */
+  readonly keyId: string | null;
+  /** Sessions whose spawn request is in flight (not yet confirmed by the runner). */
+  readonly pendingSpawns: Set<string>;
+  send(msg: unknown): void;
+  /** Resolves with the runner's answer; rejects with a RelayError. */
+  request(op: string, data: unknown, timeoutMs: number): Promise<unknown>;
+  close(code: number, reason: string): void;
+}
+
+/** Whether a runner is connected, for services that only need to check. */
+export interface RunnerPresence {
+  /** The runner's link; throws 503 `runner_offline` ("`what` is not connected") without one. */
+  connected(runnerId: string, what?: string): RunnerConnection;
+}
+
+/** Options of {@linkcode RunnerRegistry}. */
+export interface RunnerRegistryOptions {
+  store: Pick<Store, "runners" | "sessions">;
+  clock?: Clock;
+}
+
+/** The runner links by runner id. */
+export class RunnerRegistry implements RunnerPresence {
+  readonly #links = new Map<string, RunnerConnection>();
+  readonly #store: RunnerRegistryOptions["store"];
+  readonly #clock: Clock;
+
+  constructor(options: RunnerRegistryOptions) {
+    this.#store = options.store;
+    this.#clock = options.clock ?? systemClock;
+  }
+
+  /** Registers an authenticated link, closing an older one of the same runner. */
+  attach(link: RunnerConnection): void {
+    const old = this.#links.get(link.runnerId);
+    if (old && old !== link) old.close(CloseCode.replaced, "Replaced by a newer connection");
+    this.#links.set(link.runnerId, link);
+  }
+
+  /** Forgets a link that closed; false when a newer one had replaced it already. */
+  detach(link: RunnerConnection): boolean {
+    if (this.#links.get(link.runnerId) !== link) return false;
+    this.#links.delete(link.runnerId);
+    this.#store.runners.touch(link.runnerId, isoNow(this.#clock));
+    return true;
+  }
+
+  link(runnerId: string): RunnerConnection | undefined {
+    return this.#links.get(runnerId);
+  }
+
+  links(): RunnerConnection[] {
+    return [...this.#links.values()];
+  }
+
+  connected(runnerId: string, what = "Runner"): RunnerConnection {
+    const link = this.#links.get(runnerId);
+    if (!link) throw offline(what);
+    return link;
+  }
+
+  /** Throws the same 404 for a foreign and an unknown runner. */
+  assertOwned(userId: string, runnerId: string): void {
+    if (!this.#store.runners.getOwned(userId, runnerId)) throw notFound("Runner");
+  }
+
+  /** The connected link of a runner `userId` owns; 404 for foreign or unknown, 503 when offline. */
+  connectedRunner(userId: string, runnerId: string): RunnerConnection {
+    this.assertOwned(userId, runnerId);
+    return this.connected(runnerId);
+  }
+
+  /** Asks a runner of `userId` to restart or stop its daemon. */
+  async control(userId: string, runnerId: string, op: "restart" | "stop"): Promise<void> {
+    await this.connectedRunner(userId, runnerId).request(op, {}, 10_000);
+  }
+
+  runnerInfo(runnerId: string): RunnerInfo | undefined {
+    const r = this.#store.runners.get(runnerId);
+    if (!r) return undefined;
+    const connected = this.#links.has(r.id);
+    return {
+      id: r.id,
+      name: r.name,
+      connected,
+      sessions: this.#store.sessions.listLiveForRunner(r.id).map((s) => s.sessionId),
+      platform: r.platform,
+      version: r.version,
+      roots: r.roots,
+      lastSeenAt: connected ? isoNow(this.#clock) : r.lastSeenAt,
+    };
+  }
+
+  list(userId: string): RunnerInfo[] {
+    return this.#store.runners.listForUser(userId).map((r) => this.runnerInfo(r.id)!);
+  }
+
+  /** Closes every link (the relay shuts down). */
+  closeAll(code: number, reason: string): void {
+    for (const link of this.links()) link.close(code, reason);
+  }
+}

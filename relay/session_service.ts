@@ -1,0 +1,344 @@
+/**
+ * Sessions as users drive them: spawn, input, triggers into them, their end,
+ * renaming and pins, a runner's models, and the folders of recent sessions.
+ *
+ * @module
+ */
+import type {
+  DeliveredTrigger,
+  InputKind,
+  ModelInfo,
+  ModelRef,
+  SessionInfo,
+  SpawnRequest,
+  SpawnResult,
+  TriggerRequest,
+} from "../shared/protocol.ts";
+import { type Clock, isoNow, systemClock } from "./_clock.ts";
+import { notFound, rejected } from "./errors.ts";
+import type { EventPipeline } from "./event_pipeline.ts";
+import type { RunnerConnection, RunnerRegistry } from "./runner_registry.ts";
+import { assertNotEnded, isEnded, isModelRef, sessionInfo, titleFrom } from "./session_state.ts";
+import type { StateFeed } from "./state_feed.ts";
+import type { SessionRecord, Store } from "./store/mod.ts";
+
+/** What a new session starts with. */
+export interface SpawnInput {
+  runnerId: string;
+  prompt: string;
+  cwd: string | null;
+  model: ModelRef | null;
+  /** A trigger the session starts with, and what to do with it. */
+  trigger?: DeliveredTrigger;
+  instruction?: string;
+}
+
+/** How a wait for a session's start ended. */
+export type StartState = "running" | "ended" | "timeout";
+
+/** The part of the session service that triggers and webhooks drive. */
+export interface SessionControl {
+  spawn(userId: string, req: SpawnInput): Promise<{ sessionId: string; shareUrl: string }>;
+  deliverTrigger(s: SessionRecord, trigger: DeliveredTrigger, instruction?: string): Promise<void>;
+  input(userId: string, sessionId: string, kind: InputKind, text: string): Promise<void>;
+  waitRunning(sessionId: string, timeoutMs: number): Promise<StartState>;
+  abandonSession(sessionId: string, reason: string): void;
+}
+
+/** Options of {@linkcode SessionService}. */
+export interface SessionServiceOptions {
+  store: Store;
+  runners: Pick<RunnerRegistry, "connected" | "connectedRunner" | "assertOwned">;
+  events: Pick<EventPipeline, "lastSeq" | "statusOf" | "inject" | "retitle" | "drop" | "inFlight">;
+  feed: Pick<StateFeed, "sessionChanged" | "runnerChanged" | "bump">;
+  /** Public address of the relay, for share URLs. */
+  baseUrl: string;
+  clock?: Clock;
+}
+
+const MAX_RECENT_FOLDERS = 20;
+
+/** Spawns and steers sessions, and keeps their listed state. */
+export class SessionService implements SessionControl {
+  readonly #opts: SessionServiceOptions;
+  readonly #store: Store;
+  readonly #clock: Clock;
+  /** Checks to run when a session's status changes (see waitRunning). */
+  readonly #statusWaiters = new Map<string, Set<() => void>>();
+
+  constructor(options: SessionServiceOptions) {
+    this.#opts = options;
+    this.#store = options.store;
+    this.#clock = options.clock ?? systemClock;
+  }
+
+  sessionInfo(s: SessionRecord): SessionInfo {
+    return sessionInfo(s, this.#opts.events.lastSeq(s));
+  }
+
+  /** A session of `userId`; unknown and foreign ids throw the same 404. */
+  owned(userId: string, sessionId: string): SessionRecord {
+    const s = this.#store.sessions.getOwned(userId, sessionId);
+    if (!s) throw notFound("Session");
+    return s;
+  }
+
+  /** Every session of `userId`, newest first. */
+  list(userId: string): SessionInfo[] {
+    return this.#store.sessions.listForUser(userId).map((s) => this.sessionInfo(s));
+  }
+
+  /** Starts a session on a runner; the runner checks `cwd` against its roots first. */
+  async spawn(userId: string, req: SpawnInput): Promise<{ sessionId: string; shareUrl: string }> {
+    const link = this.#opts.runners.connectedRunner(userId, req.runnerId);
+    const sessionId = crypto.randomUUID();
+    const now = isoNow(this.#clock);
+    this.#opts.feed.bump(userId);
+    this.#store.sessions.insert({
+      sessionId,
+      userId,
+      runnerId: req.runnerId,
+      status: "starting",
+      activity: "idle",
+      cwd: req.cwd ?? "",
+      model: req.model,
+      prompt: req.prompt,
+      title: titleFrom(
+        req.prompt || (req.trigger ? `${req.trigger.summary ?? req.trigger.type}` : ""),
+      ),
+      createdAt: now,
+      updatedAt: now,
+      endedAt: null,
+      endReason: null,
+      lastSeq: 0,
+      isPinned: false,
+    });
+    link.pendingSpawns.add(sessionId);
+    try {
+      const spawn: SpawnRequest = {
+        sessionId,
+        cwd: req.cwd,
+        prompt: req.prompt,
+        model: req.model,
+        ...(req.trigger ? { trigger: req.trigger } : {}),
+        ...(req.instruction ? { instruction: req.instruction } : {}),
+      };
+      const res = await link.request("spawn", spawn, 30_000) as Partial<SpawnResult> | null;
+      if (typeof res?.cwd !== "string" || res.cwd.length === 0 || res.cwd.length > 4096) {
+        throw badRunnerAnswer("spawn");
+      }
+      this.#store.sessions.update(sessionId, { cwd: res.cwd }, isoNow(this.#clock));
+    } catch (err) {
+      // Nothing started: the session leaves no trace. Its row goes first, so
+      // no more of its events are taken (ingest answers unknown_session); what
+      // is pending is dropped, and its stored events go once the commit in
+      // flight, which may hold some of them, is done.
+      this.#store.sessions.delete(sessionId);
+      this.#opts.events.drop(sessionId);
+      await this.#opts.events.inFlight();
+      this.#store.events.deleteSession(sessionId);
+      this.#opts.feed.bump(userId);
+      throw err;
+    } finally {
+      link.pendingSpawns.delete(sessionId);
+    }
+    this.#opts.feed.sessionChanged(sessionId);
+    this.#opts.feed.runnerChanged(userId, req.runnerId);
+    return { sessionId, shareUrl: `${this.#opts.baseUrl}/session/${sessionId}` };
+  }
+
+  /**
+   * Resolves once the session's worker has started (its session_start is
+   * stored), with "ended" if it ends first and "timeout" after `timeoutMs`.
+   */
+  waitRunning(sessionId: string, timeoutMs: number): Promise<StartState> {
+    const state = () => {
+      const s = this.#store.sessions.get(sessionId);
+      if (!s || isEnded(s.status)) return "ended";
+      return s.status === "running" ? "running" : null;
+    };
+    const now = state();
+    if (now) return Promise.resolve(now);
+    return new Promise((resolve) => {
+      let waiters = this.#statusWaiters.get(sessionId);
+      if (!waiters) this.#statusWaiters.set(sessionId, waiters = new Set());
+      const done = (v: StartState) => {
+        this.#clock.clearTimeout(timer);
+        waiters!.delete(check);
+        if (waiters!.size === 0) this.#statusWaiters.delete(sessionId);
+        resolve(v);
+      };
+      const check = () => {
+        const v = state();
+        if (v) done(v);
+      };
+      const timer = this.#clock.setTimeout(() => done("timeout"), timeoutMs);
+      waiters.add(check);
+    });
+  }
+
+  /** Wakes the waits on a session whose status just changed (see waitRunning). */
+  statusChanged(sessionId: string): void {
+    for (const check of [...this.#statusWaiters.get(sessionId) ?? []]) check();
+  }
+
+  /** Ends a session on the relay's side (its runner is told to drop it when it asks). */
+  abandonSession(sessionId: string, reason: string): void {
+    const s = this.#store.sessions.get(sessionId);
+    if (!s) return;
+    if (isEnded(this.#opts.events.statusOf(sessionId) ?? s.status)) return;
+    this.#endSession(s, reason);
+  }
+
+  /**
+   * Takes a runner's list of the sessions it still has, once it connected:
+   * how far each one's log goes (`acked`), which ones it should drop
+   * (`ended`). Sessions the relay believes run on it but it no longer has
+   * (its state was wiped) end here, so they do not show as running forever.
+   */
+  reconcileRunner(
+    link: Pick<RunnerConnection, "runnerId" | "userId" | "pendingSpawns">,
+    sessions: string[],
+  ): { acked: Record<string, number>; ended: string[] } {
+    const acked: Record<string, number> = {};
+    const ended: string[] = [];
+    const reported = new Set(sessions);
+    for (const id of sessions) {
+      const s = this.#store.sessions.get(id);
+      if (!s || s.runnerId !== link.runnerId || s.userId !== link.userId) ended.push(id);
+      else if (isEnded(s.status)) ended.push(id);
+      else acked[id] = this.#opts.events.lastSeq(s);
+    }
+    for (const s of this.#store.sessions.listLiveForRunner(link.runnerId)) {
+      if (reported.has(s.sessionId) || link.pendingSpawns.has(s.sessionId)) continue;
+      this.#endSession(s, "The runner restarted without this session");
+    }
+    return { acked, ended };
+  }
+
+  /** Ends a session the runner lost or can no longer report on. */
+  #endSession(s: SessionRecord, reason: string): void {
+    this.#opts.events.inject(s, { type: "session_end", reason: "lost", message: reason }, {
+      status: "error",
+      activity: "idle",
+      endedAt: isoNow(this.#clock),
+      endReason: reason,
+    });
+  }
+
+  /** Delivers a trigger into a running session through its runner. */
+  async deliverTrigger(
+    s: SessionRecord,
+    trigger: DeliveredTrigger,
+    instruction?: string,
+  ): Promise<void> {
+    assertNotEnded(s);
+    const link = this.#opts.runners.connected(s.runnerId);
+    const req: TriggerRequest = {
+      sessionId: s.sessionId,
+      trigger,
+      ...(instruction ? { instruction } : {}),
+    };
+    await link.request("trigger", req, 30_000);
+  }
+
+  /** Sends a prompt, steer, follow-up, abort or end into a running session. */
+  async input(userId: string, sessionId: string, kind: InputKind, text: string): Promise<void> {
+    const s = this.owned(userId, sessionId);
+    assertNotEnded(s);
+    const link = this.#opts.runners.connected(s.runnerId);
+    await link.request("input", { sessionId, kind, text }, 30_000);
+  }
+
+  /**
+   * Gives a session of `userId` a new title (checked by the caller) and tells
+   * the owner's feed; unknown and foreign ids throw the same 404. A title the
+   * session's first prompt would give it later no longer applies.
+   */
+  async rename(userId: string, sessionId: string, title: string): Promise<SessionInfo> {
+    this.owned(userId, sessionId);
+    if (this.#opts.events.retitle(sessionId, title)) {
+      // A commit in flight may still carry a title taken from the first prompt: ours goes after.
+      await this.#opts.events.inFlight();
+    }
+    this.owned(userId, sessionId);
+    this.#store.sessions.update(sessionId, { title }, isoNow(this.#clock));
+    this.#opts.feed.sessionChanged(sessionId);
+    return this.sessionInfo(this.#store.sessions.get(sessionId)!);
+  }
+
+  /** Pins or unpins a session of `userId` and tells the owner's feed. */
+  setPinned(userId: string, sessionId: string, pinned: boolean): void {
+    if (!this.#store.sessions.setPinned(userId, sessionId, pinned)) throw notFound("Session");
+    this.#opts.feed.sessionChanged(sessionId);
+  }
+
+  /** The models a runner offers, minus the ones `userId` hid, and its models.json error if any. */
+  async models(
+    userId: string,
+    runnerId: string,
+  ): Promise<{ models: ModelInfo[]; error?: string }> {
+    const link = this.#opts.runners.connectedRunner(userId, runnerId);
+    const res = await link.request("models", {}, 15_000) as { models?: unknown; error?: unknown };
+    if (!Array.isArray(res?.models)) throw badRunnerAnswer("models");
+    const hidden = new Set(this.#store.settings.get<string[]>(userId, "hiddenModels", []));
+    const models = res.models.filter(isModelInfo).map((m) => ({
+      provider: m.provider,
+      id: m.id,
+      ...(typeof m.name === "string" ? { name: m.name } : {}),
+      ...(typeof m.reasoning === "boolean" ? { reasoning: m.reasoning } : {}),
+      ...(typeof m.contextWindow === "number" ? { contextWindow: m.contextWindow } : {}),
+    }));
+    return {
+      models: models.filter((m) => !hidden.has(`${m.provider}/${m.id}`)),
+      ...(typeof res.error === "string" ? { error: res.error.slice(0, 2000) } : {}),
+    };
+  }
+
+  /**
+   * Folders of the caller's recent sessions on a runner of theirs, newest
+   * first, minus the ones dismissed (until a newer session uses them again).
+   */
+  recentFolders(userId: string, runnerId: string): string[] {
+    this.#opts.runners.assertOwned(userId, runnerId);
+    const dismissed = this.#store.settings.get<Record<string, string>>(
+      userId,
+      dismissedKey(runnerId),
+      {},
+    );
+    const seen = new Set<string>();
+    const out: string[] = [];
+    for (const s of this.#store.sessions.listForUser(userId)) {
+      if (s.runnerId !== runnerId || !s.cwd || seen.has(s.cwd)) continue;
+      seen.add(s.cwd);
+      const gone = dismissed[s.cwd];
+      if (gone && gone >= s.createdAt) continue;
+      out.push(s.cwd);
+      if (out.length === MAX_RECENT_FOLDERS) break;
+    }
+    return out;
+  }
+
+  /** Hides a folder from the recent ones; false when it was not among them. */
+  dismissFolder(userId: string, runnerId: string, path: string): boolean {
+    if (!this.recentFolders(userId, runnerId).includes(path)) return false;
+    const key = dismissedKey(runnerId);
+    const dismissed = this.#store.settings.get<Record<string, string>>(userId, key, {});
+    dismissed[path] = isoNow(this.#clock);
+    this.#store.settings.set(userId, key, dismissed);
+    return true;
+  }
+}
+
+function dismissedKey(runnerId: string): string {
+  return `recentFolders.dismissed.${runnerId}`;
+}
+
+/** A runner answered something that is not the protocol's shape. */
+function badRunnerAnswer(op: string) {
+  return rejected("bad_runner_answer", `Runner sent an invalid answer to '${op}'`);
+}
+
+function isModelInfo(v: unknown): v is ModelInfo {
+  return isModelRef(v) && v.provider.length <= 200 && v.id.length <= 200;
+}

@@ -1,0 +1,168 @@
+/**
+ * The module boundaries of docs/architecture.md, checked over the source:
+ * which role may import which, that the CLI goes through each role's
+ * `mod.ts`, that `relay/` has no import circle, and that unit tests beside
+ * the code do not lean on the integration harness.
+ */
+import assert from "node:assert/strict";
+import { dirname, join, relative, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+const ROLES = ["relay", "runner", "shared", "web", "cli"] as const;
+type Role = typeof ROLES[number];
+
+/** Source file (relative to the root, `/`-separated) → files it imports (same form). */
+type Graph = Map<string, string[]>;
+
+/** What each role must not import. */
+const FORBIDDEN: Record<Role, Role[]> = {
+  relay: ["runner", "web", "cli"],
+  runner: ["relay", "web", "cli"],
+  shared: ["relay", "runner", "web", "cli"],
+  web: ["relay", "runner", "cli"],
+  cli: [],
+};
+
+const SPECIFIER =
+  /(?:^|[\s;])(?:import|export)\s+(?:type\s+)?(?:[\w*{}\s,$]+?\s+from\s+)?["']([^"']+)["']|import\(\s*["']([^"']+)["']\s*\)/g;
+
+async function sourceGraph(): Promise<Graph> {
+  const graph: Graph = new Map();
+  async function walk(dir: string): Promise<void> {
+    for await (const entry of Deno.readDir(join(ROOT, dir))) {
+      const path = `${dir}/${entry.name}`;
+      if (entry.isDirectory) {
+        if (entry.name === "dist" || entry.name === "node_modules") continue;
+        await walk(path);
+      } else if (/\.tsx?$/.test(entry.name)) {
+        graph.set(path, importsOf(path, await Deno.readTextFile(join(ROOT, path))));
+      }
+    }
+  }
+  for (const role of ROLES) await walk(role);
+  graph.set("main.ts", importsOf("main.ts", await Deno.readTextFile(join(ROOT, "main.ts"))));
+  return graph;
+}
+
+/** The relative imports of one file, as root-relative paths. */
+function importsOf(file: string, text: string): string[] {
+  const out: string[] = [];
+  for (const m of text.matchAll(SPECIFIER)) {
+    const spec = m[1] ?? m[2]!;
+    if (!spec.startsWith(".")) continue;
+    out.push(relative(ROOT, resolve(ROOT, dirname(file), spec)).replaceAll("\\", "/"));
+  }
+  return out;
+}
+
+function roleOf(path: string): string {
+  return path.split("/")[0]!;
+}
+
+/** Every import that crosses a boundary it must not, one line each. */
+function boundaryBreaks(graph: Graph): string[] {
+  const breaks: string[] = [];
+  for (const [from, targets] of graph) {
+    const role = roleOf(from) as Role;
+    for (const to of targets) {
+      const target = roleOf(to);
+      if (FORBIDDEN[role]?.includes(target as Role)) breaks.push(`${from} → ${to}`);
+      if (role === "cli" && target !== "cli" && ROLES.includes(target as Role)) {
+        if (to !== `${target}/mod.ts`) {
+          breaks.push(`${from} → ${to} (not through ${target}/mod.ts)`);
+        }
+      }
+      if (/_test\.tsx?$/.test(from) && role !== ("tests" as string) && to.startsWith("tests/")) {
+        breaks.push(`${from} → ${to} (a unit test uses the integration harness)`);
+      }
+    }
+  }
+  return breaks;
+}
+
+/** One import circle among the files under `dir`, or null. */
+function findCircle(graph: Graph, dir: string): string[] | null {
+  const inside = (p: string) => p.startsWith(`${dir}/`) && !/_test\.tsx?$/.test(p);
+  const state = new Map<string, "open" | "done">();
+  const stack: string[] = [];
+  function visit(node: string): string[] | null {
+    state.set(node, "open");
+    stack.push(node);
+    for (const next of graph.get(node) ?? []) {
+      if (!inside(next)) continue;
+      if (state.get(next) === "open") return [...stack.slice(stack.indexOf(next)), next];
+      if (!state.has(next)) {
+        const found = visit(next);
+        if (found) return found;
+      }
+    }
+    stack.pop();
+    state.set(node, "done");
+    return null;
+  }
+  for (const node of graph.keys()) {
+    if (inside(node) && !state.has(node)) {
+      const found = visit(node);
+      if (found) return found;
+    }
+  }
+  return null;
+}
+
+Deno.test("module boundaries hold across the source tree", async (t) => {
+  const graph = await sourceGraph();
+
+  await t.step("the checks see a broken rule when there is one", () => {
+    const bad: Graph = new Map([
+      ["relay/a.ts", ["relay/b.ts", "runner/daemon.ts"]],
+      ["relay/b.ts", ["relay/a.ts"]],
+      ["shared/x.ts", ["web/app/store.ts"]],
+      ["cli/y.ts", ["relay/hub.ts", "relay/mod.ts"]],
+      ["runner/z_test.ts", ["tests/harness/wait.ts"]],
+    ]);
+    assert.deepEqual(boundaryBreaks(bad), [
+      "relay/a.ts → runner/daemon.ts",
+      "shared/x.ts → web/app/store.ts",
+      "cli/y.ts → relay/hub.ts (not through relay/mod.ts)",
+      "runner/z_test.ts → tests/harness/wait.ts (a unit test uses the integration harness)",
+    ]);
+    assert.deepEqual(findCircle(bad, "relay"), ["relay/a.ts", "relay/b.ts", "relay/a.ts"]);
+  });
+
+  await t.step("the graph is read from the real files", () => {
+    assert.ok(graph.size > 50, `only ${graph.size} files found`);
+    assert.ok(graph.get("relay/mod.ts")?.includes("relay/app.ts"));
+    assert.ok(graph.get("main.ts")?.includes("cli/relay.ts"), "dynamic imports are read too");
+  });
+
+  await t.step(
+    "relay ↛ runner/web/cli, runner ↛ relay/web/cli, shared ↛ any role, web ↛ relay/runner/cli; cli only through mod.ts",
+    () => {
+      assert.deepEqual(boundaryBreaks(graph), []);
+    },
+  );
+
+  await t.step("relay/ has no import circle (type imports included)", () => {
+    assert.equal(findCircle(graph, "relay")?.join(" → ") ?? null, null);
+  });
+
+  await t.step("a relay module over 400 lines says at its top why it is that long", async () => {
+    const long: string[] = [];
+    for (const file of graph.keys()) {
+      if (!file.startsWith("relay/") || /_test\.tsx?$/.test(file)) continue;
+      const text = await Deno.readTextFile(join(ROOT, file));
+      const lines = text.split("\n").length;
+      const head = text.slice(0, 1500);
+      if (lines > 400 && !/over 400 lines/i.test(head)) long.push(`${file} (${lines} lines)`);
+    }
+    assert.deepEqual(long, []);
+  });
+
+  await t.step("every role has a mod.ts", async () => {
+    for (const role of ["relay", "runner", "shared", "web"]) {
+      const text = await Deno.readTextFile(join(ROOT, role, "mod.ts"));
+      assert.match(text, /@module/, `${role}/mod.ts has a @module comment`);
+    }
+  });
+});
