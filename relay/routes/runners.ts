@@ -1,24 +1,42 @@
 import { Hono } from "hono";
 import { z } from "zod";
+import type {
+  DismissFolderRequest,
+  DismissFolderResponse,
+  ModelsResponse,
+  OkResponse,
+  RecentFoldersResponse,
+  RunnerListResponse,
+  RunnerRequest,
+  SpawnSessionRequest,
+  SpawnSessionResponse,
+} from "../../shared/api.ts";
 import { notFound } from "../errors.ts";
 import { principal, readJson, type RelayEnv } from "../_http.ts";
 import type { Hub } from "../hub.ts";
+import { requestSchema, routeDoc, RUNNER_ERRORS } from "./_openapi.ts";
 
 const ModelRef = z.object({
   provider: z.string().min(1).max(200),
   id: z.string().min(1).max(200),
 });
 
-const Spawn = z.object({
+const Spawn = requestSchema<SpawnSessionRequest>()(z.object({
   runnerId: z.string().min(1).max(100),
   prompt: z.string().max(200_000).optional().default(""),
   cwd: z.string().max(4096).nullable().optional(),
   model: ModelRef.nullable().optional(),
-});
+}));
 
-const RunnerRef = z.object({ runnerId: z.string().min(1).max(100) });
+const RunnerRef = requestSchema<RunnerRequest>()(
+  z.object({ runnerId: z.string().min(1).max(100) }),
+);
 
-const FolderRef = z.object({ path: z.string().min(1).max(4096) });
+const FolderRef = requestSchema<DismissFolderRequest>()(
+  z.object({ path: z.string().min(1).max(4096) }),
+);
+
+const NOT_FOUND = { 404: "`not_found`: no such runner, or not the caller's" } as const;
 
 const MAX_RECENT_FOLDERS = 20;
 
@@ -45,9 +63,31 @@ function recentFolders(hub: Hub, userId: string, runnerId: string): string[] {
 export function runnerRoutes(hub: Hub): Hono<RelayEnv> {
   const app = new Hono<RelayEnv>();
 
-  app.get("/", (c) => c.json(hub.listRunners(principal(c).userId)));
+  const listDoc = routeDoc({
+    tag: "Runners",
+    summary: "List the caller's runners",
+    auth: "principal",
+    ok: "An array of runners (not wrapped in an object), by name, then id",
+  });
+  app.get(
+    "/",
+    listDoc,
+    (c) => c.json(hub.listRunners(principal(c).userId) satisfies RunnerListResponse),
+  );
 
-  app.post("/spawn", async (c) => {
+  const spawnDoc = routeDoc({
+    tag: "Runners",
+    summary: "Start a session on a connected runner",
+    auth: "principal",
+    body: Spawn,
+    ok: "`{sessionId, shareUrl}`, once the runner started the session's worker",
+    errors: {
+      400: "`cwd_outside_roots`, `cwd_not_found`, `bad_request`, `unknown_model` (the runner's)",
+      ...NOT_FOUND,
+      ...RUNNER_ERRORS,
+    },
+  });
+  app.post("/spawn", spawnDoc, async (c) => {
     const body = await readJson(c, Spawn);
     const res = await hub.spawn(principal(c).userId, {
       runnerId: body.runnerId,
@@ -55,31 +95,68 @@ export function runnerRoutes(hub: Hub): Hono<RelayEnv> {
       cwd: body.cwd?.trim() ? body.cwd : null,
       model: body.model ?? null,
     });
-    return c.json(res);
+    return c.json(res satisfies SpawnSessionResponse);
   });
 
-  app.post("/restart", async (c) => {
+  const restartDoc = routeDoc({
+    tag: "Runners",
+    summary: "Restart a runner's daemon",
+    description:
+      "It exits with code 75 and its supervisor starts it again; its sessions come back.",
+    auth: "principal",
+    body: RunnerRef,
+    ok: "`{ok: true}`: the daemon acknowledged",
+    errors: { ...NOT_FOUND, ...RUNNER_ERRORS },
+  });
+  app.post("/restart", restartDoc, async (c) => {
     const { runnerId } = await readJson(c, RunnerRef);
     await hub.connectedRunner(principal(c).userId, runnerId).request("restart", {}, 10_000);
-    return c.json({ ok: true });
+    return c.json({ ok: true } satisfies OkResponse);
   });
 
-  app.post("/stop", async (c) => {
+  const stopDoc = routeDoc({
+    tag: "Runners",
+    summary: "Stop a runner's daemon",
+    description: "Nothing can start it again remotely.",
+    auth: "principal",
+    body: RunnerRef,
+    ok: "`{ok: true}`: the daemon acknowledged",
+    errors: { ...NOT_FOUND, ...RUNNER_ERRORS },
+  });
+  app.post("/stop", stopDoc, async (c) => {
     const { runnerId } = await readJson(c, RunnerRef);
     await hub.connectedRunner(principal(c).userId, runnerId).request("stop", {}, 10_000);
-    return c.json({ ok: true });
+    return c.json({ ok: true } satisfies OkResponse);
   });
 
   // Folders of the caller's recent sessions on this runner, newest first,
   // minus the ones dismissed (until a newer session uses them again).
-  app.get("/:runnerId/recent-folders", (c) => {
+  const foldersDoc = routeDoc({
+    tag: "Runners",
+    summary: "The folders of the caller's recent sessions on a runner",
+    auth: "principal",
+    ok: "`{folders: [...]}`, newest session first, at most 20",
+    errors: NOT_FOUND,
+  });
+  app.get("/:runnerId/recent-folders", foldersDoc, (c) => {
     const userId = principal(c).userId;
     const runnerId = c.req.param("runnerId");
     if (!hub.store.runners.getOwned(userId, runnerId)) throw notFound("Runner");
-    return c.json({ folders: recentFolders(hub, userId, runnerId) });
+    return c.json(
+      { folders: recentFolders(hub, userId, runnerId) } satisfies RecentFoldersResponse,
+    );
   });
 
-  app.delete("/:runnerId/recent-folders", async (c) => {
+  const dismissDoc = routeDoc({
+    tag: "Runners",
+    summary: "Remove a folder from the recent folders",
+    description: "Until a newer session uses it again.",
+    auth: "principal",
+    body: FolderRef,
+    ok: "`{ok: true, deleted}`: whether it was in the list",
+    errors: NOT_FOUND,
+  });
+  app.delete("/:runnerId/recent-folders", dismissDoc, async (c) => {
     const userId = principal(c).userId;
     const runnerId = c.req.param("runnerId");
     if (!hub.store.runners.getOwned(userId, runnerId)) throw notFound("Runner");
@@ -91,11 +168,19 @@ export function runnerRoutes(hub: Hub): Hono<RelayEnv> {
       dismissed[path] = new Date().toISOString();
       hub.store.settings.set(userId, key, dismissed);
     }
-    return c.json({ ok: true, deleted });
+    return c.json({ ok: true, deleted } satisfies DismissFolderResponse);
   });
 
-  app.get("/:runnerId/models", async (c) => {
-    return c.json(await hub.models(principal(c).userId, c.req.param("runnerId")));
+  const modelsDoc = routeDoc({
+    tag: "Runners",
+    summary: "The models a runner offers, minus the caller's hidden ones",
+    auth: "principal",
+    ok: "`{models: [{provider, id, name?, reasoning?, contextWindow?}], error?}`",
+    errors: { ...NOT_FOUND, ...RUNNER_ERRORS },
+  });
+  app.get("/:runnerId/models", modelsDoc, async (c) => {
+    const models = await hub.models(principal(c).userId, c.req.param("runnerId"));
+    return c.json(models satisfies ModelsResponse);
   });
 
   return app;
