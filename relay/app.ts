@@ -2,6 +2,7 @@ import { Hono } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { APIError } from "better-auth/api";
 import { join } from "node:path";
+import type { HealthResponse } from "../shared/api.ts";
 import { RUNNER_WS_PATH, VIEWER_WS_PATH } from "../shared/protocol.ts";
 import { createAuth } from "./auth.ts";
 import { type Database, openDatabase, startCheckpointer } from "./store/db.ts";
@@ -15,6 +16,7 @@ import {
 } from "./_http.ts";
 import { Hub } from "./hub.ts";
 import { originCheck, requirePrincipal } from "./principal.ts";
+import { openApiRoute, routeDoc } from "./routes/_openapi.ts";
 import { accountRoutes } from "./routes/accounts.ts";
 import { TriggerCalls } from "./runner_calls.ts";
 import { keyRoutes } from "./routes/keys.ts";
@@ -197,7 +199,15 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     c.header("referrer-policy", "same-origin");
   });
 
-  app.get("/health", (c) => c.json({ status: "ok" }));
+  const healthDoc = routeDoc({
+    tag: "Health",
+    summary: "Liveness: the process serves requests (the database is not queried)",
+    auth: "none",
+    ok: '`{"status": "ok"}`',
+  });
+  app.get("/health", healthDoc, (c) => c.json({ status: "ok" } satisfies HealthResponse));
+  // The API's contract, public: it holds what the source does, none of the relay's data.
+  app.get("/api/openapi.json", openApiRoute(app));
   app.route(API_PREFIX, accountRoutes({ auth, store, hub, allowSignup, trustProxy }));
   // Webhook senders prove themselves with a signature, not a cookie or key.
   app.route("/api/webhooks", webhookFireRoute(webhooks));

@@ -1,4 +1,5 @@
 import { encodeBase64Url } from "../shared/bytes.ts";
+import type { CreatedKey } from "../shared/api.ts";
 import type { Store } from "./store/mod.ts";
 
 /** Prefix of personal API keys. */
@@ -45,7 +46,7 @@ export async function createKey(
   userId: string,
   name: string,
   expiresInDays: number | null,
-) {
+): Promise<CreatedKey> {
   const { key, kind } = generateKey(name);
   const now = new Date();
   const rec = {

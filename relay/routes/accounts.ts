@@ -1,17 +1,19 @@
 import { Hono } from "hono";
 import { z } from "zod";
+import type { RegisterRequest, RegisterResponse, SetupStatusResponse } from "../../shared/api.ts";
 import { type Auth, CLIENT_IP_HEADER } from "../auth.ts";
 import { clientIp, HttpError, MAX_JSON_BODY, readBody, readJson, type RelayEnv } from "../_http.ts";
 import type { Hub } from "../hub.ts";
 import { RateLimiter } from "../rate_limit.ts";
 import type { Store } from "../store/mod.ts";
 import { createKey } from "../keys.ts";
+import { requestSchema, routeDoc } from "./_openapi.ts";
 
-const Register = z.object({
+const Register = requestSchema<RegisterRequest>()(z.object({
   name: z.string().trim().min(1).max(200).optional(),
   email: z.string().trim().email().max(320),
   password: z.string().min(1).max(256),
-});
+}));
 
 /** What the account routes need. */
 export interface AccountRoutesOptions {
@@ -34,6 +36,7 @@ export function accountRoutes(options: AccountRoutesOptions): Hono<RelayEnv> {
   const app = new Hono<RelayEnv>();
 
   // better-auth owns /api/auth/*; it sees the real peer address for its limits.
+  // Not in the OpenAPI document: its answers and errors are better-auth's own.
   app.on(["GET", "POST"], "/auth/*", async (c) => {
     const headers = new Headers(c.req.raw.headers);
     headers.set(CLIENT_IP_HEADER, clientIp(c, trustProxy));
@@ -56,11 +59,33 @@ export function accountRoutes(options: AccountRoutesOptions): Hono<RelayEnv> {
   });
 
   // What the sign-in screen needs before anyone is signed in.
-  app.get("/setup-status", (c) => {
-    return c.json({ needsOwner: store.accounts.count() === 0, allowSignup });
+  const setupDoc = routeDoc({
+    tag: "Accounts",
+    summary: "Whether the relay still needs its owner account, and whether sign-up is open",
+    auth: "none",
+    ok: "`{needsOwner, allowSignup}`",
+  });
+  app.get("/setup-status", setupDoc, (c) => {
+    const status = { needsOwner: store.accounts.count() === 0, allowSignup };
+    return c.json(status satisfies SetupStatusResponse);
   });
 
-  app.post("/register", async (c) => {
+  const registerDoc = routeDoc({
+    tag: "Accounts",
+    summary: "Sign in (or create the account, with `name`) and get a new API key",
+    description: "What `baton setup` and `baton up` call. 5 requests per 15 minutes per client " +
+      "IP. No cookie is set.",
+    auth: "none",
+    body: Register,
+    ok: "`{ok: true, key}`: a new API key named `cli`",
+    errors: {
+      400: "`password_too_short`: a new account's password under 8 characters",
+      401: "`invalid_credentials`: wrong email or password (or an unknown email without `name`)",
+      403: "`signup_closed`",
+      429: "`rate_limited`: see `Retry-After`",
+    },
+  });
+  app.post("/register", registerDoc, async (c) => {
     const limited = registerLimit.hit(clientIp(c, trustProxy));
     if (!limited.ok) {
       throw new HttpError(429, "rate_limited", "Too many registration attempts; try again later", {
@@ -85,7 +110,7 @@ export function accountRoutes(options: AccountRoutesOptions): Hono<RelayEnv> {
       userId = await auth.signUpEmail({ email, password: body.password, name: body.name });
     }
     const created = await createKey(store, userId, "cli", null);
-    return c.json({ ok: true, key: created.key });
+    return c.json({ ok: true, key: created.key } satisfies RegisterResponse);
   });
 
   return app;

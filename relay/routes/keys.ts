@@ -1,15 +1,24 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import type { CredentialSweeps } from "../credential_sweeps.ts";
+import type {
+  CreateKeyRequest,
+  CreateKeyResponse,
+  KeyListResponse,
+  OkResponse,
+} from "../../shared/api.ts";
 import { notFound } from "../errors.ts";
 import { createKey } from "../keys.ts";
 import { principal, readJson, type RelayEnv } from "../_http.ts";
 import type { Store } from "../store/mod.ts";
+import { requestSchema, routeDoc } from "./_openapi.ts";
 
-const CreateKey = z.object({
-  name: z.string().trim().min(1).max(100).optional(),
-  expiresInDays: z.number().int().min(1).max(3650).nullable().optional(),
-}).strict();
+const CreateKey = requestSchema<CreateKeyRequest>()(
+  z.object({
+    name: z.string().trim().min(1).max(100).optional(),
+    expiresInDays: z.number().int().min(1).max(3650).nullable().optional(),
+  }).strict(),
+);
 
 /** `/api/keys`: API keys and runner tokens of the caller. */
 export function keyRoutes(
@@ -18,7 +27,16 @@ export function keyRoutes(
 ): Hono<RelayEnv> {
   const app = new Hono<RelayEnv>();
 
-  app.post("/", async (c) => {
+  const createDoc = routeDoc({
+    tag: "Keys",
+    summary: "Create an API key or runner token",
+    description: "A name `runner`, `runner:*` or `runner-*` makes a runner token (`brt_`), " +
+      "any other an API key (`bk_`). The secret is in this answer only.",
+    auth: "principal",
+    body: CreateKey,
+    ok: { status: 201, description: "`{ok, id, key, name, kind, prefix, expiresAt}`" },
+  });
+  app.post("/", createDoc, async (c) => {
     const body = await readJson(c, CreateKey);
     const created = await createKey(
       store,
@@ -26,10 +44,16 @@ export function keyRoutes(
       body.name ?? "api",
       body.expiresInDays ?? null,
     );
-    return c.json({ ok: true, ...created }, 201);
+    return c.json({ ok: true, ...created } satisfies CreateKeyResponse, 201);
   });
 
-  app.get("/", (c) => {
+  const listDoc = routeDoc({
+    tag: "Keys",
+    summary: "List the caller's keys",
+    auth: "principal",
+    ok: "`{keys: [...]}`, newest first, never the secret",
+  });
+  app.get("/", listDoc, (c) => {
     const now = Date.now();
     const keys = store.keys.listForUser(principal(c).userId).map((k) => ({
       id: k.id,
@@ -41,14 +65,22 @@ export function keyRoutes(
       expiresAt: k.expiresAt,
       expired: k.expiresAt !== null && Date.parse(k.expiresAt) <= now,
     }));
-    return c.json({ keys });
+    return c.json({ keys } satisfies KeyListResponse);
   });
 
-  app.delete("/:id", (c) => {
+  const revokeDoc = routeDoc({
+    tag: "Keys",
+    summary: "Revoke a key",
+    description: "Its sockets close with code 4401 at once.",
+    auth: "principal",
+    ok: "`{ok: true}`",
+    errors: { 404: "`not_found`: no such key, or not the caller's" },
+  });
+  app.delete("/:id", revokeDoc, (c) => {
     const id = c.req.param("id");
     if (!store.keys.delete(principal(c).userId, id)) throw notFound("Key");
     credentials.revokeKey(id);
-    return c.json({ ok: true });
+    return c.json({ ok: true } satisfies OkResponse);
   });
 
   return app;

@@ -1,32 +1,72 @@
 import { Hono } from "hono";
 import { z } from "zod";
+import type {
+  DismissFolderRequest,
+  DismissFolderResponse,
+  ModelsResponse,
+  OkResponse,
+  RecentFoldersResponse,
+  RunnerListResponse,
+  RunnerRequest,
+  SpawnSessionRequest,
+  SpawnSessionResponse,
+} from "../../shared/api.ts";
 import { principal, readJson, type RelayEnv } from "../_http.ts";
 import type { RunnerRegistry } from "../runner_registry.ts";
 import type { SessionService } from "../session_service.ts";
+import { requestSchema, routeDoc, RUNNER_ERRORS } from "./_openapi.ts";
 
 const ModelRef = z.object({
   provider: z.string().min(1).max(200),
   id: z.string().min(1).max(200),
 });
 
-const Spawn = z.object({
+const Spawn = requestSchema<SpawnSessionRequest>()(z.object({
   runnerId: z.string().min(1).max(100),
   prompt: z.string().max(200_000).optional().default(""),
   cwd: z.string().max(4096).nullable().optional(),
   model: ModelRef.nullable().optional(),
-});
+}));
 
-const RunnerRef = z.object({ runnerId: z.string().min(1).max(100) });
+const RunnerRef = requestSchema<RunnerRequest>()(
+  z.object({ runnerId: z.string().min(1).max(100) }),
+);
 
-const FolderRef = z.object({ path: z.string().min(1).max(4096) });
+const FolderRef = requestSchema<DismissFolderRequest>()(
+  z.object({ path: z.string().min(1).max(4096) }),
+);
+
+const NOT_FOUND = { 404: "`not_found`: no such runner, or not the caller's" } as const;
 
 /** `/api/runners`: listing, spawning, restarting and stopping runners, their models. */
 export function runnerRoutes(runners: RunnerRegistry, sessions: SessionService): Hono<RelayEnv> {
   const app = new Hono<RelayEnv>();
 
-  app.get("/", (c) => c.json(runners.list(principal(c).userId)));
+  const listDoc = routeDoc({
+    tag: "Runners",
+    summary: "List the caller's runners",
+    auth: "principal",
+    ok: "An array of runners (not wrapped in an object), by name, then id",
+  });
+  app.get(
+    "/",
+    listDoc,
+    (c) => c.json(runners.list(principal(c).userId) satisfies RunnerListResponse),
+  );
 
-  app.post("/spawn", async (c) => {
+  const spawnDoc = routeDoc({
+    tag: "Runners",
+    summary: "Start a session on a connected runner",
+    auth: "principal",
+    body: Spawn,
+    ok: "`{sessionId, shareUrl}`, once the runner started the session's worker",
+    errors: {
+      400: "`cwd_outside_roots`, `cwd_not_found`, `bad_request`, `unknown_model` (the runner's)",
+      ...NOT_FOUND,
+      ...RUNNER_ERRORS,
+    },
+  });
+  app.post("/spawn", spawnDoc, async (c) => {
     const body = await readJson(c, Spawn);
     const res = await sessions.spawn(principal(c).userId, {
       runnerId: body.runnerId,
@@ -34,37 +74,83 @@ export function runnerRoutes(runners: RunnerRegistry, sessions: SessionService):
       cwd: body.cwd?.trim() ? body.cwd : null,
       model: body.model ?? null,
     });
-    return c.json(res);
+    return c.json(res satisfies SpawnSessionResponse);
   });
 
-  app.post("/restart", async (c) => {
+  const restartDoc = routeDoc({
+    tag: "Runners",
+    summary: "Restart a runner's daemon",
+    description:
+      "It exits with code 75 and its supervisor starts it again; its sessions come back.",
+    auth: "principal",
+    body: RunnerRef,
+    ok: "`{ok: true}`: the daemon acknowledged",
+    errors: { ...NOT_FOUND, ...RUNNER_ERRORS },
+  });
+  app.post("/restart", restartDoc, async (c) => {
     const { runnerId } = await readJson(c, RunnerRef);
     await runners.control(principal(c).userId, runnerId, "restart");
-    return c.json({ ok: true });
+    return c.json({ ok: true } satisfies OkResponse);
   });
 
-  app.post("/stop", async (c) => {
+  const stopDoc = routeDoc({
+    tag: "Runners",
+    summary: "Stop a runner's daemon",
+    description: "Nothing can start it again remotely.",
+    auth: "principal",
+    body: RunnerRef,
+    ok: "`{ok: true}`: the daemon acknowledged",
+    errors: { ...NOT_FOUND, ...RUNNER_ERRORS },
+  });
+  app.post("/stop", stopDoc, async (c) => {
     const { runnerId } = await readJson(c, RunnerRef);
     await runners.control(principal(c).userId, runnerId, "stop");
-    return c.json({ ok: true });
+    return c.json({ ok: true } satisfies OkResponse);
   });
 
-  app.get("/:runnerId/recent-folders", (c) => {
+  // Folders of the caller's recent sessions on this runner, newest first,
+  // minus the ones dismissed (until a newer session uses them again).
+  const foldersDoc = routeDoc({
+    tag: "Runners",
+    summary: "The folders of the caller's recent sessions on a runner",
+    auth: "principal",
+    ok: "`{folders: [...]}`, newest session first, at most 20",
+    errors: NOT_FOUND,
+  });
+  app.get("/:runnerId/recent-folders", foldersDoc, (c) => {
     const folders = sessions.recentFolders(principal(c).userId, c.req.param("runnerId"));
-    return c.json({ folders });
+    return c.json({ folders } satisfies RecentFoldersResponse);
   });
 
-  app.delete("/:runnerId/recent-folders", async (c) => {
+  const dismissDoc = routeDoc({
+    tag: "Runners",
+    summary: "Remove a folder from the recent folders",
+    description: "Until a newer session uses it again.",
+    auth: "principal",
+    body: FolderRef,
+    ok: "`{ok: true, deleted}`: whether it was in the list",
+    errors: NOT_FOUND,
+  });
+  app.delete("/:runnerId/recent-folders", dismissDoc, async (c) => {
     const userId = principal(c).userId;
     const runnerId = c.req.param("runnerId");
     // A foreign runner answers 404 whatever the body.
     runners.assertOwned(userId, runnerId);
     const { path } = await readJson(c, FolderRef);
-    return c.json({ ok: true, deleted: sessions.dismissFolder(userId, runnerId, path) });
+    const deleted = sessions.dismissFolder(userId, runnerId, path);
+    return c.json({ ok: true, deleted } satisfies DismissFolderResponse);
   });
 
-  app.get("/:runnerId/models", async (c) => {
-    return c.json(await sessions.models(principal(c).userId, c.req.param("runnerId")));
+  const modelsDoc = routeDoc({
+    tag: "Runners",
+    summary: "The models a runner offers, minus the caller's hidden ones",
+    auth: "principal",
+    ok: "`{models: [{provider, id, name?, reasoning?, contextWindow?}], error?}`",
+    errors: { ...NOT_FOUND, ...RUNNER_ERRORS },
+  });
+  app.get("/:runnerId/models", modelsDoc, async (c) => {
+    const models = await sessions.models(principal(c).userId, c.req.param("runnerId"));
+    return c.json(models satisfies ModelsResponse);
   });
 
   return app;

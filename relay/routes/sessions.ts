@@ -1,24 +1,36 @@
 import { Hono } from "hono";
 import { z } from "zod";
-import { INPUT_KINDS, MAX_SESSION_TITLE } from "../../shared/protocol.ts";
+import type {
+  OkResponse,
+  PinnedSessionsResponse,
+  PinResponse,
+  RenameSessionRequest,
+  SessionInputRequest,
+  SessionListResponse,
+  SessionResponse,
+} from "../../shared/api.ts";
+import { INPUT_KINDS, type InputKind, MAX_SESSION_TITLE } from "../../shared/protocol.ts";
 import { invalid } from "../errors.ts";
 import { principal, readJson, type RelayEnv } from "../_http.ts";
 import { eventsFrame } from "../fanout.ts";
 import type { Hub } from "../hub.ts";
+import { requestSchema, routeDoc, RUNNER_ERRORS } from "./_openapi.ts";
 
-const Input = z.object({
-  kind: z.enum(INPUT_KINDS as [string, ...string[]]),
+const Input = requestSchema<SessionInputRequest>()(z.object({
+  kind: z.enum(INPUT_KINDS as [InputKind, ...InputKind[]]),
   text: z.string().max(200_000).optional().default(""),
-});
+}));
 
-const Rename = z.object({
+const Rename = requestSchema<RenameSessionRequest>()(z.object({
   title: z.string()
     .trim()
     .min(1, "Title must not be empty")
     .max(MAX_SESSION_TITLE, `Title must have at most ${MAX_SESSION_TITLE} characters`)
     // Line breaks, tabs and other control characters would break the one-line lists.
     .regex(/^[^\p{Cc}\u2028\u2029]*$/u, "Title must not contain control characters"),
-});
+}));
+
+const NOT_FOUND = { 404: "`not_found`: no such session, or not the caller's" } as const;
 
 /** `/api/sessions`: listing, pins, renaming, input and the stored event log. */
 export function sessionRoutes(hub: Pick<Hub, "store" | "sessions" | "feed">): Hono<RelayEnv> {
@@ -28,7 +40,22 @@ export function sessionRoutes(hub: Pick<Hub, "store" | "sessions" | "feed">): Ho
   // The last listing per user and query, reused while none of their sessions changes.
   const listings = new Map<string, { version: number; body: string }>();
 
-  app.get("/", (c) => {
+  const listDoc = routeDoc({
+    tag: "Sessions",
+    summary: "List the caller's sessions",
+    description: "Served from memory while none of the caller's sessions changed.",
+    auth: "principal",
+    query: [
+      {
+        name: "includePersisted",
+        description: "`false` or `0`: `persistedSessions` is left empty",
+        schema: { type: "string", default: "true" },
+      },
+      { name: "runnerId", description: "Only this runner's sessions", schema: { type: "string" } },
+    ],
+    ok: "`{sessions, persistedSessions}`: live (`starting`, `running`) and finished, newest first",
+  });
+  app.get("/", listDoc, (c) => {
     const userId = principal(c).userId;
     const q = c.req.query("includePersisted");
     const includePersisted = !(q === "false" || q === "0");
@@ -43,10 +70,12 @@ export function sessionRoutes(hub: Pick<Hub, "store" | "sessions" | "feed">): Ho
       const isLive = (s: { status: string }) => s.status === "starting" || s.status === "running";
       cached = {
         version,
-        body: JSON.stringify({
-          sessions: all.filter(isLive),
-          persistedSessions: includePersisted ? all.filter((s) => !isLive(s)) : [],
-        }),
+        body: JSON.stringify(
+          {
+            sessions: all.filter(isLive),
+            persistedSessions: includePersisted ? all.filter((s) => !isLive(s)) : [],
+          } satisfies SessionListResponse,
+        ),
       };
       if (listings.size > 1000) listings.clear();
       listings.set(key, cached);
@@ -54,44 +83,100 @@ export function sessionRoutes(hub: Pick<Hub, "store" | "sessions" | "feed">): Ho
     return c.body(cached.body, 200, { "content-type": "application/json" });
   });
 
-  app.get("/pinned", (c) => {
+  const pinnedDoc = routeDoc({
+    tag: "Sessions",
+    summary: "List the caller's pinned sessions",
+    auth: "principal",
+    ok: "`{pinnedSessions: [...]}`, of any status, newest first",
+  });
+  app.get("/pinned", pinnedDoc, (c) => {
     const pinned = store.sessions.listPinned(principal(c).userId);
-    return c.json({
-      pinnedSessions: pinned.map((s) => ({ ...sessions.sessionInfo(s), isPinned: true })),
-    });
+    return c.json(
+      {
+        pinnedSessions: pinned.map((s) => ({ ...sessions.sessionInfo(s), isPinned: true })),
+      } satisfies PinnedSessionsResponse,
+    );
   });
 
-  app.get("/:id", (c) => {
+  const getDoc = routeDoc({
+    tag: "Sessions",
+    summary: "One session",
+    auth: "principal",
+    ok: "`{session: {...}}`",
+    errors: NOT_FOUND,
+  });
+  app.get("/:id", getDoc, (c) => {
     const s = sessions.owned(principal(c).userId, c.req.param("id"));
-    return c.json({ session: sessions.sessionInfo(s) });
+    return c.json({ session: sessions.sessionInfo(s) } satisfies SessionResponse);
   });
 
-  app.patch("/:id", async (c) => {
+  const renameDoc = routeDoc({
+    tag: "Sessions",
+    summary: "Rename a session",
+    auth: "principal",
+    body: Rename,
+    ok: "`{session: {...}}` with the new title",
+    errors: NOT_FOUND,
+  });
+  app.patch("/:id", renameDoc, async (c) => {
     const body = await readJson(c, Rename);
     const session = await sessions.rename(principal(c).userId, c.req.param("id"), body.title);
-    return c.json({ session });
+    return c.json({ session } satisfies SessionResponse);
   });
 
   for (const [method, pinned] of [["put", true], ["delete", false]] as const) {
-    app[method]("/:id/pin", (c) => {
+    const pinDoc = routeDoc({
+      tag: "Sessions",
+      summary: pinned ? "Pin a session" : "Unpin a session",
+      auth: "principal",
+      ok: `\`{ok: true, isPinned: ${pinned}}\``,
+      errors: NOT_FOUND,
+    });
+    app[method]("/:id/pin", pinDoc, (c) => {
       sessions.setPinned(principal(c).userId, c.req.param("id"), pinned);
-      return c.json({ ok: true, isPinned: pinned });
+      return c.json({ ok: true, isPinned: pinned } satisfies PinResponse);
     });
   }
 
-  app.post("/:id/input", async (c) => {
+  const inputDoc = routeDoc({
+    tag: "Sessions",
+    summary: "Send input to a session (prompt, steer, followUp, abort, end, dequeue)",
+    auth: "principal",
+    body: Input,
+    ok: "`{ok: true}`: the session's worker took it; what follows arrives as events",
+    errors: {
+      404: "`not_found`: no such session, or not the caller's, or its runner no longer has it",
+      409: "`session_ended`, `busy` (a prompt while working), `not_ready`, `not_queued`",
+      ...RUNNER_ERRORS,
+    },
+  });
+  app.post("/:id/input", inputDoc, async (c) => {
     const body = await readJson(c, Input);
-    await sessions.input(
-      principal(c).userId,
-      c.req.param("id"),
-      body.kind as (typeof INPUT_KINDS)[number],
-      body.text,
-    );
-    return c.json({ ok: true });
+    await sessions.input(principal(c).userId, c.req.param("id"), body.kind, body.text);
+    return c.json({ ok: true } satisfies OkResponse);
   });
 
   // The stored log, for clients that do not keep a socket open.
-  app.get("/:id/events", (c) => {
+  const eventsDoc = routeDoc({
+    tag: "Sessions",
+    summary: "A session's stored event log",
+    auth: "principal",
+    query: [
+      {
+        name: "since",
+        description: "Events after this seq",
+        schema: { type: "integer", minimum: 0, default: 0 },
+      },
+      {
+        name: "limit",
+        description: "At most this many events",
+        schema: { type: "integer", minimum: 1, maximum: 5000, default: 1000 },
+      },
+    ],
+    ok: 'The viewer channel\'s `events` frame: `{t: "events", sessionId, events: [...]}`',
+    errors: { 400: "`bad_request`: `since` or `limit` out of range", ...NOT_FOUND },
+  });
+  app.get("/:id/events", eventsDoc, (c) => {
     const id = c.req.param("id");
     sessions.owned(principal(c).userId, id);
     const since = Number(c.req.query("since") ?? "0");

@@ -1,7 +1,15 @@
 import { Hono } from "hono";
 import { z } from "zod";
+import type {
+  CreateWebhookRequest,
+  OkResponse,
+  UpdateWebhookRequest,
+  WebhookListResponse,
+  WebhookResponse,
+} from "../../shared/api.ts";
 import { HttpError, principal, readBody, readJson, type RelayEnv } from "../_http.ts";
 import { MAX_WEBHOOK_BODY, type Webhooks } from "../webhooks.ts";
+import { requestSchema, routeDoc, RUNNER_ERRORS } from "./_openapi.ts";
 import { FilterModeSchema, FiltersSchema, ModelSchema } from "./trigger_schemas.ts";
 
 const Name = z.string().trim().min(1).max(200);
@@ -19,48 +27,95 @@ const Source = z.string().trim().min(1).max(100).refine(
 );
 const EventFilter = z.array(z.string().min(1).max(200)).max(100);
 
-const WebhookCreate = z.object({
-  name: Name,
-  source: Source,
-  runnerId: z.string().min(1).max(100).nullable().optional(),
-  cwd: z.string().max(4096).nullable().optional(),
-  prompt: z.string().max(200_000).nullable().optional(),
-  model: ModelSchema.nullable().optional(),
-  eventFilter: EventFilter.nullable().optional(),
-  filters: FiltersSchema.nullable().optional(),
-  filterMode: FilterModeSchema.nullable().optional(),
-}).strict();
+const WebhookCreate = requestSchema<CreateWebhookRequest>()(
+  z.object({
+    name: Name,
+    source: Source,
+    runnerId: z.string().min(1).max(100).nullable().optional(),
+    cwd: z.string().max(4096).nullable().optional(),
+    prompt: z.string().max(200_000).nullable().optional(),
+    model: ModelSchema.nullable().optional(),
+    eventFilter: EventFilter.nullable().optional(),
+    filters: FiltersSchema.nullable().optional(),
+    filterMode: FilterModeSchema.nullable().optional(),
+  }).strict(),
+);
 
 /** Any subset of the create fields (`null` clears one), plus `enabled`. */
-const WebhookUpdate = WebhookCreate.partial().extend({
-  enabled: z.boolean().optional(),
-}).strict();
+const WebhookUpdate = requestSchema<UpdateWebhookRequest>()(
+  WebhookCreate.partial().extend({
+    enabled: z.boolean().optional(),
+  }).strict(),
+);
+
+const NOT_FOUND = { 404: "`not_found`: no such webhook, or not the caller's" } as const;
 
 /** `/api/webhooks` CRUD (the caller's own webhooks only). */
 export function webhookRoutes(webhooks: Webhooks): Hono<RelayEnv> {
   const app = new Hono<RelayEnv>();
 
-  app.post("/", async (c) => {
+  const createDoc = routeDoc({
+    tag: "Webhooks",
+    summary: "Create a webhook (enabled)",
+    auth: "principal",
+    body: WebhookCreate,
+    ok: { status: 201, description: "`{webhook: {...}}` with its secret" },
+    errors: { 400: "`unknown_runner`: `runnerId` is not one of the caller's runners" },
+  });
+  app.post("/", createDoc, async (c) => {
     const body = await readJson(c, WebhookCreate);
-    return c.json({ webhook: await webhooks.create(principal(c).userId, body) }, 201);
+    const webhook = await webhooks.create(principal(c).userId, body);
+    return c.json({ webhook } satisfies WebhookResponse, 201);
   });
 
-  app.get("/", async (c) => {
-    return c.json({ webhooks: await webhooks.list(principal(c).userId) });
+  const listDoc = routeDoc({
+    tag: "Webhooks",
+    summary: "List the caller's webhooks",
+    auth: "principal",
+    ok: "`{webhooks: [...]}`, newest first, without secrets",
+  });
+  app.get("/", listDoc, async (c) => {
+    const all = await webhooks.list(principal(c).userId);
+    return c.json({ webhooks: all } satisfies WebhookListResponse);
   });
 
-  app.get("/:id", async (c) => {
-    return c.json({ webhook: await webhooks.get(principal(c).userId, c.req.param("id")) });
+  const getDoc = routeDoc({
+    tag: "Webhooks",
+    summary: "One webhook, with its secret",
+    auth: "principal",
+    ok: "`{webhook: {...}}` with its secret",
+    errors: NOT_FOUND,
+  });
+  app.get("/:id", getDoc, async (c) => {
+    const webhook = await webhooks.get(principal(c).userId, c.req.param("id"));
+    return c.json({ webhook } satisfies WebhookResponse);
   });
 
-  app.put("/:id", async (c) => {
+  const updateDoc = routeDoc({
+    tag: "Webhooks",
+    summary: "Change a webhook",
+    description: "A field present replaces the old value; `null` clears it.",
+    auth: "principal",
+    body: WebhookUpdate,
+    ok: "`{webhook: {...}}` without its secret",
+    errors: { 400: "`unknown_runner`", ...NOT_FOUND },
+  });
+  app.put("/:id", updateDoc, async (c) => {
     const body = await readJson(c, WebhookUpdate);
-    return c.json({ webhook: await webhooks.update(principal(c).userId, c.req.param("id"), body) });
+    const webhook = await webhooks.update(principal(c).userId, c.req.param("id"), body);
+    return c.json({ webhook } satisfies WebhookResponse);
   });
 
-  app.delete("/:id", (c) => {
+  const deleteDoc = routeDoc({
+    tag: "Webhooks",
+    summary: "Delete a webhook",
+    auth: "principal",
+    ok: "`{ok: true}`",
+    errors: NOT_FOUND,
+  });
+  app.delete("/:id", deleteDoc, (c) => {
     webhooks.remove(principal(c).userId, c.req.param("id"));
-    return c.json({ ok: true });
+    return c.json({ ok: true } satisfies OkResponse);
   });
 
   return app;
@@ -69,7 +124,33 @@ export function webhookRoutes(webhooks: Webhooks): Hono<RelayEnv> {
 /** `POST /api/webhooks/{id}/fire`: authenticated by its signature, not by a cookie or key. */
 export function webhookFireRoute(webhooks: Webhooks): Hono {
   const app = new Hono();
-  app.post("/:id/fire", async (c) => {
+  const fireDoc = routeDoc({
+    tag: "Webhooks",
+    summary: "Fire a webhook: start a session with the body as its trigger",
+    description: "Checked in this order: Content-Type and size, the webhook exists and is " +
+      "enabled, the signature (and its timestamp, ±5 minutes), the nonce, a redelivery, the " +
+      "body, the event filter and filters, then the session is spawned. See docs/api.md.",
+    auth: "signature",
+    requestBody: {
+      required: true,
+      description: "Any JSON object, at most 1 MiB; it becomes the trigger's payload",
+      content: { "application/json": { schema: { type: "object" } } },
+    },
+    ok: "`{ok: true, triggerId, sessionId}`; with `duplicate: true` for a redelivery; " +
+      "`{ok: true, filtered: true}` when the filters did not match (nothing started)",
+    errors: {
+      400: "`bad_content_type` (not application/json), `bad_json` (not a JSON object)",
+      401: "`bad_signature`: missing, wrong or out of date",
+      404: "`not_found`: no such webhook, or it is disabled",
+      409: "`nonce_reused`",
+      413: "`body_too_large`: over 1 MiB",
+      500: "`no_runner`, `secret_unreadable` (the relay's secret file changed)",
+      502: "`runner_rejected`: the runner did not start the session",
+      503: RUNNER_ERRORS[503],
+      504: "`session_timeout`: the session did not start in time",
+    },
+  });
+  app.post("/:id/fire", fireDoc, async (c) => {
     const type = c.req.header("content-type") ?? "";
     if (!/^application\/json\b/i.test(type)) {
       throw new HttpError(400, "bad_content_type", "Content-Type must be application/json");

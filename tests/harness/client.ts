@@ -5,6 +5,7 @@
  * @module
  */
 import assert from "node:assert/strict";
+import type { RegisterRequest, RegisterResponse } from "../../shared/api.ts";
 import type { RelayToViewer, SessionEvent } from "../../shared/protocol.ts";
 import { Conditions } from "./wait.ts";
 
@@ -42,10 +43,10 @@ export async function signUp(
   const password = who.password ?? "correct horse battery";
   const reg = await fetch(
     `${baseUrl}/api/register`,
-    json("POST", { email, password, name: who.name ?? "Test User" }),
+    json("POST", { email, password, name: who.name ?? "Test User" } satisfies RegisterRequest),
   );
   if (!reg.ok) throw new Error(`register failed: ${reg.status} ${await reg.text()}`);
-  const { key } = await reg.json();
+  const { key }: RegisterResponse = await reg.json();
   const cookie = await signIn(baseUrl, email, password);
   const withHeaders = (extra: Record<string, string>) => (path: string, init: RequestInit = {}) =>
     fetch(`${baseUrl}${path}`, {

@@ -7,6 +7,12 @@
  *
  * @module
  */
+import type {
+  CreateKeyRequest,
+  CreateKeyResponse,
+  SpawnSessionRequest,
+  SpawnSessionResponse,
+} from "../../shared/api.ts";
 import {
   type AckMessage,
   type ControlRequest,
@@ -287,9 +293,12 @@ export class FakeRunner {
 
 /** Creates a runner token (`brt_…`) for `user`. */
 export async function runnerToken(user: User): Promise<string> {
-  const res = await user.api("/api/keys", json("POST", { name: "runner" }));
+  const res = await user.api(
+    "/api/keys",
+    json("POST", { name: "runner" } satisfies CreateKeyRequest),
+  );
   if (res.status !== 201) throw new Error(`runner token: ${res.status} ${await res.text()}`);
-  const { key } = await res.json();
+  const { key }: CreateKeyResponse = await res.json();
   return key;
 }
 
@@ -297,15 +306,15 @@ export async function runnerToken(user: User): Promise<string> {
 export async function spawnSession(
   user: User,
   runnerId: string,
-  body: Record<string, unknown> = {},
+  body: Omit<SpawnSessionRequest, "runnerId"> = {},
 ): Promise<string> {
   const res = await user.api(
     "/api/runners/spawn",
-    json("POST", { runnerId, prompt: "fake", cwd: "/fake", ...body }),
+    json("POST", { runnerId, prompt: "fake", cwd: "/fake", ...body } satisfies SpawnSessionRequest),
   );
   const text = await res.text();
   if (res.status !== 200) throw new Error(`spawn: ${res.status} ${text}`);
-  return JSON.parse(text).sessionId;
+  return (JSON.parse(text) as SpawnSessionResponse).sessionId;
 }
 
 /** A streamed text delta of the assistant's first content block. */

@@ -1,4 +1,5 @@
 import { type ServedRelay, serveRelay } from "../../relay/serve.ts";
+import type { RunnerListResponse } from "../../shared/api.ts";
 import { signUp, type User } from "./client.ts";
 import { MockLlm, type Responder } from "./mock_llm.ts";
 import { type RunnerProcess, startRunner, tempDir } from "./procs.ts";
@@ -91,7 +92,8 @@ export async function withStack(
       home,
       env: options.runnerEnv,
     });
-    const [r] = await (await user.api("/api/runners")).json();
+    const [r]: RunnerListResponse = await (await user.api("/api/runners")).json();
+    if (!r) throw new Error("The runner is not listed once connected");
     await fn({ relay, llm, user, runner, runnerId: r.id, home });
     ok = true;
   } finally {

@@ -9,6 +9,11 @@
  */
 import { join } from "node:path";
 import { type ServedRelay, serveRelay, type ServeRelayOptions } from "../../relay/serve.ts";
+import type {
+  RunnerListResponse,
+  SessionListResponse,
+  SpawnSessionRequest,
+} from "../../shared/api.ts";
 import { json, signUp, type User, Viewer } from "./client.ts";
 import { type ChatRequest, MockLlm, MODEL, type Turn } from "./mock_llm.ts";
 import { type RunnerProcess, startRunner, tempDir } from "./procs.ts";
@@ -199,7 +204,8 @@ export async function startWorld(options: WorldOptions = {}): Promise<World> {
       home,
       env: { BATON_WORKSPACE_ROOTS: root, ...options.runnerEnv },
     });
-    const [r] = await (await user.api("/api/runners")).json();
+    const [r]: RunnerListResponse = await (await user.api("/api/runners")).json();
+    if (!r) throw new Error("The runner is not listed once connected");
     const viewer = await Viewer.connect(relay.url, { apiKey: user.apiKey });
     return {
       relay,
@@ -247,7 +253,7 @@ export function runs(v: Viewer, sessionId: string): number {
 export async function spawn(
   w: World,
   prompt: string,
-  extra: Record<string, unknown> = {},
+  extra: Omit<SpawnSessionRequest, "runnerId"> = {},
 ): Promise<string> {
   const res = await w.user.api(
     "/api/runners/spawn",
@@ -271,8 +277,9 @@ export async function endSession(w: World, sessionId: string): Promise<void> {
 
 /** Every session id of the user, live and past. */
 export async function allSessionIds(user: User): Promise<string[]> {
-  const { sessions, persistedSessions } = await (await user.api("/api/sessions")).json();
-  return [...sessions, ...persistedSessions].map((s: { sessionId: string }) => s.sessionId).sort();
+  const { sessions, persistedSessions }: SessionListResponse =
+    await (await user.api("/api/sessions")).json();
+  return [...sessions, ...persistedSessions].map((s) => s.sessionId).sort();
 }
 
 /** Runs a step and remembers whether it failed (steps do not throw). */

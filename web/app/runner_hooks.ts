@@ -7,6 +7,7 @@
  * @module
  */
 import { useEffect, useState } from "preact/hooks";
+import type { ModelsResponse, RecentFoldersResponse } from "../../shared/api.ts";
 import type { ModelInfo, RunnerInfo } from "../../shared/protocol.ts";
 import { api } from "./api.ts";
 import { runners } from "./store.ts";
@@ -63,7 +64,7 @@ export function useRunnerModels(
   useEffect(() => {
     if (!runnerId || !connected) return;
     let live = true;
-    api<{ models: ModelInfo[]; error?: string }>(`/api/runners/${runnerId}/models`).then(
+    api<ModelsResponse>(`/api/runners/${runnerId}/models`).then(
       (r) =>
         live &&
         setAnswer({ runnerId, models: r.models, error: null, configError: r.error ?? null }),
@@ -86,7 +87,7 @@ export function useRecentFolders(runnerId: string): string[] {
     setFolders([]);
     if (!runnerId || !connected) return;
     let live = true;
-    api<{ folders: string[] }>(`/api/runners/${runnerId}/recent-folders`).then(
+    api<RecentFoldersResponse>(`/api/runners/${runnerId}/recent-folders`).then(
       (r) => live && setFolders(r.folders),
       () => {},
     );

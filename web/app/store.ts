@@ -5,6 +5,7 @@
  * @module
  */
 import { batch, computed, type Signal, signal } from "@preact/signals";
+import type { RenameSessionRequest, SessionResponse } from "../../shared/api.ts";
 import { applyEvents, type Conversation, emptyConversation } from "../../shared/conversation.ts";
 import type { RunnerInfo, SessionEvent, SessionInfo } from "../../shared/protocol.ts";
 import { api } from "./api.ts";
@@ -122,9 +123,9 @@ export async function changePassword(currentPassword: string, newPassword: strin
 
 /** Renames a session; the list and the open view show it at once, other tabs through the feed. */
 export async function renameSession(id: string, title: string): Promise<void> {
-  const { session } = await api<{ session: SessionInfo }>(`/api/sessions/${id}`, {
+  const { session } = await api<SessionResponse>(`/api/sessions/${id}`, {
     method: "PATCH",
-    body: { title },
+    body: { title } satisfies RenameSessionRequest,
   });
   sessions.value = upsert(sessions.value, session, (x) => x.sessionId);
   const open = streams.get(id);

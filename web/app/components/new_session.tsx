@@ -5,6 +5,7 @@
  * @module
  */
 import { useState } from "preact/hooks";
+import type { SpawnSessionRequest, SpawnSessionResponse } from "../../../shared/api.ts";
 import type { RunnerInfo } from "../../../shared/protocol.ts";
 import { api } from "../api.ts";
 import { modelRef, modelValue } from "../models.ts";
@@ -60,15 +61,13 @@ export function NewSession() {
     setBusy(true);
     setError(null);
     try {
-      const res = await api<{ sessionId: string }>("/api/runners/spawn", {
-        method: "POST",
-        body: {
-          runnerId,
-          cwd: cwd.trim() || null,
-          prompt,
-          model: modelRef(model),
-        },
-      });
+      const body: SpawnSessionRequest = {
+        runnerId,
+        cwd: cwd.trim() || null,
+        prompt,
+        model: modelRef(model),
+      };
+      const res = await api<SpawnSessionResponse>("/api/runners/spawn", { method: "POST", body });
       navigate(`/session/${res.sessionId}`);
     } catch (err) {
       setError((err as Error).message);

@@ -5,6 +5,7 @@
  * @module
  */
 import { useEffect, useState } from "preact/hooks";
+import type { SetupStatusResponse } from "../../../shared/api.ts";
 import { api } from "../api.ts";
 import { navigate, route } from "../route.ts";
 import { loadMe } from "../store.ts";
@@ -117,7 +118,7 @@ function useSetupMode(): [mode: Mode | null, setMode: (mode: Mode) => void, allo
   const [mode, setMode] = useState<Mode | null>(null);
   const [allowSignup, setAllowSignup] = useState(false);
   useEffect(() => {
-    api<{ needsOwner: boolean; allowSignup: boolean }>("/api/setup-status").then(
+    api<SetupStatusResponse>("/api/setup-status").then(
       (s) => {
         setAllowSignup(s.allowSignup);
         setMode(s.needsOwner ? "owner" : "signin");

@@ -5,43 +5,28 @@
  * @module
  */
 import { useEffect, useState } from "preact/hooks";
+import type {
+  ListenerRequest,
+  RunnerTriggerDef,
+  RunnerTriggersResponse,
+  TriggerListener,
+} from "../../../../shared/api.ts";
 import { api } from "../../api.ts";
 import { useRunnerChoice } from "../../runner_hooks.ts";
 import { runnerName, runners } from "../../store.ts";
 import { Icon } from "../icon.tsx";
 import { RunnerSelect, UndoableAction } from "../widgets.tsx";
 
-interface Listener {
-  listenerId: string;
-  triggerType: string;
-  prompt: string;
-  cwd: string | null;
-  params: Record<string, unknown>;
-}
-
-interface TriggerDef {
-  type: string;
-  label: string;
-  description: string;
-  params: { name: string; type: string }[];
-}
-
-/** What `/api/runners/:id/triggers` answers. */
-interface RunnerTriggers {
-  triggerDefs: TriggerDef[];
-  listeners: Listener[];
-}
-
 /** Lists, adds and removes a runner's listeners. */
 export function Listeners() {
   const list = runners.value;
   const [runnerId, setRunnerId] = useRunnerChoice(list[0]);
-  const [data, setData] = useState<RunnerTriggers | null>(null);
+  const [data, setData] = useState<RunnerTriggersResponse | null>(null);
   // One error line for the card (loading, adding), shown in the form.
   const [error, setError] = useState<string | null>(null);
   const load = () => {
     if (!runnerId) return;
-    api<RunnerTriggers>(`/api/runners/${runnerId}/triggers`).then(
+    api<RunnerTriggersResponse>(`/api/runners/${runnerId}/triggers`).then(
       setData,
       (e) => setError(e.message),
     );
@@ -88,7 +73,7 @@ export function Listeners() {
 function ListenerList(
   { runnerId, listeners, onRemoved }: {
     runnerId: string;
-    listeners: Listener[];
+    listeners: TriggerListener[];
     onRemoved: () => void;
   },
 ) {
@@ -129,7 +114,7 @@ function ListenerList(
 function ListenerForm(
   { runnerId, defs, error, onError, onAdded }: {
     runnerId: string;
-    defs: TriggerDef[];
+    defs: RunnerTriggerDef[];
     error: string | null;
     onError: (message: string | null) => void;
     onAdded: () => void;
@@ -144,16 +129,14 @@ function ListenerForm(
   async function add(ev: Event) {
     ev.preventDefault();
     onError(null);
+    const body: ListenerRequest = {
+      triggerType: type,
+      prompt,
+      cwd: cwd.trim() || null,
+      params: Object.fromEntries(Object.entries(params).filter(([, v]) => v.trim())),
+    };
     try {
-      await api(`/api/runners/${runnerId}/trigger-listeners`, {
-        method: "POST",
-        body: {
-          triggerType: type,
-          prompt,
-          cwd: cwd.trim() || null,
-          params: Object.fromEntries(Object.entries(params).filter(([, v]) => v.trim())),
-        },
-      });
+      await api(`/api/runners/${runnerId}/trigger-listeners`, { method: "POST", body });
       setType("");
       setPrompt("");
       setCwd("");

@@ -4,23 +4,9 @@
  *
  * @module
  */
+import type { CreateWebhookRequest, Webhook } from "../../../../shared/api.ts";
 import { modelRef, modelValue } from "../../models.ts";
 import { runners } from "../../store.ts";
-
-/** A webhook as `/api/webhooks` answers (the secret only in the answer that created it). */
-export interface Webhook {
-  id: string;
-  name: string;
-  source: string;
-  secret?: string;
-  runnerId: string | null;
-  cwd: string | null;
-  prompt: string | null;
-  model: { provider: string; id: string } | null;
-  eventFilter: string[];
-  enabled: boolean;
-  url: string;
-}
 
 /** The webhook form's fields, as typed. */
 export interface WebhookDraft {
@@ -48,7 +34,7 @@ export function draftOf(w?: Webhook): WebhookDraft {
 }
 
 /** The body of a create or an update: blanks become null, the filter a list. */
-export function bodyOf(d: WebhookDraft) {
+export function bodyOf(d: WebhookDraft): CreateWebhookRequest {
   return {
     name: d.name.trim(),
     source: d.source.trim(),

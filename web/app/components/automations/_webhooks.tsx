@@ -5,11 +5,17 @@
  * @module
  */
 import { useEffect, useState } from "preact/hooks";
+import type {
+  UpdateWebhookRequest,
+  Webhook,
+  WebhookListResponse,
+  WebhookResponse,
+} from "../../../../shared/api.ts";
 import { api } from "../../api.ts";
 import { runnerName } from "../../store.ts";
 import { Icon } from "../icon.tsx";
 import { CopyButton, UndoableAction } from "../widgets.tsx";
-import { bodyOf, curlExample, draftOf, type Webhook } from "./_webhook.ts";
+import { bodyOf, curlExample, draftOf } from "./_webhook.ts";
 import { WebhookForm } from "./_webhook_form.tsx";
 
 /** Lists, creates, edits, switches and deletes the account's webhooks. */
@@ -20,7 +26,7 @@ export function Webhooks() {
   const [created, setCreated] = useState<Webhook | null>(null);
   const [error, setError] = useState<string | null>(null);
   const load = () =>
-    api<{ webhooks: Webhook[] }>("/api/webhooks").then(
+    api<WebhookListResponse>("/api/webhooks").then(
       (r) => setList(r.webhooks),
       (e) => setError(e.message),
     );
@@ -50,7 +56,7 @@ export function Webhooks() {
           submitLabel="Create webhook"
           onCancel={() => setCreating(false)}
           onSubmit={async (d) => {
-            const r = await api<{ webhook: Webhook }>("/api/webhooks", {
+            const r = await api<WebhookResponse>("/api/webhooks", {
               method: "POST",
               body: bodyOf(d),
             });
@@ -152,7 +158,7 @@ function WebhookSummary(
             onChange={() =>
               api(`/api/webhooks/${w.id}`, {
                 method: "PUT",
-                body: { enabled: !w.enabled },
+                body: { enabled: !w.enabled } satisfies UpdateWebhookRequest,
               }).then(onChanged, (e) => onError(e.message))}
           />
           Enabled

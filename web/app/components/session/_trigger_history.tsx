@@ -4,26 +4,14 @@
  *
  * @module
  */
+import type { TriggerHistoryEntry } from "../../../../shared/api.ts";
 import { api } from "../../api.ts";
 import { ago } from "../../format.ts";
 import { Icon } from "../icon.tsx";
 
-/** A trigger in or out of the session, as `/api/sessions/:id/triggers` lists it. */
-export interface HistoryEntry {
-  triggerId: string;
-  type: string;
-  source: string;
-  summary?: string;
-  payload: unknown;
-  deliverAs: string;
-  ts: string;
-  direction: "inbound" | "outbound";
-  response?: { action?: string; text?: string; ts: string };
-}
-
 /** The triggers the session received or sent, and a button that clears them. */
 export function History(
-  { id, list, reload }: { id: string; list: HistoryEntry[] | null; reload: () => void },
+  { id, list, reload }: { id: string; list: TriggerHistoryEntry[] | null; reload: () => void },
 ) {
   if (list === null) return <p class="muted pad">Loading…</p>;
   if (list.length === 0) {

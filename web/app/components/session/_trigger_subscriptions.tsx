@@ -5,31 +5,19 @@
  * @module
  */
 import { useState } from "preact/hooks";
+import type {
+  AvailableTrigger,
+  SubscribeRequest,
+  TriggerSubscription,
+} from "../../../../shared/api.ts";
 import { api } from "../../api.ts";
-
-/** A subscription as `/api/sessions/:id/trigger-subscriptions` lists it. */
-export interface Subscription {
-  subscriptionId: string;
-  triggerType: string;
-  params: Record<string, unknown>;
-  filters: { field: string; value: unknown; op?: string }[];
-  filterMode: string;
-}
-
-/** A trigger the session's runner offers. */
-export interface TriggerDef {
-  type: string;
-  label: string;
-  description: string;
-  params: { name: string; type: string }[];
-}
 
 /** Lists and removes the subscriptions; subscribes to a trigger with optional params. */
 export function Subscriptions(
   { id, list, defs, reload }: {
     id: string;
-    list: Subscription[] | null;
-    defs: TriggerDef[];
+    list: TriggerSubscription[] | null;
+    defs: AvailableTrigger[];
     reload: () => void;
   },
 ) {
@@ -42,11 +30,9 @@ export function Subscriptions(
     ev.preventDefault();
     setError(null);
     const clean = Object.fromEntries(Object.entries(params).filter(([, v]) => v.trim() !== ""));
+    const body: SubscribeRequest = { triggerType: type, params: clean };
     try {
-      await api(`/api/sessions/${id}/trigger-subscriptions`, {
-        method: "POST",
-        body: { triggerType: type, params: clean },
-      });
+      await api(`/api/sessions/${id}/trigger-subscriptions`, { method: "POST", body });
       setType("");
       setParams({});
       reload();

@@ -4,27 +4,35 @@
  * @module
  */
 import { useEffect, useState } from "preact/hooks";
+import type {
+  AvailableTrigger,
+  AvailableTriggersResponse,
+  SubscriptionListResponse,
+  TriggerHistoryEntry,
+  TriggerHistoryResponse,
+  TriggerSubscription,
+} from "../../../../shared/api.ts";
 import { api } from "../../api.ts";
 import { Icon } from "../icon.tsx";
-import { History, type HistoryEntry } from "./_trigger_history.tsx";
-import { type Subscription, Subscriptions, type TriggerDef } from "./_trigger_subscriptions.tsx";
+import { History } from "./_trigger_history.tsx";
+import { Subscriptions } from "./_trigger_subscriptions.tsx";
 
 /** A session's trigger history (with the agent's answers) and its subscriptions. */
 export function SessionTriggers(
   { id, onClose, version }: { id: string; onClose: () => void; version: number },
 ) {
   const [tab, setTab] = useState<"history" | "subscriptions">("history");
-  const [history, setHistory] = useState<HistoryEntry[] | null>(null);
-  const [subs, setSubs] = useState<Subscription[] | null>(null);
-  const [defs, setDefs] = useState<TriggerDef[]>([]);
+  const [history, setHistory] = useState<TriggerHistoryEntry[] | null>(null);
+  const [subs, setSubs] = useState<TriggerSubscription[] | null>(null);
+  const [defs, setDefs] = useState<AvailableTrigger[]>([]);
   const [error, setError] = useState<string | null>(null);
 
   const load = () => {
     setError(null);
     Promise.all([
-      api<{ triggers: HistoryEntry[] }>(`/api/sessions/${id}/triggers?limit=100`),
-      api<{ subscriptions: Subscription[] }>(`/api/sessions/${id}/trigger-subscriptions`),
-      api<{ triggerDefs: TriggerDef[] }>(`/api/sessions/${id}/available-triggers`),
+      api<TriggerHistoryResponse>(`/api/sessions/${id}/triggers?limit=100`),
+      api<SubscriptionListResponse>(`/api/sessions/${id}/trigger-subscriptions`),
+      api<AvailableTriggersResponse>(`/api/sessions/${id}/available-triggers`),
     ]).then(([h, s, d]) => {
       setHistory(h.triggers);
       setSubs(s.subscriptions);

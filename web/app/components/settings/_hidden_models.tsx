@@ -5,6 +5,11 @@
  * @module
  */
 import { useEffect, useState } from "preact/hooks";
+import type {
+  HiddenModelsRequest,
+  HiddenModelsResponse,
+  SetHiddenModelsResponse,
+} from "../../../../shared/api.ts";
 import { api } from "../../api.ts";
 import { modelValue } from "../../models.ts";
 import { useRunnerChoice, useRunnerModels } from "../../runner_hooks.ts";
@@ -21,7 +26,7 @@ export function HiddenModels() {
   // The relay leaves hidden models out of a runner's list: ask again when they change.
   const { models, error: modelsError } = useRunnerModels(runnerId, { reloadOn: hidden });
   useEffect(() => {
-    api<{ hiddenModels: string[] }>("/api/settings/hidden-models").then(
+    api<HiddenModelsResponse>("/api/settings/hidden-models").then(
       (r) => setHidden(r.hiddenModels),
       (e) => setError(e.message),
     );
@@ -30,9 +35,9 @@ export function HiddenModels() {
   async function save(next: string[]) {
     setError(null);
     try {
-      const r = await api<{ hiddenModels: string[] }>("/api/settings/hidden-models", {
+      const r = await api<SetHiddenModelsResponse>("/api/settings/hidden-models", {
         method: "PUT",
-        body: { hiddenModels: next },
+        body: { hiddenModels: next } satisfies HiddenModelsRequest,
       });
       setHidden(r.hiddenModels);
     } catch (err) {

@@ -5,37 +5,27 @@
  * @module
  */
 import { useEffect, useState } from "preact/hooks";
+import type {
+  CreatedKey,
+  CreateKeyRequest,
+  CreateKeyResponse,
+  KeyInfo,
+  KeyKind,
+  KeyListResponse,
+} from "../../../../shared/api.ts";
 import { api } from "../../api.ts";
 import { ago } from "../../format.ts";
 import { Icon } from "../icon.tsx";
 import { CopyButton, UndoableAction } from "../widgets.tsx";
 
-interface KeyRow {
-  id: string;
-  name: string;
-  kind: "api" | "runner";
-  prefix: string;
-  createdAt: string;
-  lastUsedAt: string | null;
-  expiresAt: string | null;
-  expired: boolean;
-}
-
-/** A key as the answer that created it holds it: the full value, this once. */
-interface CreatedKey {
-  key: string;
-  name: string;
-  kind: string;
-}
-
 /** Creates, lists and revokes the account's keys. */
 export function Keys() {
-  const [keys, setKeys] = useState<KeyRow[] | null>(null);
+  const [keys, setKeys] = useState<KeyInfo[] | null>(null);
   const [created, setCreated] = useState<CreatedKey | null>(null);
   const [error, setError] = useState<string | null>(null);
 
   const load = () =>
-    api<{ keys: KeyRow[] }>("/api/keys").then((r) => setKeys(r.keys), (e) => setError(e.message));
+    api<KeyListResponse>("/api/keys").then((r) => setKeys(r.keys), (e) => setError(e.message));
   useEffect(() => {
     load();
   }, []);
@@ -101,7 +91,7 @@ function KeyForm(
   },
 ) {
   const [name, setName] = useState("");
-  const [kind, setKind] = useState<"api" | "runner">("runner");
+  const [kind, setKind] = useState<KeyKind>("runner");
   const [expiry, setExpiry] = useState("");
 
   async function create(ev: Event) {
@@ -110,10 +100,11 @@ function KeyForm(
     const base = name.trim() || (kind === "runner" ? "laptop" : "cli");
     const fullName = kind === "runner" && !/^runner([:-]|$)/.test(base) ? `runner-${base}` : base;
     try {
-      const res = await api<CreatedKey>("/api/keys", {
-        method: "POST",
-        body: { name: fullName, ...(expiry ? { expiresInDays: Number(expiry) } : {}) },
-      });
+      const body: CreateKeyRequest = {
+        name: fullName,
+        ...(expiry ? { expiresInDays: Number(expiry) } : {}),
+      };
+      const res = await api<CreateKeyResponse>("/api/keys", { method: "POST", body });
       setName("");
       onCreated(res);
     } catch (err) {
@@ -125,7 +116,7 @@ function KeyForm(
     <form class="key-form" onSubmit={create}>
       <label>
         Kind
-        <select value={kind} onChange={(e) => setKind(e.currentTarget.value as "api" | "runner")}>
+        <select value={kind} onChange={(e) => setKind(e.currentTarget.value as KeyKind)}>
           <option value="runner">Runner token</option>
           <option value="api">API key</option>
         </select>
@@ -153,7 +144,7 @@ function KeyForm(
   );
 }
 
-function KeyTable({ keys, onRevoked }: { keys: KeyRow[]; onRevoked: () => void }) {
+function KeyTable({ keys, onRevoked }: { keys: KeyInfo[]; onRevoked: () => void }) {
   return (
     <table class="keys">
       <thead>

@@ -4,6 +4,7 @@
  * @module
  */
 import { useState } from "preact/hooks";
+import type { RunnerRequest } from "../../../../shared/api.ts";
 import { api } from "../../api.ts";
 import { runners } from "../../store.ts";
 import { Icon } from "../icon.tsx";
@@ -17,7 +18,8 @@ export function Runners() {
     setError(null);
     setDone(null);
     try {
-      await api(`/api/runners/${what}`, { method: "POST", body: { runnerId } });
+      const body: RunnerRequest = { runnerId };
+      await api(`/api/runners/${what}`, { method: "POST", body });
       setDone(what === "restart" ? `${name} is restarting.` : `${name} was stopped.`);
     } catch (err) {
       setError((err as Error).message);

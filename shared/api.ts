@@ -1,0 +1,446 @@
+/**
+ * The relay's HTTP API as types: the request and response body of every
+ * route, once. The relay's route modules tie their zod request schemas and
+ * their `c.json(...)` bodies to these, the web client calls the API with
+ * them, and docs/api.md describes them in prose. Plain types only (no zod)
+ * so the web bundle does not grow; `GET /api/openapi.json` is the same
+ * contract as a document, generated from the relay's request schemas.
+ *
+ * @module
+ */
+import type {
+  InputKind,
+  ModelInfo,
+  ModelRef,
+  RunnerInfo,
+  SessionEvent,
+  SessionInfo,
+  WireError,
+} from "./protocol.ts";
+import type { FilterMode, TriggerFilter, TriggerParam } from "./triggers.ts";
+
+// ---------------------------------------------------------------------------
+// Common
+
+/** The body of every error the relay itself answers (not better-auth's `/api/auth/*`). */
+export interface ErrorResponse {
+  error: WireError;
+}
+
+/** The answer of a change that has nothing else to say. */
+export interface OkResponse {
+  ok: true;
+}
+
+/** `GET /health`. */
+export interface HealthResponse {
+  status: "ok";
+}
+
+// ---------------------------------------------------------------------------
+// Accounts (no credentials needed)
+
+/** `GET /api/setup-status`: what the sign-in screen needs before anyone is signed in. */
+export interface SetupStatusResponse {
+  needsOwner: boolean;
+  allowSignup: boolean;
+}
+
+/** `POST /api/register`: sign in (or create the account, with `name`) and get a new key. */
+export interface RegisterRequest {
+  name?: string;
+  email: string;
+  password: string;
+}
+
+/** The answer of `POST /api/register`: a new API key named `cli`. */
+export interface RegisterResponse {
+  ok: true;
+  key: string;
+}
+
+// ---------------------------------------------------------------------------
+// Keys
+
+/** `api` keys start with `bk_`, runner tokens with `brt_`; both grant the same rights. */
+export type KeyKind = "api" | "runner";
+
+/** `POST /api/keys`. */
+export interface CreateKeyRequest {
+  name?: string;
+  expiresInDays?: number | null;
+}
+
+/** A key as the answer that created it holds it: the secret, this once. */
+export interface CreatedKey {
+  id: string;
+  key: string;
+  name: string;
+  kind: KeyKind;
+  prefix: string;
+  expiresAt: string | null;
+}
+
+/** The answer of `POST /api/keys` (201). */
+export interface CreateKeyResponse extends CreatedKey {
+  ok: true;
+}
+
+/** A key as `GET /api/keys` lists it: never the secret again. */
+export interface KeyInfo {
+  id: string;
+  name: string;
+  kind: KeyKind;
+  prefix: string;
+  createdAt: string;
+  lastUsedAt: string | null;
+  expiresAt: string | null;
+  expired: boolean;
+}
+
+/** `GET /api/keys`, newest first. */
+export interface KeyListResponse {
+  keys: KeyInfo[];
+}
+
+// ---------------------------------------------------------------------------
+// Runners
+
+/** `GET /api/runners`: an array, not wrapped in an object. */
+export type RunnerListResponse = RunnerInfo[];
+
+/** `POST /api/runners/spawn`. */
+export interface SpawnSessionRequest {
+  runnerId: string;
+  prompt?: string;
+  cwd?: string | null;
+  model?: ModelRef | null;
+}
+
+/** The answer of `POST /api/runners/spawn`. */
+export interface SpawnSessionResponse {
+  sessionId: string;
+  /** `<base URL>/session/<sessionId>`: the session in the web client. */
+  shareUrl: string;
+}
+
+/** `POST /api/runners/restart` and `POST /api/runners/stop`. */
+export interface RunnerRequest {
+  runnerId: string;
+}
+
+/** `GET /api/runners/{runnerId}/models`. */
+export interface ModelsResponse {
+  models: ModelInfo[];
+  /** Why pi could not load `models.json` (whose models are then missing). */
+  error?: string;
+}
+
+/** `GET /api/runners/{runnerId}/recent-folders`, newest first. */
+export interface RecentFoldersResponse {
+  folders: string[];
+}
+
+/** `DELETE /api/runners/{runnerId}/recent-folders`. */
+export interface DismissFolderRequest {
+  path: string;
+}
+
+/** The answer of `DELETE /api/runners/{runnerId}/recent-folders`. */
+export interface DismissFolderResponse {
+  ok: true;
+  /** Whether the folder was in the list. */
+  deleted: boolean;
+}
+
+// ---------------------------------------------------------------------------
+// Sessions
+
+/** `GET /api/sessions`: live sessions apart from finished ones, newest first. */
+export interface SessionListResponse {
+  sessions: SessionInfo[];
+  persistedSessions: SessionInfo[];
+}
+
+/** `GET /api/sessions/pinned`. */
+export interface PinnedSessionsResponse {
+  pinnedSessions: SessionInfo[];
+}
+
+/** `GET /api/sessions/{id}` and the answer of a rename. */
+export interface SessionResponse {
+  session: SessionInfo;
+}
+
+/** `PATCH /api/sessions/{id}`. */
+export interface RenameSessionRequest {
+  title: string;
+}
+
+/** `PUT` and `DELETE /api/sessions/{id}/pin`. */
+export interface PinResponse {
+  ok: true;
+  isPinned: boolean;
+}
+
+/** `POST /api/sessions/{id}/input`. */
+export interface SessionInputRequest {
+  kind: InputKind;
+  text?: string;
+}
+
+/** `GET /api/sessions/{id}/events`: the viewer channel's `events` frame. */
+export interface SessionEventsResponse {
+  t: "events";
+  sessionId: string;
+  events: SessionEvent[];
+}
+
+// ---------------------------------------------------------------------------
+// Triggers
+
+/** Params of a subscription or listener: names of the definition's params, scalar values. */
+export type TriggerParams = Record<string, string | number | boolean>;
+
+/** `POST /api/sessions/{id}/trigger`. */
+export interface SendTriggerRequest {
+  type: string;
+  payload: Record<string, unknown>;
+  deliverAs?: "steer" | "followUp";
+  expectsResponse?: boolean;
+  source?: string;
+  summary?: string;
+}
+
+/** The answer of `POST /api/sessions/{id}/trigger`. */
+export interface SendTriggerResponse {
+  ok: true;
+  triggerId: string;
+}
+
+/** One entry of a session's trigger history. */
+export interface TriggerHistoryEntry {
+  triggerId: string;
+  type: string;
+  /** A service name, `api`, `session` (the agent's answers) or `external:<source>`. */
+  source: string;
+  summary?: string;
+  payload: Record<string, unknown>;
+  deliverAs: "steer" | "followUp";
+  expectsResponse: boolean;
+  ts: string;
+  direction: "inbound" | "outbound";
+  /** On an inbound entry the agent answered. */
+  response?: { action?: string; text?: string; ts: string };
+}
+
+/** `GET /api/sessions/{id}/triggers`, most recent first. */
+export interface TriggerHistoryResponse {
+  triggers: TriggerHistoryEntry[];
+}
+
+/** A trigger definition as a runner's catalog shows it to the listener form. */
+export interface RunnerTriggerDef {
+  type: string;
+  label: string;
+  /** `""` when the definition has none. */
+  description: string;
+  params: TriggerParam[];
+}
+
+/** A trigger definition as a session's `available-triggers` shows it, with its payload schema. */
+export interface AvailableTrigger extends RunnerTriggerDef {
+  /** JSON Schema of the payload, or null. */
+  schema: Record<string, unknown> | null;
+}
+
+/** `GET /api/sessions/{id}/available-triggers`. */
+export interface AvailableTriggersResponse {
+  triggerDefs: AvailableTrigger[];
+}
+
+/** A session's subscription to the broadcasts of one trigger type. */
+export interface TriggerSubscription {
+  subscriptionId: string;
+  triggerType: string;
+  runnerId: string;
+  params: Record<string, unknown>;
+  filters: TriggerFilter[];
+  filterMode: FilterMode;
+  createdAt: string;
+}
+
+/** `GET /api/sessions/{id}/trigger-subscriptions`, oldest first. */
+export interface SubscriptionListResponse {
+  subscriptions: TriggerSubscription[];
+}
+
+/** `POST /api/sessions/{id}/trigger-subscriptions`. */
+export interface SubscribeRequest {
+  triggerType: string;
+  params?: TriggerParams;
+  filters?: TriggerFilter[];
+  filterMode?: FilterMode;
+}
+
+/** `PUT /api/sessions/{id}/trigger-subscriptions/{target}`: `null` resets a field. */
+export interface SubscriptionPatchRequest {
+  params?: TriggerParams | null;
+  filters?: TriggerFilter[] | null;
+  filterMode?: FilterMode | null;
+}
+
+/** The answer of a subscribe or a subscription change. */
+export interface SubscriptionResponse extends TriggerSubscription {
+  ok: true;
+}
+
+/** The answer of `DELETE …/trigger-subscriptions/{target}`: the first one removed. */
+export interface UnsubscribeResponse extends SubscriptionResponse {
+  /** How many were removed (a trigger type as target names every one of it). */
+  removed: number;
+}
+
+/** A runner listener: a new session for each matching broadcast. */
+export interface TriggerListener {
+  listenerId: string;
+  triggerType: string;
+  prompt: string;
+  cwd: string | null;
+  model: ModelRef | null;
+  params: Record<string, unknown>;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** `GET /api/runners/{runnerId}/triggers`: the catalog (without schemas) and the listeners. */
+export interface RunnerTriggersResponse {
+  triggerDefs: RunnerTriggerDef[];
+  listeners: TriggerListener[];
+}
+
+/** `GET /api/runners/{runnerId}/trigger-listeners`, oldest first. */
+export interface ListenerListResponse {
+  listeners: TriggerListener[];
+}
+
+/** `POST /api/runners/{runnerId}/trigger-listeners`. */
+export interface ListenerRequest {
+  triggerType: string;
+  prompt?: string;
+  cwd?: string | null;
+  model?: ModelRef | null;
+  params?: TriggerParams;
+}
+
+/** `PUT /api/runners/{runnerId}/trigger-listeners/{target}`: `null` resets a field. */
+export interface ListenerPatchRequest {
+  triggerType?: string;
+  prompt?: string | null;
+  cwd?: string | null;
+  model?: ModelRef | null;
+  params?: TriggerParams | null;
+}
+
+/** The answer of adding or changing a listener. */
+export interface ListenerResponse extends TriggerListener {
+  ok: true;
+}
+
+/** The answer of `DELETE …/trigger-listeners/{target}`. */
+export interface RemoveListenerResponse {
+  ok: true;
+  listenerId: string;
+  triggerType: string;
+  removed: number;
+}
+
+/** `POST /api/runners/{runnerId}/trigger-broadcast` (an API key or runner token only). */
+export type BroadcastRequest = Omit<SendTriggerRequest, "expectsResponse">;
+
+/** The answer of a broadcast: how many sessions got it, how many listeners started one. */
+export interface BroadcastResponse {
+  ok: true;
+  triggerId: string;
+  delivered: number;
+  spawned: number;
+}
+
+// ---------------------------------------------------------------------------
+// Settings
+
+/** `GET /api/settings/hidden-models`: `<provider>/<model_id>` each. */
+export interface HiddenModelsResponse {
+  hiddenModels: string[];
+}
+
+/** `PUT /api/settings/hidden-models`: the new list, replacing the old one. */
+export interface HiddenModelsRequest {
+  hiddenModels: string[];
+}
+
+/** The answer of `PUT /api/settings/hidden-models` (duplicates dropped). */
+export interface SetHiddenModelsResponse {
+  ok: true;
+  hiddenModels: string[];
+}
+
+// ---------------------------------------------------------------------------
+// Webhooks
+
+/** A webhook; `secret` only in the answers of its creation and of `GET /api/webhooks/{id}`. */
+export interface Webhook {
+  id: string;
+  userId: string;
+  name: string;
+  source: string;
+  secret?: string;
+  runnerId: string | null;
+  cwd: string | null;
+  prompt: string | null;
+  model: ModelRef | null;
+  eventFilter: string[];
+  filters: TriggerFilter[];
+  filterMode: FilterMode;
+  enabled: boolean;
+  /** `<base URL>/api/webhooks/<id>/fire`. */
+  url: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** `POST /api/webhooks`. */
+export interface CreateWebhookRequest {
+  name: string;
+  source: string;
+  runnerId?: string | null;
+  cwd?: string | null;
+  prompt?: string | null;
+  model?: ModelRef | null;
+  eventFilter?: string[] | null;
+  filters?: TriggerFilter[] | null;
+  filterMode?: FilterMode | null;
+}
+
+/** `PUT /api/webhooks/{id}`: any creation field (`null` clears it), and `enabled`. */
+export interface UpdateWebhookRequest extends Partial<CreateWebhookRequest> {
+  enabled?: boolean;
+}
+
+/** One webhook: create (201, with the secret), `GET /{id}` (with it), `PUT` (without). */
+export interface WebhookResponse {
+  webhook: Webhook;
+}
+
+/** `GET /api/webhooks`, newest first, without secrets. */
+export interface WebhookListResponse {
+  webhooks: Webhook[];
+}
+
+/**
+ * The 200 answers of `POST /api/webhooks/{id}/fire`: a session started (or,
+ * `duplicate`, a redelivery of one that did), or the filters did not match.
+ */
+export type WebhookFireResponse =
+  | { ok: true; triggerId: string; sessionId: string; duplicate?: true }
+  | { ok: true; filtered: true };
