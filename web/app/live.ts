@@ -7,12 +7,13 @@
  * @module
  */
 import { signal } from "@preact/signals";
-import type {
-  InputKind,
-  RelayToViewer,
-  RunnerInfo,
-  SessionEvent,
-  SessionInfo,
+import {
+  CloseCode,
+  type InputKind,
+  type RelayToViewer,
+  type RunnerInfo,
+  type SessionEvent,
+  type SessionInfo,
 } from "../../shared/protocol.ts";
 
 /** What a subscriber of a session stream receives. */
@@ -86,7 +87,7 @@ export class LiveLink {
       if (this.#heartbeat) clearInterval(this.#heartbeat);
       for (const p of this.#pending.values()) p.reject(new Error("Connection lost; try again"));
       this.#pending.clear();
-      if (ev.code === 4401 || ev.code === 4001) {
+      if (ev.code === CloseCode.revoked || ev.code === CloseCode.unauthorized) {
         linkState.value = "offline";
         this.feed.signedOut();
         return;
