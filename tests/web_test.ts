@@ -587,12 +587,14 @@ Deno.test("Stop drops queued messages and gives their text back; each one can be
     await page.getByRole("radio", { name: "Steer" }).click();
     await box.fill("STEER-ONE");
     await box.press("Enter");
+    const chips = page.locator(".queue li");
+    await chips.filter({ hasText: "STEER-ONE" }).waitFor();
     await page.getByRole("radio", { name: "Follow-up" }).click();
     await box.fill("FOLLOW-TWO");
     await box.press("Enter");
+    await chips.filter({ hasText: "FOLLOW-TWO" }).waitFor();
     await box.fill("FOLLOW-THREE");
     await box.press("Enter");
-    const chips = page.locator(".queue li");
     await chips.filter({ hasText: "FOLLOW-THREE" }).waitFor();
     assert.equal(await chips.count(), 3);
 

@@ -34,7 +34,8 @@ export function Composer(
     try {
       await link.input(id, kind, body);
       if (kind !== "abort") {
-        setText("");
+        // What was typed while it was on its way stays in the box.
+        setText((now) => now === body ? "" : now);
         setNote(null);
       }
     } catch (err) {
