@@ -208,17 +208,35 @@ async function coresSeenOn(cpus: string): Promise<number> {
   return Number(new TextDecoder().decode(out.stdout).trim());
 }
 
+/**
+ * `taskset --all-tasks` walks the process's threads one by one; a thread that
+ * ends during the walk fails it ("failed to get pid N's affinity: No such
+ * process"), which a Deno process with short-lived worker threads does now
+ * and then. Walk again then; a process that is gone itself needs no moving.
+ */
 async function setAffinity(pid: number, cpus: string): Promise<void> {
-  const out = await new Deno.Command("taskset", {
-    args: ["--all-tasks", "--pid", "--cpu-list", cpus, String(pid)],
-    stdout: "null",
-    stderr: "piped",
-  }).output();
-  if (!out.success) {
-    throw new Error(
-      `taskset could not move ${pid} to CPU ${cpus}: ${
-        new TextDecoder().decode(out.stderr).trim()
-      }`,
-    );
+  for (let attempt = 1;; attempt++) {
+    const out = await new Deno.Command("taskset", {
+      args: ["--all-tasks", "--pid", "--cpu-list", cpus, String(pid)],
+      stdout: "null",
+      stderr: "piped",
+    }).output();
+    if (out.success) return;
+    const why = new TextDecoder().decode(out.stderr).trim();
+    const threadEnded = /No such process/.test(why);
+    if (threadEnded && !processExists(pid)) return;
+    if (!threadEnded || attempt === 5) {
+      throw new Error(`taskset could not move ${pid} to CPU ${cpus}: ${why}`);
+    }
+  }
+}
+
+function processExists(pid: number): boolean {
+  try {
+    Deno.statSync(`/proc/${pid}`);
+    return true;
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return false;
+    throw err;
   }
 }
