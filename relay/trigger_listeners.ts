@@ -5,35 +5,24 @@
  *
  * @module
  */
-import type { DeliveredTrigger, ModelRef } from "../shared/protocol.ts";
+import type { ListenerPatchRequest, ListenerRequest } from "../shared/api.ts";
+import type { DeliveredTrigger } from "../shared/protocol.ts";
 import { type FilterMode, filtersMatch, invalidParams, paramsMatch } from "../shared/triggers.ts";
 import { type Clock, isoNow, systemClock } from "./_clock.ts";
 import { invalid, notFound } from "./errors.ts";
 import type { RunnerPresence } from "./runner_registry.ts";
 import type { SessionControl } from "./session_service.ts";
 import type { ListenerRecord, SessionRecord, Store } from "./store/mod.ts";
-import { named, type TriggerInput, type TriggerParams, type Triggers } from "./triggers.ts";
+import { named, type TriggerInput, type Triggers } from "./triggers.ts";
 
 /** A trigger fanned out to a runner's subscribers and listeners. */
 export type BroadcastInput = Omit<TriggerInput, "expectsResponse">;
 
-/** A new listener: what a session it spawns starts with. */
-export interface ListenerInput {
-  triggerType: string;
-  prompt?: string;
-  cwd?: string | null;
-  model?: ModelRef | null;
-  params?: TriggerParams;
-}
+/** A new listener: what a session it spawns starts with (the checked request body). */
+export type ListenerInput = ListenerRequest;
 
 /** Changes to listeners (`null` resets a field). */
-export interface ListenerChange {
-  triggerType?: string;
-  prompt?: string | null;
-  cwd?: string | null;
-  model?: ModelRef | null;
-  params?: TriggerParams | null;
-}
+export type ListenerChange = ListenerPatchRequest;
 
 /** Options of {@linkcode TriggerListeners}. */
 export interface TriggerListenersOptions {

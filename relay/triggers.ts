@@ -6,14 +6,18 @@
  *
  * @module
  */
+import type {
+  SendTriggerRequest,
+  SubscribeRequest,
+  SubscriptionPatchRequest,
+  TriggerParams,
+} from "../shared/api.ts";
 import type { DeliveredTrigger, ModelRef } from "../shared/protocol.ts";
 import {
-  type FilterMode,
   invalidParams,
   invalidTriggerDef,
   normalizeTriggerDef,
   type TriggerDef,
-  type TriggerFilter,
 } from "../shared/triggers.ts";
 import { type Clock, isoNow, systemClock } from "./_clock.ts";
 import { invalid, notFound } from "./errors.ts";
@@ -29,32 +33,16 @@ const EXPIRE_EVERY_MS = 60 * 60_000;
 const MAX_DEFS = 500;
 
 /** Params of a subscription or listener, as checked against the trigger's definition. */
-export type TriggerParams = Record<string, string | number | boolean>;
+export type { TriggerParams };
 
-/** A trigger sent into one session (`POST /api/sessions/{id}/trigger`). */
-export interface TriggerInput {
-  type: string;
-  payload: Record<string, unknown>;
-  deliverAs?: "steer" | "followUp";
-  expectsResponse?: boolean;
-  source?: string;
-  summary?: string;
-}
+/** A trigger sent into one session: the checked body of `POST /api/sessions/{id}/trigger`. */
+export type TriggerInput = SendTriggerRequest;
 
-/** A new subscription of a session to a trigger type. */
-export interface SubscriptionInput {
-  triggerType: string;
-  params?: TriggerParams;
-  filters?: TriggerFilter[];
-  filterMode?: FilterMode;
-}
+/** A new subscription of a session to a trigger type (the checked request body). */
+export type SubscriptionInput = SubscribeRequest;
 
 /** Changes to subscriptions (`null` resets a field). */
-export interface SubscriptionChange {
-  params?: TriggerParams | null;
-  filters?: TriggerFilter[] | null;
-  filterMode?: FilterMode | null;
-}
+export type SubscriptionChange = SubscriptionPatchRequest;
 
 /** An agent's answer to a trigger it received. */
 export interface TriggerResponse {

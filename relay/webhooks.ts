@@ -6,8 +6,9 @@
  *
  * @module
  */
-import type { DeliveredTrigger, ModelRef } from "../shared/protocol.ts";
-import { type FilterMode, filtersMatch, type TriggerFilter } from "../shared/triggers.ts";
+import type { CreateWebhookRequest, UpdateWebhookRequest } from "../shared/api.ts";
+import type { DeliveredTrigger } from "../shared/protocol.ts";
+import { filtersMatch } from "../shared/triggers.ts";
 import { type Clock, isoNow, systemClock } from "./_clock.ts";
 import { conflict, invalid, notFound, rejected, RelayError, timeout } from "./errors.ts";
 import type { RunnerPresence } from "./runner_registry.ts";
@@ -22,23 +23,11 @@ export const MAX_WEBHOOK_BODY = 1024 * 1024;
 /** How long GitHub and Standard Webhooks delivery ids are remembered. */
 const DELIVERY_TTL_MS = 24 * 60 * 60_000;
 
-/** A new webhook (checked by the route). */
-export interface WebhookInput {
-  name: string;
-  source: string;
-  runnerId?: string | null;
-  cwd?: string | null;
-  prompt?: string | null;
-  model?: ModelRef | null;
-  eventFilter?: string[] | null;
-  filters?: TriggerFilter[] | null;
-  filterMode?: FilterMode | null;
-}
+/** A new webhook: the request body, checked by the route. */
+export type WebhookInput = CreateWebhookRequest;
 
 /** Any subset of the create fields (`null` clears one), plus `enabled`. */
-export interface WebhookChange extends Partial<WebhookInput> {
-  enabled?: boolean;
-}
+export type WebhookChange = UpdateWebhookRequest;
 
 /** Options of {@linkcode Webhooks}. */
 export interface WebhooksOptions {

@@ -9,6 +9,7 @@
  * @module
  */
 import type {
+  DeliveredTrigger,
   InputKind,
   ModelInfo,
   ModelRef,
@@ -218,16 +219,11 @@ export interface SendTriggerResponse {
   triggerId: string;
 }
 
-/** One entry of a session's trigger history. */
-export interface TriggerHistoryEntry {
-  triggerId: string;
-  type: string;
-  /** A service name, `api`, `session` (the agent's answers) or `external:<source>`. */
-  source: string;
-  summary?: string;
-  payload: Record<string, unknown>;
-  deliverAs: "steer" | "followUp";
-  expectsResponse: boolean;
+/**
+ * One entry of a session's trigger history: the trigger as delivered, whose
+ * `source` here may also be `api` or `session` (the agent's answers).
+ */
+export interface TriggerHistoryEntry extends DeliveredTrigger {
   ts: string;
   direction: "inbound" | "outbound";
   /** On an inbound entry the agent answered. */
