@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { createKey, environmentForChildren, hashKey, serveRelay } from "../relay/mod.ts";
-import { supervise } from "../runner/mod.ts";
+import { ensureRunnerId, supervise } from "../runner/mod.ts";
 import { encodeBase64Url } from "../shared/mod.ts";
 import { homeDir, parseFlags, parseHttpUrl, parsePort, UsageError } from "./_args.ts";
 import { ask, askSecret, interactive } from "./_prompt.ts";
@@ -70,7 +70,8 @@ export async function upMain(argv: string[]): Promise<number> {
   const stop = new AbortController();
   let runnerDone: Promise<number> = Promise.resolve(0);
   if (!values["no-runner"]) {
-    const token = await localRunnerToken(relay.store, owner.id, dataDir);
+    const runnerId = await ensureRunnerId(join(homeDir(), ".baton"));
+    const token = await localRunnerToken(relay.store, { ownerId: owner.id, runnerId, dataDir });
     runnerDone = supervise({
       daemonArgs: [],
       env: runnerEnv(served.baseUrl, token),
@@ -176,23 +177,27 @@ async function dropEmailLine(passwordFile: string, ownerEmail: string): Promise<
   await Deno.rename(next, passwordFile);
 }
 
-/** The runner token of the local runner: reused while it is valid, else created. */
+/**
+ * The runner token of the local runner, bound to it: reused while it is valid
+ * and bound to this runner (or not yet bound), else created.
+ */
 async function localRunnerToken(
   store: Parameters<typeof createKey>[0],
-  ownerId: string,
-  dataDir: string,
+  { ownerId, runnerId, dataDir }: { ownerId: string; runnerId: string; dataDir: string },
 ): Promise<string> {
   const path = join(dataDir, "local-runner.json");
   try {
     const saved = JSON.parse(await Deno.readTextFile(path));
     if (typeof saved.apiKey === "string") {
       const rec = store.keys.byHash(await hashKey(saved.apiKey));
-      if (rec && rec.userId === ownerId) return saved.apiKey;
+      const mine = rec && rec.userId === ownerId &&
+        (rec.runnerId === null || rec.runnerId === runnerId);
+      if (mine) return saved.apiKey;
     }
   } catch (err) {
     if (!(err instanceof Deno.errors.NotFound) && !(err instanceof SyntaxError)) throw err;
   }
-  const created = await createKey(store, ownerId, "runner-local", null);
+  const created = await createKey(store, ownerId, { name: "runner-local" });
   await Deno.writeTextFile(path, JSON.stringify({ apiKey: created.key }, null, 2) + "\n", {
     mode: 0o600,
   });

@@ -16,6 +16,7 @@ import {
 } from "./_http.ts";
 import { Hub } from "./hub.ts";
 import { originCheck, requirePrincipal } from "./principal.ts";
+import { scopeGuard } from "./scopes.ts";
 import { openApiRoute, routeDoc } from "./routes/_openapi.ts";
 import { accountRoutes } from "./routes/accounts.ts";
 import { TriggerCalls } from "./runner_calls.ts";
@@ -214,6 +215,8 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
 
   // Every other /api route needs a principal (cookie or key).
   app.use("/api/*", requirePrincipal(auth, originAllowed));
+  // Read-only keys, keys bound to a runner and runner tokens reach less.
+  app.use("/api/*", scopeGuard(store));
   app.route("/api/keys", keyRoutes(store, hub.credentials));
   app.route("/api/runners", runnerRoutes(hub.runners, hub.sessions));
   app.route("/api/runners", runnerTriggerRoutes(listeners));

@@ -2,6 +2,7 @@ import { betterAuth } from "better-auth";
 import { APIError } from "better-auth/api";
 import { getMigrations } from "better-auth/db/migration";
 import { NodeSqliteDialect } from "@better-auth/kysely-adapter/node-sqlite-dialect";
+import type { KeyScope } from "../shared/api.ts";
 import type { Database } from "./store/db.ts";
 import type { Store } from "./store/mod.ts";
 import { hashKey, looksLikeKey } from "./keys.ts";
@@ -35,6 +36,10 @@ export interface Principal {
   keyId: string | null;
   /** better-auth's session id, when `via` is `cookie`. */
   authSessionId: string | null;
+  /** What the credential may do (a browser session: `full`); see scopes.ts. */
+  scope: KeyScope;
+  /** The one runner the credential reaches, when its key is bound to one. */
+  runnerId: string | null;
 }
 
 /** What a socket or request was authenticated with: a browser session or a key. */
@@ -161,6 +166,8 @@ export async function createAuth(options: AuthOptions) {
       via: "cookie",
       keyId: null,
       authSessionId: s.session.id,
+      scope: "full",
+      runnerId: null,
     };
     if (raced) return principal;
     if (cookieCache.size > 10_000) cookieCache.clear();
@@ -205,6 +212,8 @@ export async function createAuth(options: AuthOptions) {
       via: "key",
       keyId: rec.id,
       authSessionId: null,
+      scope: rec.scope,
+      runnerId: rec.runnerId,
     };
   }
 

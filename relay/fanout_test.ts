@@ -275,6 +275,8 @@ Deno.test("a viewer with more than 8 MB unread is closed with 4429 instead of se
     via: "key" as const,
     keyId: "k",
     authSessionId: null,
+    scope: "full" as const,
+    runnerId: null,
   };
   const v = new Viewer(socket as unknown as WebSocket, principal, (d) => dropped.push(d));
   const fanout = w.fanout as unknown as Fanout<Viewer>;

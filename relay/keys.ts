@@ -1,5 +1,5 @@
 import { encodeBase64Url } from "../shared/bytes.ts";
-import type { CreatedKey } from "../shared/api.ts";
+import type { CreatedKey, KeyScope } from "../shared/api.ts";
 import type { Store } from "./store/mod.ts";
 
 /** Prefix of personal API keys. */
@@ -40,28 +40,50 @@ export function looksLikeKey(value: string): boolean {
     value.length < 200;
 }
 
+/** Options of {@linkcode createKey}. */
+export interface CreateKeyOptions {
+  /** `runner`, `runner:*` or `runner-*` makes a runner token; anything else an API key. */
+  name: string;
+  expiresInDays?: number | null;
+  /** Of an API key (default `full`); ignored for a runner token, which is always `runner`. */
+  scope?: "full" | "read";
+  /** The one runner the key reaches (checked by the caller to be the user's). */
+  runnerId?: string | null;
+}
+
 /** Creates a key for `userId`, stores its hash and returns the secret once. */
 export async function createKey(
   store: Pick<Store, "keys">,
   userId: string,
-  name: string,
-  expiresInDays: number | null,
+  options: CreateKeyOptions,
 ): Promise<CreatedKey> {
+  const { name } = options;
   const { key, kind } = generateKey(name);
+  const scope: KeyScope = kind === "runner" ? "runner" : options.scope ?? "full";
+  const days = options.expiresInDays ?? null;
   const now = new Date();
   const rec = {
     id: crypto.randomUUID(),
     userId,
     name,
     kind,
+    scope,
+    runnerId: options.runnerId ?? null,
     prefix: displayPrefix(key),
     hash: await hashKey(key),
     createdAt: now.toISOString(),
-    expiresAt: expiresInDays
-      ? new Date(now.getTime() + expiresInDays * 86_400_000).toISOString()
-      : null,
+    expiresAt: days ? new Date(now.getTime() + days * 86_400_000).toISOString() : null,
     lastUsedAt: null,
   };
   store.keys.insert(rec);
-  return { id: rec.id, key, name, kind, prefix: rec.prefix, expiresAt: rec.expiresAt };
+  return {
+    id: rec.id,
+    key,
+    name,
+    kind,
+    scope,
+    runnerId: rec.runnerId,
+    prefix: rec.prefix,
+    expiresAt: rec.expiresAt,
+  };
 }

@@ -125,7 +125,10 @@ export interface RunnerHub {
   /** Takes a checked `events` message. */
   ingest(link: RunnerLink, msg: EventsMessage): void;
   log(line: string): void;
-  readonly store: { readonly runners: Pick<Store["runners"], "get" | "upsert"> };
+  readonly store: {
+    readonly runners: Pick<Store["runners"], "get" | "upsert">;
+    readonly keys: Pick<Store["keys"], "bindRunner">;
+  };
 }
 
 /** The calls a runner makes for its agents' trigger tools, and its trigger announcements. */
@@ -187,9 +190,34 @@ export function acceptRunnerSocket(socket: WebSocket, options: AcceptRunnerOptio
     if (!principal) {
       return reject(CloseCode.unauthorized, "unauthorized", "Invalid or revoked API key");
     }
+    if (principal.scope === "read") {
+      return reject(
+        CloseCode.forbidden,
+        "forbidden_scope",
+        "A read-only key cannot connect a runner",
+      );
+    }
+    if (principal.runnerId !== null && principal.runnerId !== hello.runnerId) {
+      return reject(
+        CloseCode.forbidden,
+        "forbidden_scope",
+        `This key is bound to another runner: '${principal.runnerId}'`,
+      );
+    }
     const existing = hub.store.runners.get(hello.runnerId);
     if (existing && existing.userId !== principal.userId) {
       return reject(CloseCode.forbidden, "forbidden", "This runner id belongs to another account");
+    }
+    // A runner token reaches one runner: the first to say hello with it.
+    if (principal.scope === "runner" && principal.runnerId === null && principal.keyId) {
+      const bound = hub.store.keys.bindRunner(principal.keyId, hello.runnerId);
+      if (bound !== hello.runnerId) {
+        return reject(
+          CloseCode.forbidden,
+          "forbidden_scope",
+          `This key is bound to another runner: '${bound}'`,
+        );
+      }
     }
     if (socket.readyState !== WebSocket.OPEN) return;
     clearTimeout(helloTimer);

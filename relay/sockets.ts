@@ -5,7 +5,8 @@ import { HttpError, type RelayEnv } from "./_http.ts";
 import type { Hub } from "./hub.ts";
 import { acceptRunnerSocket } from "./runner_link.ts";
 import type { RunnerCalls } from "./runner_link.ts";
-import { acceptViewerSocket } from "./viewer.ts";
+import { acceptViewerSocket, VIEWER_SCOPE_MESSAGE } from "./viewer.ts";
+import { FORBIDDEN_SCOPE, isUnrestricted } from "./scopes.ts";
 
 /** What the two WebSocket upgrades need. */
 export interface SocketRoutesOptions {
@@ -41,6 +42,7 @@ export function socketRoutes(options: SocketRoutesOptions): Hono<RelayEnv> {
     if (!p && (c.req.header("x-api-key") || c.req.header("authorization"))) {
       throw new HttpError(401, "unauthorized", "Invalid API key");
     }
+    if (p && !isUnrestricted(p)) throw new HttpError(403, FORBIDDEN_SCOPE, VIEWER_SCOPE_MESSAGE);
     const { socket, response } = upgrade(c.req.raw, 60);
     acceptViewerSocket(socket, {
       hub,

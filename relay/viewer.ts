@@ -1,3 +1,4 @@
+import { FORBIDDEN_SCOPE, isUnrestricted } from "./scopes.ts";
 import {
   CloseCode,
   INPUT_KINDS,
@@ -92,6 +93,10 @@ export interface AcceptViewerOptions {
   principalLive: (p: Principal) => boolean;
 }
 
+/** Why a read-only key, a key bound to a runner or a runner token cannot open a viewer. */
+export const VIEWER_SCOPE_MESSAGE =
+  "The viewer channel needs a browser session or a full API key (this key's scope is narrower)";
+
 /** Drives one viewer socket: authentication, subscriptions, input and the feed. */
 export function acceptViewerSocket(socket: WebSocket, options: AcceptViewerOptions): void {
   const { hub } = options;
@@ -151,6 +156,11 @@ export function acceptViewerSocket(socket: WebSocket, options: AcceptViewerOptio
         if (!p) {
           sendError(socket, "unauthorized", "Invalid or revoked API key");
           socket.close(CloseCode.unauthorized, "Invalid API key");
+          return;
+        }
+        if (!isUnrestricted(p)) {
+          sendError(socket, FORBIDDEN_SCOPE, VIEWER_SCOPE_MESSAGE);
+          socket.close(CloseCode.forbidden, "Key scope too narrow");
           return;
         }
         start(p);

@@ -63,13 +63,27 @@ export interface RegisterResponse {
 // ---------------------------------------------------------------------------
 // Keys
 
-/** `api` keys start with `bk_`, runner tokens with `brt_`; both grant the same rights. */
+/** `api` keys start with `bk_`, runner tokens with `brt_`. */
 export type KeyKind = "api" | "runner";
+
+/**
+ * What a key may do. `full`: what its account may (the default of API keys);
+ * `read`: only read (GET); `runner`: a runner token's own channels, its
+ * runner's trigger broadcasts and triggers into that runner's sessions.
+ */
+export type KeyScope = "full" | "read" | "runner";
 
 /** `POST /api/keys`. */
 export interface CreateKeyRequest {
   name?: string;
   expiresInDays?: number | null;
+  /** Of an API key: `full` (default) or `read`. A runner token is always `runner`. */
+  scope?: "full" | "read";
+  /**
+   * Binds the key to one of the caller's runners: it reaches only that runner
+   * and its sessions. A runner token without one is bound by its first hello.
+   */
+  runnerId?: string | null;
 }
 
 /** A key as the answer that created it holds it: the secret, this once. */
@@ -78,6 +92,8 @@ export interface CreatedKey {
   key: string;
   name: string;
   kind: KeyKind;
+  scope: KeyScope;
+  runnerId: string | null;
   prefix: string;
   expiresAt: string | null;
 }
@@ -92,6 +108,9 @@ export interface KeyInfo {
   id: string;
   name: string;
   kind: KeyKind;
+  scope: KeyScope;
+  /** The one runner the key reaches, if it is bound to one. */
+  runnerId: string | null;
   prefix: string;
   createdAt: string;
   lastUsedAt: string | null;

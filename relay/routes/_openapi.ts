@@ -141,6 +141,12 @@ export function routeDoc(doc: RouteDoc): MiddlewareHandler {
   };
   if (doc.auth === "principal" || doc.auth === "key") {
     add(401, "`unauthorized`: no credentials, or a wrong, expired or revoked key");
+    // scopes.ts refuses it before any route runs, so every keyed route may answer it.
+    add(
+      403,
+      "`forbidden_scope`: the key's scope (read-only, bound to a runner, a runner token) " +
+        "does not reach this",
+    );
   }
   if (doc.body) {
     add(400, "`bad_json` (not JSON), `invalid_body` (the first offending field is named)");

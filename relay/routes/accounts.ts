@@ -109,7 +109,7 @@ export function accountRoutes(options: AccountRoutesOptions): Hono<RelayEnv> {
       }
       userId = await auth.signUpEmail({ email, password: body.password, name: body.name });
     }
-    const created = await createKey(store, userId, "cli", null);
+    const created = await createKey(store, userId, { name: "cli" });
     return c.json({ ok: true, key: created.key } satisfies RegisterResponse);
   });
 

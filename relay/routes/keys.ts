@@ -7,8 +7,8 @@ import type {
   KeyListResponse,
   OkResponse,
 } from "../../shared/api.ts";
-import { notFound } from "../errors.ts";
-import { createKey } from "../keys.ts";
+import { invalid, notFound } from "../errors.ts";
+import { createKey, isRunnerKeyName } from "../keys.ts";
 import { principal, readJson, type RelayEnv } from "../_http.ts";
 import type { Store } from "../store/mod.ts";
 import { requestSchema, routeDoc } from "./_openapi.ts";
@@ -17,6 +17,8 @@ const CreateKey = requestSchema<CreateKeyRequest>()(
   z.object({
     name: z.string().trim().min(1).max(100).optional(),
     expiresInDays: z.number().int().min(1).max(3650).nullable().optional(),
+    scope: z.enum(["full", "read"]).optional(),
+    runnerId: z.string().min(1).max(200).nullable().optional(),
   }).strict(),
 );
 
@@ -31,19 +33,37 @@ export function keyRoutes(
     tag: "Keys",
     summary: "Create an API key or runner token",
     description: "A name `runner`, `runner:*` or `runner-*` makes a runner token (`brt_`), " +
-      "any other an API key (`bk_`). The secret is in this answer only.",
+      "any other an API key (`bk_`). The secret is in this answer only. An API key's `scope` " +
+      "is `full` (default) or `read`; a runner token's is always `runner` (its runner's " +
+      "channels, trigger broadcasts and triggers into its sessions). `runnerId` binds the " +
+      "key to one of the caller's runners; a runner token without one is bound by its first " +
+      "hello.",
     auth: "principal",
     body: CreateKey,
-    ok: { status: 201, description: "`{ok, id, key, name, kind, prefix, expiresAt}`" },
+    ok: {
+      status: 201,
+      description: "`{ok, id, key, name, kind, scope, runnerId, prefix, expiresAt}`",
+    },
+    errors: {
+      400: "`bad_request`: a `scope` given for a runner token",
+      404: "`not_found`: `runnerId` is not one of the caller's runners",
+    },
   });
   app.post("/", createDoc, async (c) => {
     const body = await readJson(c, CreateKey);
-    const created = await createKey(
-      store,
-      principal(c).userId,
-      body.name ?? "api",
-      body.expiresInDays ?? null,
-    );
+    const { userId } = principal(c);
+    const name = body.name ?? "api";
+    if (body.scope !== undefined && isRunnerKeyName(name)) {
+      throw invalid("A runner token's scope is always 'runner': leave 'scope' out");
+    }
+    const runnerId = body.runnerId ?? null;
+    if (runnerId !== null && !store.runners.getOwned(userId, runnerId)) throw notFound("Runner");
+    const created = await createKey(store, userId, {
+      name,
+      expiresInDays: body.expiresInDays ?? null,
+      ...(body.scope ? { scope: body.scope } : {}),
+      runnerId,
+    });
     return c.json({ ok: true, ...created } satisfies CreateKeyResponse, 201);
   });
 
@@ -59,6 +79,8 @@ export function keyRoutes(
       id: k.id,
       name: k.name,
       kind: k.kind,
+      scope: k.scope,
+      runnerId: k.runnerId,
       prefix: k.prefix,
       createdAt: k.createdAt,
       lastUsedAt: k.lastUsedAt,

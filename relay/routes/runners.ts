@@ -12,6 +12,7 @@ import type {
   SpawnSessionResponse,
 } from "../../shared/api.ts";
 import { principal, readJson, type RelayEnv } from "../_http.ts";
+import { assertRunnerInScope } from "../scopes.ts";
 import type { RunnerRegistry } from "../runner_registry.ts";
 import type { SessionService } from "../session_service.ts";
 import { requestSchema, routeDoc, RUNNER_ERRORS } from "./_openapi.ts";
@@ -51,7 +52,11 @@ export function runnerRoutes(runners: RunnerRegistry, sessions: SessionService):
   app.get(
     "/",
     listDoc,
-    (c) => c.json(runners.list(principal(c).userId) satisfies RunnerListResponse),
+    (c) => {
+      const { userId, runnerId } = principal(c);
+      const list = runners.list(userId).filter((r) => runnerId === null || r.id === runnerId);
+      return c.json(list satisfies RunnerListResponse);
+    },
   );
 
   const spawnDoc = routeDoc({
@@ -68,6 +73,7 @@ export function runnerRoutes(runners: RunnerRegistry, sessions: SessionService):
   });
   app.post("/spawn", spawnDoc, async (c) => {
     const body = await readJson(c, Spawn);
+    assertRunnerInScope(principal(c), body.runnerId);
     const res = await sessions.spawn(principal(c).userId, {
       runnerId: body.runnerId,
       prompt: body.prompt,
@@ -89,6 +95,7 @@ export function runnerRoutes(runners: RunnerRegistry, sessions: SessionService):
   });
   app.post("/restart", restartDoc, async (c) => {
     const { runnerId } = await readJson(c, RunnerRef);
+    assertRunnerInScope(principal(c), runnerId);
     await runners.control(principal(c).userId, runnerId, "restart");
     return c.json({ ok: true } satisfies OkResponse);
   });
@@ -104,6 +111,7 @@ export function runnerRoutes(runners: RunnerRegistry, sessions: SessionService):
   });
   app.post("/stop", stopDoc, async (c) => {
     const { runnerId } = await readJson(c, RunnerRef);
+    assertRunnerInScope(principal(c), runnerId);
     await runners.control(principal(c).userId, runnerId, "stop");
     return c.json({ ok: true } satisfies OkResponse);
   });

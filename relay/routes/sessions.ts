@@ -12,6 +12,7 @@ import type {
 import { INPUT_KINDS, type InputKind, MAX_SESSION_TITLE } from "../../shared/protocol.ts";
 import { invalid } from "../errors.ts";
 import { principal, readJson, type RelayEnv } from "../_http.ts";
+import { assertRunnerInScope } from "../scopes.ts";
 import { eventsFrame } from "../fanout.ts";
 import type { Hub } from "../hub.ts";
 import { requestSchema, routeDoc, RUNNER_ERRORS } from "./_openapi.ts";
@@ -56,10 +57,13 @@ export function sessionRoutes(hub: Pick<Hub, "store" | "sessions" | "feed">): Ho
     ok: "`{sessions, persistedSessions}`: live (`starting`, `running`) and finished, newest first",
   });
   app.get("/", listDoc, (c) => {
-    const userId = principal(c).userId;
+    const { userId, runnerId: bound } = principal(c);
     const q = c.req.query("includePersisted");
     const includePersisted = !(q === "false" || q === "0");
-    const runnerId = c.req.query("runnerId") ?? "";
+    const asked = c.req.query("runnerId") ?? "";
+    // A key bound to a runner lists that runner's sessions only.
+    if (bound !== null && asked && asked !== bound) assertRunnerInScope(principal(c), asked);
+    const runnerId = bound ?? asked;
     const key = `${userId}\n${includePersisted}\n${runnerId}`;
     const version = feed.version(userId);
     let cached = listings.get(key);
@@ -90,7 +94,9 @@ export function sessionRoutes(hub: Pick<Hub, "store" | "sessions" | "feed">): Ho
     ok: "`{pinnedSessions: [...]}`, of any status, newest first",
   });
   app.get("/pinned", pinnedDoc, (c) => {
-    const pinned = store.sessions.listPinned(principal(c).userId);
+    const { userId, runnerId } = principal(c);
+    const pinned = store.sessions.listPinned(userId)
+      .filter((s) => runnerId === null || s.runnerId === runnerId);
     return c.json(
       {
         pinnedSessions: pinned.map((s) => ({ ...sessions.sessionInfo(s), isPinned: true })),

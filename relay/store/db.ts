@@ -196,6 +196,17 @@ const MIGRATIONS: Migration[] = [
       DROP TABLE session_events;
     `,
   },
+  {
+    // Existing API keys keep doing everything (full); existing runner tokens
+    // are bound to a runner by their next hello (see runner_link.ts).
+    version: 6,
+    name: "key scopes and runner binding",
+    sql: `
+      ALTER TABLE api_keys ADD COLUMN scope TEXT NOT NULL DEFAULT 'full';
+      ALTER TABLE api_keys ADD COLUMN runner_id TEXT;
+      UPDATE api_keys SET scope = 'runner' WHERE kind = 'runner';
+    `,
+  },
 ];
 
 /** The relay's SQLite handle with WAL on and migrations applied. */

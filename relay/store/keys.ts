@@ -1,5 +1,6 @@
 import type { Database } from "./db.ts";
 import { Statements } from "./_statements.ts";
+import type { KeyScope } from "../../shared/api.ts";
 
 /** A stored API key or runner token; the secret itself is never stored. */
 export interface KeyRecord {
@@ -7,6 +8,9 @@ export interface KeyRecord {
   userId: string;
   name: string;
   kind: "api" | "runner";
+  scope: KeyScope;
+  /** The one runner the key reaches; null: any of its account's. */
+  runnerId: string | null;
   prefix: string;
   hash: string;
   createdAt: string;
@@ -19,11 +23,19 @@ interface KeyRow {
   user_id: string;
   name: string;
   kind: string;
+  scope: string;
+  runner_id: string | null;
   prefix: string;
   hash: string;
   created_at: string;
   expires_at: string | null;
   last_used_at: string | null;
+}
+
+/** A runner token is always `runner`; an API key `read` only when stored so. */
+function scopeOf(kind: string, scope: string): KeyScope {
+  if (kind === "runner") return "runner";
+  return scope === "read" ? "read" : "full";
 }
 
 function fromRow(r: KeyRow): KeyRecord {
@@ -32,6 +44,8 @@ function fromRow(r: KeyRow): KeyRecord {
     userId: r.user_id,
     name: r.name,
     kind: r.kind === "runner" ? "runner" : "api",
+    scope: scopeOf(r.kind, r.scope),
+    runnerId: r.runner_id,
     prefix: r.prefix,
     hash: r.hash,
     createdAt: r.created_at,
@@ -50,9 +64,22 @@ export class KeysRepo {
 
   insert(k: KeyRecord): void {
     this.#sql.sql(
-      `INSERT INTO api_keys (id, user_id, name, kind, prefix, hash, created_at, expires_at, last_used_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    ).run(k.id, k.userId, k.name, k.kind, k.prefix, k.hash, k.createdAt, k.expiresAt, k.lastUsedAt);
+      `INSERT INTO api_keys (id, user_id, name, kind, scope, runner_id, prefix, hash, created_at,
+         expires_at, last_used_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ).run(
+      k.id,
+      k.userId,
+      k.name,
+      k.kind,
+      k.scope,
+      k.runnerId,
+      k.prefix,
+      k.hash,
+      k.createdAt,
+      k.expiresAt,
+      k.lastUsedAt,
+    );
   }
 
   byHash(hash: string): KeyRecord | undefined {
@@ -81,6 +108,21 @@ export class KeysRepo {
       userId,
     );
     return Number(res.changes) > 0;
+  }
+
+  /**
+   * Binds an unbound key to `runnerId`; the runner it is bound to afterwards
+   * (another one when a concurrent hello bound it first).
+   */
+  bindRunner(id: string, runnerId: string): string | null {
+    this.#sql.sql("UPDATE api_keys SET runner_id = ? WHERE id = ? AND runner_id IS NULL").run(
+      runnerId,
+      id,
+    );
+    const r = this.#sql.sql("SELECT runner_id FROM api_keys WHERE id = ?").get(id) as
+      | { runner_id: string | null }
+      | undefined;
+    return r?.runner_id ?? null;
   }
 
   touch(id: string, at: string): void {

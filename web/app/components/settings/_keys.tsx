@@ -10,10 +10,10 @@ import type {
   CreateKeyRequest,
   CreateKeyResponse,
   KeyInfo,
-  KeyKind,
   KeyListResponse,
 } from "../../../../shared/api.ts";
 import { api } from "../../api.ts";
+import { runners } from "../../store.ts";
 import { ago } from "../../format.ts";
 import { Icon } from "../icon.tsx";
 import { CopyButton, UndoableAction } from "../widgets.tsx";
@@ -36,8 +36,9 @@ export function Keys() {
         <Icon name="key" /> API keys and runner tokens
       </h2>
       <p class="muted">
-        A runner token lets a machine connect as a runner; an API key lets scripts and the CLI use
-        the API. Both act as you. The full value is shown once.
+        A runner token lets one machine connect as a runner and its services fire triggers; an API
+        key lets scripts and the CLI use the API, with all your rights, read-only, or for one runner
+        only. The full value is shown once.
       </p>
       {created && <NewKey created={created} onDone={() => setCreated(null)} />}
       <KeyForm
@@ -70,10 +71,13 @@ function NewKey({ created, onDone }: { created: CreatedKey; onDone: () => void }
       </div>
       {created.kind === "runner" && (
         <p class="hint">
-          On the runner machine:{" "}
+          On the runner machine, put it in <code>~/.baton/config.json</code> (readable by you only:
+          {" "}
+          <code>chmod 600</code>):{" "}
           <code>
-            BATON_RELAY_URL={location.origin} BATON_API_KEY={created.key} baton runner
-          </code>
+            {JSON.stringify({ relayUrl: location.origin, apiKey: created.key })}
+          </code>{" "}
+          then run <code>baton runner</code>.
         </p>
       )}
       <button type="button" class="btn link small" onClick={onDone}>
@@ -83,7 +87,10 @@ function NewKey({ created, onDone }: { created: CreatedKey; onDone: () => void }
   );
 }
 
-/** Kind, name and expiry of a new key; a runner token's name starts with "runner-". */
+/** What a new key is: a runner token, or an API key with all rights or read-only. */
+type NewKind = "runner" | "full" | "read";
+
+/** Kind, name, runner and expiry of a new key; a runner token's name starts with "runner-". */
 function KeyForm(
   { onCreated, onError }: {
     onCreated: (key: CreatedKey) => void;
@@ -91,7 +98,8 @@ function KeyForm(
   },
 ) {
   const [name, setName] = useState("");
-  const [kind, setKind] = useState<KeyKind>("runner");
+  const [kind, setKind] = useState<NewKind>("runner");
+  const [runnerId, setRunnerId] = useState("");
   const [expiry, setExpiry] = useState("");
 
   async function create(ev: Event) {
@@ -102,6 +110,8 @@ function KeyForm(
     try {
       const body: CreateKeyRequest = {
         name: fullName,
+        ...(kind === "runner" ? {} : { scope: kind }),
+        ...(runnerId ? { runnerId } : {}),
         ...(expiry ? { expiresInDays: Number(expiry) } : {}),
       };
       const res = await api<CreateKeyResponse>("/api/keys", { method: "POST", body });
@@ -116,11 +126,21 @@ function KeyForm(
     <form class="key-form" onSubmit={create}>
       <label>
         Kind
-        <select value={kind} onChange={(e) => setKind(e.currentTarget.value as KeyKind)}>
+        <select value={kind} onChange={(e) => setKind(e.currentTarget.value as NewKind)}>
           <option value="runner">Runner token</option>
-          <option value="api">API key</option>
+          <option value="full">API key</option>
+          <option value="read">API key, read-only</option>
         </select>
       </label>
+      {runners.value.length > 0 && (
+        <label>
+          Runner
+          <select value={runnerId} onChange={(e) => setRunnerId(e.currentTarget.value)}>
+            <option value="">{kind === "runner" ? "The first to connect" : "Any"}</option>
+            {runners.value.map((r) => <option key={r.id} value={r.id}>{r.name}</option>)}
+          </select>
+        </label>
+      )}
       <label>
         Name
         <input
@@ -162,7 +182,7 @@ function KeyTable({ keys, onRevoked }: { keys: KeyInfo[]; onRevoked: () => void 
         {keys.map((k) => (
           <tr key={k.id}>
             <td>
-              {k.name} <span class="badge">{k.kind === "runner" ? "runner" : "api"}</span>
+              {k.name} <span class="badge">{scopeLabel(k)}</span>
             </td>
             <td>
               <code>{k.prefix}…</code>
@@ -191,4 +211,12 @@ function KeyTable({ keys, onRevoked }: { keys: KeyInfo[]; onRevoked: () => void 
       </tbody>
     </table>
   );
+}
+
+/** A key's kind and reach in a word or two: "runner", "api", "read-only", "api · laptop". */
+function scopeLabel(k: KeyInfo): string {
+  const what = k.scope === "runner" ? "runner" : k.scope === "read" ? "read-only" : "api";
+  if (!k.runnerId) return what;
+  const name = runners.value.find((r) => r.id === k.runnerId)?.name ?? k.runnerId.slice(0, 8);
+  return `${what} · ${name}`;
 }
