@@ -4,7 +4,9 @@ import {
   loadRunnerConfig,
   RUNNER_FLAGS,
   runnerFlags,
+  shedEnvironmentSecrets,
   supervise,
+  takeSecrets,
 } from "../runner/mod.ts";
 import { parseFlags, UsageError } from "./_args.ts";
 import { untilSignal } from "./relay.ts";
@@ -41,9 +43,13 @@ with their API keys, plus custom providers in ~/.baton/models.json.
 /** `baton runner`. */
 export async function runnerMain(argv: string[]): Promise<number> {
   const { values } = parseFlags(argv, RUNNER_FLAGS);
+  // Set when this is the copy of `baton runner` started without the key in
+  // its environment (below).
+  const handed = await takeSecrets();
+  const env = (k: string) => handed && k === "BATON_API_KEY" ? handed.apiKey : Deno.env.get(k);
   let config;
   try {
-    config = await loadRunnerConfig((k) => Deno.env.get(k), runnerFlags(values));
+    config = await loadRunnerConfig(env, runnerFlags(values));
   } catch (err) {
     if (err instanceof ConfigError) throw new UsageError(err.message);
     throw err;
@@ -59,12 +65,25 @@ export async function runnerMain(argv: string[]): Promise<number> {
   if (!config.apiKey) {
     throw new UsageError("No API key: set BATON_API_KEY or run 'baton setup'");
   }
+  // A key given in BATON_API_KEY stays readable in /proc/<pid>/environ for as
+  // long as this process lives: replace it by a copy started without it.
+  const shed = await shedEnvironmentSecrets("runner", argv, {
+    secrets: { apiKey: config.apiKey },
+    batonDir: config.batonDir,
+  });
+  if (shed) {
+    console.error(
+      `Warning: the API key stays in this process's environment (${shed}); ` +
+        "put it in ~/.baton/config.json instead of BATON_API_KEY",
+    );
+  }
   const runnerId = await ensureRunnerId(config.batonDir);
   const stop = new AbortController();
   untilSignal().then(() => stop.abort());
   console.log(`baton runner ${runnerId} (${config.name}) connecting to ${config.relayUrl}`);
   return await supervise({
     daemonArgs: argv,
+    apiKey: config.apiKey,
     log: (line) => console.error(`[runner] ${line}`),
     signal: stop.signal,
   });

@@ -74,7 +74,8 @@ export async function upMain(argv: string[]): Promise<number> {
     const token = await localRunnerToken(relay.store, { ownerId: owner.id, runnerId, dataDir });
     runnerDone = supervise({
       daemonArgs: [],
-      env: runnerEnv(served.baseUrl, token),
+      env: runnerEnv(served.baseUrl),
+      apiKey: token,
       log: (line) => console.error(`[runner] ${line}`),
       signal: stop.signal,
     });
@@ -93,12 +94,12 @@ export async function upMain(argv: string[]): Promise<number> {
 
 /**
  * The local runner's environment: the one `up` was given, minus the owner's
- * password, plus its relay and token.
+ * password, plus its relay (its token goes on the daemon's stdin).
  */
-function runnerEnv(relayUrl: string, token: string): Record<string, string> {
+function runnerEnv(relayUrl: string): Record<string, string> {
   const env = environmentForChildren();
   delete env.BATON_OWNER_PASSWORD;
-  return { ...env, BATON_RELAY_URL: relayUrl, BATON_API_KEY: token };
+  return { ...env, BATON_RELAY_URL: relayUrl };
 }
 
 /**

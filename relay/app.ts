@@ -2,6 +2,7 @@ import { Hono } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { APIError } from "better-auth/api";
 import { join } from "node:path";
+import { makePrivate } from "../shared/private_files.ts";
 import type { HealthResponse } from "../shared/api.ts";
 import { RUNNER_WS_PATH, VIEWER_WS_PATH } from "../shared/protocol.ts";
 import { createAuth } from "./auth.ts";
@@ -113,6 +114,9 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   const dbPath = join(options.dataDir, "relay.db");
   const db: Database = openDatabase(dbPath, options.log);
   ownerOnly(dbPath);
+  // Older versions left the folder and its files readable by others.
+  const fixed = await makePrivate(options.dataDir);
+  if (fixed > 0) options.log?.(`made ${fixed} files and folders in the data folder owner-only`);
   const checkpointer = startCheckpointer(db, dbPath);
   const store = options.store?.(db) ?? new Store(db);
   const baseUrl = options.baseUrl.replace(/\/+$/, "");

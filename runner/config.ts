@@ -90,7 +90,7 @@ export async function updateUserConfig(
   batonDir: string,
   patch: Record<string, unknown>,
 ): Promise<string> {
-  await Deno.mkdir(batonDir, { recursive: true });
+  await Deno.mkdir(batonDir, { recursive: true, mode: 0o700 });
   const current = await readUserConfig(batonDir);
   const path = join(batonDir, "config.json");
   const tmp = `${path}.${crypto.randomUUID()}.tmp`;
@@ -236,10 +236,10 @@ export async function ensureRunnerId(batonDir: string): Promise<string> {
   } catch (err) {
     if (!(err instanceof Deno.errors.NotFound) && !(err instanceof SyntaxError)) throw err;
   }
-  await Deno.mkdir(batonDir, { recursive: true });
+  await Deno.mkdir(batonDir, { recursive: true, mode: 0o700 });
   const runnerId = crypto.randomUUID();
   const tmp = `${path}.${runnerId}.tmp`;
-  await Deno.writeTextFile(tmp, JSON.stringify({ runnerId }, null, 2) + "\n");
+  await Deno.writeTextFile(tmp, JSON.stringify({ runnerId }, null, 2) + "\n", { mode: 0o600 });
   await Deno.rename(tmp, path);
   return runnerId;
 }

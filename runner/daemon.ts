@@ -38,6 +38,8 @@ import { ControlLink, RelayRejectedError, RequestError } from "./control_link.ts
 import { type SessionEntry, SessionRegistry } from "./registry.ts";
 import { checkCwd, defaultCwd, PathRejectedError, resolveRoots } from "./roots.ts";
 import { WorkerProcess } from "./worker_host.ts";
+import { takeSecrets, withoutSecrets } from "./_secrets.ts";
+import { makePrivate } from "../shared/private_files.ts";
 import { assertModelKnown, listModels } from "./models.ts";
 
 /** Exit codes the supervisor understands. */
@@ -51,14 +53,6 @@ export const DaemonExit = {
 } as const;
 
 const SESSION_ID = /^[A-Za-z0-9_-]{1,64}$/;
-/** Variables that hold credentials: removed from every worker's environment. */
-const SECRET_VARIABLES = [
-  "BATON_API_KEY",
-  "BATON_RUNNER_API_KEY",
-  "BATON_PASSWORD",
-  "BATON_OWNER_PASSWORD",
-  "BATON_AUTH_SECRET",
-];
 /** Most events in one frame to the relay. */
 const FRAME_EVENTS = 500;
 /** Socket buffer above which the daemon waits before sending more events. */
@@ -210,9 +204,8 @@ export class Daemon {
   }
 
   #workerEnv(): Record<string, string> {
-    const env = Deno.env.toObject();
     // The agent and its tools never see the runner's (or the owner's) credentials.
-    for (const k of SECRET_VARIABLES) delete env[k];
+    const env = withoutSecrets();
     env.PI_CODING_AGENT_DIR = this.#opts.config.batonDir;
     const skip = this.#opts.config.skip;
     if (skip.mcp) env.BATON_NO_MCP = "1";
@@ -724,7 +717,10 @@ export async function daemonMain(argv: string[]): Promise<number> {
   const log = (line: string) => console.error(`[daemon] ${line}`);
   let config: RunnerConfig;
   try {
-    config = await loadRunnerConfig((k) => Deno.env.get(k), runnerFlags(values));
+    // The supervisor hands the key over on stdin, not in our environment.
+    const handed = await takeSecrets();
+    const env = (k: string) => handed && k === "BATON_API_KEY" ? handed.apiKey : Deno.env.get(k);
+    config = await loadRunnerConfig(env, runnerFlags(values));
   } catch (err) {
     if (err instanceof ConfigError) {
       log(err.message);
@@ -737,6 +733,11 @@ export async function daemonMain(argv: string[]): Promise<number> {
     return DaemonExit.config;
   }
   Deno.env.set("PI_CODING_AGENT_DIR", config.batonDir);
+  // Transcripts, the conversations workers resume from and the runner's key
+  // live here: owner-only, also for what older versions (and pi) made wider.
+  await Deno.mkdir(config.batonDir, { recursive: true, mode: 0o700 });
+  const fixed = await makePrivate(config.batonDir);
+  if (fixed > 0) log(`made ${fixed} files and folders under ${config.batonDir} owner-only`);
   const runnerId = await ensureRunnerId(config.batonDir);
   const roots = config.roots ? await resolveRoots(config.roots, config.home) : null;
   const warm = Deno.env.get("BATON_WARM_WORKERS");

@@ -18,3 +18,4 @@ export {
   updateUserConfig,
 } from "./config.ts";
 export { supervise, type SuperviseOptions } from "./supervisor.ts";
+export { type RunnerSecrets, shedEnvironmentSecrets, takeSecrets } from "./_secrets.ts";

@@ -45,10 +45,10 @@ export class SessionRegistry {
 
   /** Writes an entry atomically (temp file + rename). */
   async save(e: SessionEntry): Promise<void> {
-    await Deno.mkdir(this.dir, { recursive: true });
+    await Deno.mkdir(this.dir, { recursive: true, mode: 0o700 });
     const path = join(this.dir, `${e.sessionId}.json`);
     const tmp = `${path}.${crypto.randomUUID()}.tmp`;
-    await Deno.writeTextFile(tmp, JSON.stringify(e, null, 2) + "\n");
+    await Deno.writeTextFile(tmp, JSON.stringify(e, null, 2) + "\n", { mode: 0o600 });
     await Deno.rename(tmp, path);
   }
 

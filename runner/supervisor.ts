@@ -1,13 +1,19 @@
 import { Backoff } from "../shared/backoff.ts";
 import { DaemonExit } from "./daemon.ts";
 import { selfCommand } from "./_self.ts";
+import { handSecrets, SECRETS_STDIN_VARIABLE, withoutSecrets } from "./_secrets.ts";
 
 /** Options of {@linkcode supervise}. */
 export interface SuperviseOptions {
   /** Arguments passed on to `baton _daemon`. */
   daemonArgs: string[];
-  /** The daemon's whole environment; without it, the daemon inherits ours. */
+  /**
+   * The daemon's environment (without it: ours). Credential variables are
+   * dropped from it either way: the key goes on the daemon's stdin.
+   */
   env?: Record<string, string>;
+  /** The runner token or API key, handed to each daemon on its stdin. */
+  apiKey: string;
   log: (line: string) => void;
   /** Aborting stops the daemon (SIGTERM, then SIGKILL after 10 s) and returns. */
   signal: AbortSignal;
@@ -27,13 +33,15 @@ export async function supervise(options: SuperviseOptions): Promise<number> {
     const { cmd, args } = selfCommand("_daemon", options.daemonArgs);
     const child = new Deno.Command(cmd, {
       args,
-      stdin: "null",
+      stdin: "piped",
       stdout: "inherit",
       stderr: "inherit",
-      // A given environment is the whole of it (not additions to ours), so
-      // what the caller left out (the owner's password) is not inherited.
-      ...(options.env ? { env: options.env, clearEnv: true } : {}),
+      // The whole environment (not additions to ours), without credentials:
+      // /proc/<pid>/environ would show them to the agents' tools.
+      env: { ...withoutSecrets(options.env), [SECRETS_STDIN_VARIABLE]: "1" },
+      clearEnv: true,
     }).spawn();
+    void handSecrets(child.stdin, { apiKey: options.apiKey });
     const started = Date.now();
     const onAbort = () => {
       try {

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { makePathPrivate } from "../shared/private_files.ts";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import process from "node:process";
@@ -186,7 +187,15 @@ class Worker {
       ...(msg.resumed ? { memory: memoryOf(session.messages) } : {}),
       ...(modelFallbackMessage ? { notice: modelFallbackMessage } : {}),
     });
-    session.subscribe((ev) => this.emit(slimPiEvent(ev as { type: string })));
+    session.subscribe((ev) => {
+      this.emit(slimPiEvent(ev as { type: string }));
+      // pi writes its session file with node:fs, which under Deno ignores the
+      // umask (0666) and its folders 0755: owner-only once a turn saved it.
+      if (ev.type === "agent_end" && session.sessionFile) {
+        makePathPrivate(agentDir, session.sessionFile).catch(() => {});
+      }
+    });
+    if (session.sessionFile) await makePathPrivate(agentDir, session.sessionFile);
     if (!usable) {
       // pi would answer every prompt with advice for its own terminal (/login).
       this.#noModel = `No model is configured on this runner: set a provider's API key (for ` +
