@@ -37,6 +37,7 @@ async function createKey(user: User, body: Record<string, unknown>) {
     id: string;
     key: string;
     name: string;
+    scope: string;
     prefix: string;
     expiresAt: string | null;
   };

@@ -299,6 +299,7 @@ interface World {
   spareKeyIdB: string;
   /** A's runner for control-channel fuzzing, and a session on it. */
   control: FakeRunner;
+  controlToken: string;
   controlSession: string;
   /** A's runner that gives hostile answers, and a session on it. */
   hostile: FakeRunner;
@@ -340,9 +341,11 @@ Deno.test("the relay survives hostile input on every route and channel with a co
     const b = await account(relay);
     toClose.push(() => a.fake.close(), () => b.fake.close());
     const spare = await (await b.user.api("/api/keys", json("POST", { name: "spare" }))).json();
-    const control = await FakeRunner.connect(relay.url, { apiKey: a.token });
+    // A runner token reaches one runner: each runner has its own.
+    const controlToken = await runnerToken(a.user);
+    const control = await FakeRunner.connect(relay.url, { apiKey: controlToken });
     const controlSession = await spawnSession(a.user, control.runnerId);
-    const hostile = await FakeRunner.connect(relay.url, { apiKey: a.token });
+    const hostile = await FakeRunner.connect(relay.url, { apiKey: await runnerToken(a.user) });
     const hostileSession = await spawnSession(a.user, hostile.runnerId);
     const keysOf = async (u: User) => (await (await u.api("/api/keys")).json()).keys.length;
     const sessionsOf = async (u: User) => {
@@ -356,6 +359,7 @@ Deno.test("the relay survives hostile input on every route and channel with a co
       b,
       spareKeyIdB: spare.id,
       control,
+      controlToken,
       controlSession,
       hostile,
       hostileSession,
@@ -462,6 +466,7 @@ type AuthMode =
   | "cookieA"
   | "keyB"
   | "cookieB"
+  | "tokenA"
   | "badKey"
   | "badCookie";
 
@@ -490,6 +495,9 @@ function authHeaders(w: World, auth: AuthMode, origin: string | null): Record<st
     case "keyB":
       h["x-api-key"] = w.b.user.apiKey;
       break;
+    case "tokenA":
+      h["x-api-key"] = w.a.token;
+      break;
     case "cookieB":
       h.cookie = w.b.user.cookie;
       break;
@@ -505,7 +513,7 @@ function authHeaders(w: World, auth: AuthMode, origin: string | null): Record<st
 }
 
 function userOf(w: World, auth: AuthMode): string | null {
-  return auth === "keyA" || auth === "bearerA" || auth === "cookieA"
+  return auth === "keyA" || auth === "bearerA" || auth === "cookieA" || auth === "tokenA"
     ? w.a.userId
     : auth === "keyB" || auth === "cookieB"
     ? w.b.userId
@@ -616,7 +624,7 @@ function httpCase(w: World, routes: { method: string; path: string }[]): fc.Arbi
     // deno-fmt-ignore
     auth: fc.constantFrom<AuthMode>(
       "keyA", "keyA", "keyA", "cookieA", "cookieA", "cookieA", "bearerA", "keyB", "none",
-      "badKey", "badCookie",
+      "badKey", "badCookie", "tokenA",
     ),
     authAuth: fc.constantFrom<AuthMode>("none", "keyA", "cookieB", "badCookie"),
     origin: fc.constantFrom<string | null>(null, null, relayUrl, "https://evil.example", "null"),
@@ -695,6 +703,14 @@ async function sendHttp(w: World, c: HttpCase): Promise<void> {
   assert.ok(res.status < 500, `5xx: ${what}`);
   if (c.kind === "upgrade" && res.status === 101) return;
   assert.ok(res.status >= 200 && res.status !== 101, `unexpected status: ${what}`);
+  if (c.auth === "tokenA" && c.route.startsWith(`${c.method} /api/`) && res.status < 400) {
+    // A runner token reaches only its runner's broadcasts and its sessions' triggers.
+    assert.ok(
+      c.route === "POST /api/runners/:runnerId/trigger-broadcast" ||
+        c.route === "POST /api/sessions/:id/trigger",
+      `a runner token was let through: ${what}`,
+    );
+  }
   if (c.method === "HEAD" || res.status === 204) return;
   const type = res.headers.get("content-type") ?? "";
   if (c.route.includes("/api/auth/*")) {
@@ -982,6 +998,8 @@ class ViewerPool {
 interface HelloCase {
   type: string;
   frame: string;
+  /** Sent with A's runner token (bound to A's first runner). */
+  byRunnerToken?: boolean;
   runnerId: string | null;
 }
 
@@ -1034,6 +1052,7 @@ function helloCase(w: World): fc.Arbitrary<HelloCase> {
         type: "hello",
         frame: JSON.stringify(h),
         runnerId: typeof h.runnerId === "string" ? h.runnerId : null,
+        byRunnerToken: h.apiKey === w.a.token,
       })),
       weight: 12,
     },
@@ -1100,6 +1119,9 @@ async function runHello(w: World, c: HelloCase): Promise<void> {
   if (welcome) {
     w.tally.add("hello.out.welcome");
     assert.equal(welcome.runnerId, c.runnerId, what);
+    if (c.byRunnerToken) {
+      assert.equal(c.runnerId, w.a.fake.runnerId, `a runner token said hello as another runner`);
+    }
     w.created.runners.add(c.runnerId!);
     assert.ok(Array.isArray(welcome.ended) && typeof welcome.acked === "object", what);
     ws.close();
@@ -1296,7 +1318,7 @@ async function runControl(w: World, c: ControlCase): Promise<void> {
   w.tally.add(`control.t.${c.type}`);
   if (!w.control.open) {
     w.control = await FakeRunner.connect(w.relay.url, {
-      apiKey: w.a.token,
+      apiKey: w.controlToken,
       runnerId: w.control.runnerId,
       sessions: [w.controlSession],
     });

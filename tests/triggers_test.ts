@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import type { ChatRequest } from "./harness/mock_llm.ts";
 import { json, signUp, type User } from "./harness/client.ts";
-import { FakeRunner, runnerToken, spawnSession } from "./harness/fake_runner.ts";
+import { FakeRunner, spawnSession } from "./harness/fake_runner.ts";
 import { MockLlm, MODEL } from "./harness/mock_llm.ts";
 import { RelayProcess, type RunnerProcess, startRunner } from "./harness/procs.ts";
 import {
@@ -850,8 +850,13 @@ Deno.test("session triggers, history, responses, subscriptions, broadcasts and l
           {
             marker: "BC-P3",
             send: async () => {
-              // A runner token (what a service on the runner holds) may broadcast too.
-              const token = await runnerToken(user);
+              // A runner token (what a service on the runner holds) may broadcast
+              // too, on its own runner.
+              const created = await user.api(
+                "/api/keys",
+                json("POST", { name: "runner-service", runnerId }),
+              );
+              const { key: token } = await created.json();
               return await answer(
                 await fetch(`${world.relay.url}${base}`, {
                   ...json("POST", {
