@@ -355,6 +355,21 @@ Deno.test("settings: a new key is shown once, revoking waits 3 seconds and can b
     await page.goto(`${w.relay.url}/settings`);
     await signInUi(page, w.user);
     await page.getByRole("heading", { name: "Settings" }).waitFor();
+    // A read-only API key bound to the runner, made here, is listed as such.
+    await page.locator(".key-form select").first().selectOption("read");
+    await page.locator(".key-form select").nth(1).selectOption(w.runnerId);
+    await page.getByLabel("Name", { exact: true }).fill("dashboard");
+    await page.getByRole("button", { name: "Create" }).click();
+    assert.match(await page.locator("#new-key-value").innerText(), /^bk_/);
+    await page.getByRole("button", { name: "Done" }).click();
+    await page.locator("tr", { hasText: "dashboard" }).getByText(/read-only · /).waitFor();
+    const dashboard = (await (await w.user.api("/api/keys")).json()).keys
+      .find((k: { name: string }) => k.name === "dashboard");
+    assert.equal(dashboard?.scope, "read");
+    assert.equal(dashboard?.runnerId, w.runnerId);
+    await page.locator(".key-form select").first().selectOption("runner");
+    await page.locator(".key-form select").nth(1).selectOption("");
+
     await page.getByLabel("Name", { exact: true }).fill("ci-box");
     await page.getByRole("button", { name: "Create" }).click();
     const value = await page.locator("#new-key-value").innerText();
@@ -370,9 +385,11 @@ Deno.test("settings: a new key is shown once, revoking waits 3 seconds and can b
     await row.getByRole("button", { name: "Revoke" }).click();
     await row.getByRole("button", { name: "Undo" }).click();
     await page.waitForTimeout(3500);
+    // Still valid: a runner token is known (403 forbidden_scope: the runner
+    // list is beyond its scope), not refused as unknown (401).
     assert.equal(
       (await fetch(`${w.relay.url}/api/runners`, { headers: { "x-api-key": value } })).status,
-      200,
+      403,
     );
 
     await row.getByRole("button", { name: "Revoke" }).click();
