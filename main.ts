@@ -19,6 +19,7 @@ Commands:
   runner    Start a runner that connects to a relay
   setup     Sign in to a relay and save an API key for the runner and CLI
   webhook   Send a signed test delivery to a webhook (baton webhook fire <id>)
+  key       Create an API key (full, read-only, bound to a runner) or a runner token
 
 Options:
   -h, --help       Show help (also: baton <command> --help)
@@ -52,6 +53,10 @@ const COMMANDS: Record<string, Command> = {
   webhook: {
     help: async () => (await import("./cli/webhook.ts")).WEBHOOK_HELP,
     run: async (argv) => (await import("./cli/webhook.ts")).webhookMain(argv),
+  },
+  key: {
+    help: async () => (await import("./cli/key.ts")).KEY_HELP,
+    run: async (argv) => (await import("./cli/key.ts")).keyMain(argv),
   },
   // Internal: started by `baton runner`, not by people.
   _daemon: {

@@ -5,10 +5,12 @@
  * `forbidden_scope` and change nothing.
  */
 import assert from "node:assert/strict";
+import { join } from "node:path";
 import type { CreateKeyResponse, KeyListResponse } from "../shared/api.ts";
 import { json, signUp, type User, Viewer } from "./harness/client.ts";
 import { FakeRunner, FakeRunnerRejected, spawnSession } from "./harness/fake_runner.ts";
 import { startTestRelay, type TestRelay } from "./harness/in_process.ts";
+import { baseEnv, ROOT, tempDir } from "./harness/procs.ts";
 
 /** Creates a key through the API (with the account's full CLI key). */
 async function createKey(user: User, body: Record<string, unknown>): Promise<CreateKeyResponse> {
@@ -263,5 +265,68 @@ Deno.test("a key bound to a runner cannot touch other runners or their sessions"
   } finally {
     await a.close();
     await b.close();
+  }
+});
+
+/** Runs `baton <args>` with `env` only; its exit code and output. */
+async function baton(args: string[], env: Record<string, string>) {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      "--quiet",
+      "--config",
+      join(ROOT, "deno.json"),
+      join(ROOT, "main.ts"),
+      ...args,
+    ],
+    env,
+    clearEnv: true,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const dec = new TextDecoder();
+  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+}
+
+Deno.test("'baton key create' makes read-only and runner-bound keys, and refuses what it cannot", async () => {
+  await using relay = await startTestRelay();
+  const user = await signUp(relay.url);
+  const runner = await FakeRunner.connect(relay.url, { apiKey: user.apiKey });
+  const home = await tempDir("baton-key-cli-");
+  const env = baseEnv(home, { BATON_API_KEY: user.apiKey, BATON_RELAY_URL: relay.url });
+  try {
+    const read = await baton(["key", "create", "--name", "dashboard", "--read"], env);
+    assert.equal(read.code, 0, read.stderr);
+    const key = read.stdout.trim();
+    assert.match(key, /^bk_[A-Za-z0-9_-]{43}$/);
+    assert.match(read.stderr, /scope read/);
+    const ro = withKey(relay, key);
+    assert.equal((await ro("/api/runners")).status, 200);
+    await refused(
+      await ro("/api/runners/stop", json("POST", { runnerId: runner.runnerId })),
+      "stop",
+    );
+
+    const bound = await baton(["key", "create", "--name", "ci", "--runner", runner.runnerId], env);
+    assert.equal(bound.code, 0, bound.stderr);
+    const listed: KeyListResponse = await (await user.api("/api/keys")).json();
+    assert.equal(listed.keys.find((k) => k.name === "ci")?.runnerId, runner.runnerId);
+
+    const before = listed.keys.length;
+    const unknown = await baton(["key", "create", "--runner", "no-such-runner"], env);
+    assert.equal(unknown.code, 1, unknown.stderr);
+    assert.match(unknown.stderr, /404/);
+    const bad = await baton(["key", "create", "--name", "runner-x", "--read"], env);
+    assert.equal(bad.code, 2, bad.stderr);
+    assert.equal(bad.stderr.trim().split("\n").length, 1, bad.stderr);
+    // A read-only key cannot make keys.
+    const narrow = await baton(["key", "create"], { ...env, BATON_API_KEY: key });
+    assert.equal(narrow.code, 1, narrow.stderr);
+    assert.match(narrow.stderr, /403/);
+    const after = (await (await user.api("/api/keys")).json()).keys.length;
+    assert.equal(after, before);
+  } finally {
+    await runner.close();
   }
 });
