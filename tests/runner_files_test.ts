@@ -161,6 +161,11 @@ for (const how of ["BATON_API_KEY", "config.json"] as const) {
           `process ${pid} has the token in its environment`,
         );
       }
+      // The re-executed runner still stops on a signal, at once and cleanly.
+      const started = Date.now();
+      const st = await proc.stop();
+      assert.equal(st.code, 0, proc.output());
+      assert.ok(Date.now() - started < 8_000, "the runner ignored SIGTERM");
       ok = true;
     } finally {
       const proc = runner && ("proc" in runner ? runner.proc : runner);
