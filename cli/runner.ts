@@ -29,7 +29,9 @@ Options:
 
 Environment (those naming a config key fall back to ~/.baton/config.json):
   BATON_RELAY_URL        Relay address, http(s):// or ws(s):// (config: relayUrl)
-  BATON_API_KEY          Runner token or API key (config: apiKey)
+  BATON_API_KEY          Runner token or API key (config: apiKey, preferred: keep the key
+                         in ~/.baton/config.json, mode 0600; given here, the runner
+                         restarts itself without it so no process environment holds it)
   BATON_WORKSPACE_ROOTS  Comma-separated folders sessions may use; or
   BATON_WORKSPACE_ROOT   one folder; or BATON_RUNNER_ROOTS (legacy). Unset: any folder
   BATON_RUNNER_API_KEY   Fallback for BATON_API_KEY
