@@ -2,7 +2,7 @@
  * Owner-only modes for baton's folders on disk (`~/.baton`, the relay's data
  * folder): they hold credentials, every transcript and the conversations a
  * worker resumes from. Folders become 0700; files lose every group and other
- * bit (0600, or 0700 for an executable such as a service's script).
+ * bit (0644 and 0666 become 0600, an executable such as a service's script 0700).
  *
  * Not exported from `mod.ts`: the web client shares that module and has no
  * file system.
@@ -34,7 +34,9 @@ export async function makePrivate(root: string): Promise<number> {
     }
     if (info.isSymlink || info.mode === null) return;
     const mode = info.mode & 0o777;
-    const want = isDir ? PRIVATE_DIR_MODE : mode & 0o700 | PRIVATE_FILE_MODE;
+    // A file keeps its owner's bits (a read-only file stays read-only, a
+    // script executable) and loses the rest.
+    const want = isDir ? PRIVATE_DIR_MODE : mode & 0o700;
     if (mode === want) return;
     try {
       await Deno.chmod(path, want);
