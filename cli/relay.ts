@@ -1,6 +1,13 @@
 import { join } from "node:path";
 import { serveRelay } from "../relay/mod.ts";
-import { homeDir, parseFlags, parseHttpUrl, parsePort, parsePositiveInt } from "./_args.ts";
+import {
+  homeDir,
+  parseFlags,
+  parseHostList,
+  parseHttpUrl,
+  parsePort,
+  parsePositiveInt,
+} from "./_args.ts";
 import { webClient } from "../web/mod.ts";
 
 export const RELAY_HELP = `Usage: baton relay [options]
@@ -17,6 +24,9 @@ Options:
                      the host is 0.0.0.0 or ::)
   --allow-signup     Let accounts beyond the first sign up (env BATON_ALLOW_SIGNUP=1)
   --trust-proxy      Take client IPs from X-Forwarded-For (env BATON_TRUST_PROXY=1)
+  --allowed-hosts <list>  Further names browsers use for the relay, comma separated
+                     host[:port] or http(s) origins (env BATON_ALLOWED_HOSTS); the
+                     base URL's host and localhost, 127.0.0.1, [::1] always are
   -h, --help         Show this help
 
 Environment:
@@ -34,6 +44,7 @@ export function relaySettings(argv: string[]) {
     "base-url": { type: "string", env: "BATON_BASE_URL" },
     "allow-signup": { type: "boolean", env: "BATON_ALLOW_SIGNUP" },
     "trust-proxy": { type: "boolean", env: "BATON_TRUST_PROXY" },
+    "allowed-hosts": { type: "string", env: "BATON_ALLOWED_HOSTS" },
   });
   const buffer = Deno.env.get("BATON_RELAY_EVENT_BUFFER_SIZE");
   const connect = Deno.env.get("BATON_WEBHOOK_CONNECT_TIMEOUT_MS");
@@ -45,6 +56,9 @@ export function relaySettings(argv: string[]) {
     ...(values["base-url"] ? { baseUrl: parseHttpUrl(values["base-url"], "--base-url") } : {}),
     allowSignup: values["allow-signup"] ?? false,
     trustProxy: values["trust-proxy"] ?? false,
+    allowedHosts: values["allowed-hosts"]
+      ? parseHostList(values["allowed-hosts"], "--allowed-hosts")
+      : [],
     eventBufferSize: buffer
       ? parsePositiveInt(buffer, "BATON_RELAY_EVENT_BUFFER_SIZE", 1_000_000)
       : 1000,
