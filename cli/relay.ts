@@ -33,6 +33,7 @@ Environment:
   BATON_RELAY_EVENT_BUFFER_SIZE   Events kept in memory per session (default 1000)
   BATON_TRUSTED_ORIGINS           Extra browser origins allowed, comma separated
   BATON_WEBHOOK_CONNECT_TIMEOUT_MS  How long a webhook fire waits for its session (15000)
+  BATON_WEBHOOK_RATE_LIMIT        Signed fires each webhook takes per minute (60)
 `;
 
 /** Resolved relay settings from flags and environment. */
@@ -48,6 +49,7 @@ export function relaySettings(argv: string[]) {
   });
   const buffer = Deno.env.get("BATON_RELAY_EVENT_BUFFER_SIZE");
   const connect = Deno.env.get("BATON_WEBHOOK_CONNECT_TIMEOUT_MS");
+  const fires = Deno.env.get("BATON_WEBHOOK_RATE_LIMIT");
   const origins = Deno.env.get("BATON_TRUSTED_ORIGINS");
   return {
     port: values.port !== undefined ? parsePort(values.port) : 7420,
@@ -65,6 +67,9 @@ export function relaySettings(argv: string[]) {
     webhookConnectTimeoutMs: connect
       ? parsePositiveInt(connect, "BATON_WEBHOOK_CONNECT_TIMEOUT_MS", 600_000)
       : 15_000,
+    ...(fires
+      ? { webhookFiresPerMinute: parsePositiveInt(fires, "BATON_WEBHOOK_RATE_LIMIT", 1_000_000) }
+      : {}),
     trustedOrigins: origins
       ? origins.split(",").map((o) => parseHttpUrl(o.trim(), "BATON_TRUSTED_ORIGINS"))
       : [],

@@ -65,6 +65,8 @@ export interface RelayOptions {
   log?: (line: string) => void;
   /** How long a webhook fire waits for its session to start (default 15 s). */
   webhookConnectTimeoutMs?: number;
+  /** Signed fires each webhook takes per minute (default 60). */
+  webhookFiresPerMinute?: number;
   /**
    * Builds the repositories over the opened database (the bench swaps in one
    * without a durable log); default {@linkcode Store}. A custom store also
@@ -175,6 +177,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     box: await SecretBox.fromSecret(secret, "baton webhook secrets"),
     baseUrl,
     connectTimeoutMs: options.webhookConnectTimeoutMs ?? 15_000,
+    ...(options.webhookFiresPerMinute ? { firesPerMinute: options.webhookFiresPerMinute } : {}),
   });
   const originAllowed = access.originAllowed;
   const web = options.web;

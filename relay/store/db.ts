@@ -196,6 +196,15 @@ const MIGRATIONS: Migration[] = [
       DROP TABLE session_events;
     `,
   },
+  {
+    // New webhooks refuse deliveries that can be replayed (legacy signing,
+    // GitHub's without a delivery id); existing ones keep what they accepted.
+    version: 6,
+    name: "webhooks may require replay protection",
+    sql: `
+      ALTER TABLE webhooks ADD COLUMN require_replay_protection INTEGER NOT NULL DEFAULT 0;
+    `,
+  },
 ];
 
 /** The relay's SQLite handle with WAL on and migrations applied. */
