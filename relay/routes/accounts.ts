@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import type { RegisterRequest, RegisterResponse, SetupStatusResponse } from "../../shared/api.ts";
-import { type Auth, CLIENT_IP_HEADER } from "../auth.ts";
+import { type Auth, CLIENT_IP_HEADER, type Principal } from "../auth.ts";
 import { clientIp, HttpError, MAX_JSON_BODY, readBody, readJson, type RelayEnv } from "../_http.ts";
 import type { Hub } from "../hub.ts";
 import { RateLimiter } from "../rate_limit.ts";
@@ -20,7 +20,7 @@ export interface AccountRoutesOptions {
   auth: Auth;
   store: Store;
   /** Closes the sockets of browser sessions a sign-out or password change ended. */
-  hub: Pick<Hub, "closeLapsed">;
+  hub: Pick<Hub, "closeLapsed" | "carryOverSession">;
   allowSignup: boolean;
   trustProxy: boolean;
 }
@@ -55,10 +55,28 @@ export function accountRoutes(options: AccountRoutesOptions): Hono<RelayEnv> {
     // change, revoking sessions), and only that user's: a sign-in, right or
     // wrong, leaves every cached session cached.
     if (before) auth.forgetSessions(before.userId);
-    // The viewer sockets of that user's browser sessions that are gone close.
-    if (before && res.ok) hub.closeLapsed(auth.principalLive, before.userId);
+    if (before && res.ok) {
+      // A password change that signs every session out hands this browser a
+      // new one: its open sockets carry over to it instead of closing.
+      const handed = await newSessionOf(res, before);
+      if (handed) hub.carryOverSession(before.userId, before.authSessionId!, handed);
+      // The viewer sockets of that user's browser sessions that are gone close.
+      hub.closeLapsed(auth.principalLive, before.userId);
+    }
     return res;
   });
+
+  /**
+   * The browser session a successful answer hands the caller in place of the
+   * one it came with (now gone), or null.
+   */
+  async function newSessionOf(res: Response, before: Principal): Promise<string | null> {
+    if (before.via !== "cookie" || !before.authSessionId || auth.principalLive(before)) return null;
+    const cookie = res.headers.getSetCookie().map((c) => c.split(";")[0]!).join("; ");
+    if (!cookie) return null;
+    const p = await auth.authenticate(new Headers({ cookie }));
+    return p && p.userId === before.userId && p.via === "cookie" ? p.authSessionId : null;
+  }
 
   // What the sign-in screen needs before anyone is signed in.
   const setupDoc = routeDoc({
