@@ -212,6 +212,15 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     return errorResponse(c, 404, "not_found", `No route: ${c.req.method} ${c.req.path}`);
   });
 
+  // Behind https, browsers are told to use nothing else for a year (the
+  // relay's own host only: other names under its domain may serve http).
+  const hsts = baseUrl.startsWith("https:");
+  app.use("*", async (c, next) => {
+    await next();
+    c.header("x-content-type-options", "nosniff");
+    c.header("referrer-policy", "same-origin");
+    if (hsts) c.header("strict-transport-security", "max-age=31536000");
+  });
   // A page on a name that an attacker points at a loopback relay (DNS
   // rebinding) reaches it with its own name as Host: refused before anything.
   if (options.hostCheck) {
@@ -229,15 +238,6 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
       await next();
     });
   }
-  // Behind https, browsers are told to use nothing else for a year (the
-  // relay's own host only: other names under its domain may serve http).
-  const hsts = baseUrl.startsWith("https:");
-  app.use("*", async (c, next) => {
-    await next();
-    c.header("x-content-type-options", "nosniff");
-    c.header("referrer-policy", "same-origin");
-    if (hsts) c.header("strict-transport-security", "max-age=31536000");
-  });
 
   const healthDoc = routeDoc({
     tag: "Health",
