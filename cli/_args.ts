@@ -35,6 +35,26 @@ export function parseHttpUrl(value: string, what: string): string {
 }
 
 /**
+ * A comma-separated list of host names (`host[:port]`) or http(s) origins,
+ * e.g. `BATON_ALLOWED_HOSTS=relay.lan:7420,https://baton.example.com`.
+ */
+export function parseHostList(value: string, what: string): string[] {
+  return value.split(",").map((e) => e.trim()).filter((e) => e !== "").map((entry) => {
+    if (/^https?:\/\//i.test(entry)) return new URL(parseHttpUrl(entry, what)).origin;
+    let url: URL | null = null;
+    try {
+      url = new URL(`http://${entry}`);
+    } catch {
+      // Reported below.
+    }
+    if (!url || entry.includes("/") || entry.includes("@") || url.pathname !== "/") {
+      throw new UsageError(`Invalid ${what}: '${entry}' (expected host[:port] or an http(s) URL)`);
+    }
+    return url.host;
+  });
+}
+
+/**
  * The relay a command talks to: its flag (or variable) when given, else
  * `relayUrl` in `~/.baton/config.json`, else the local default.
  */

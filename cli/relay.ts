@@ -1,6 +1,13 @@
 import { join } from "node:path";
 import { serveRelay } from "../relay/mod.ts";
-import { homeDir, parseFlags, parseHttpUrl, parsePort, parsePositiveInt } from "./_args.ts";
+import {
+  homeDir,
+  parseFlags,
+  parseHostList,
+  parseHttpUrl,
+  parsePort,
+  parsePositiveInt,
+} from "./_args.ts";
 import { webClient } from "../web/mod.ts";
 
 export const RELAY_HELP = `Usage: baton relay [options]
@@ -17,12 +24,16 @@ Options:
                      the host is 0.0.0.0 or ::)
   --allow-signup     Let accounts beyond the first sign up (env BATON_ALLOW_SIGNUP=1)
   --trust-proxy      Take client IPs from X-Forwarded-For (env BATON_TRUST_PROXY=1)
+  --allowed-hosts <list>  Further names browsers use for the relay, comma separated
+                     host[:port] or http(s) origins (env BATON_ALLOWED_HOSTS); the
+                     base URL's host and localhost, 127.0.0.1, [::1] always are
   -h, --help         Show this help
 
 Environment:
   BATON_RELAY_EVENT_BUFFER_SIZE   Events kept in memory per session (default 1000)
   BATON_TRUSTED_ORIGINS           Extra browser origins allowed, comma separated
   BATON_WEBHOOK_CONNECT_TIMEOUT_MS  How long a webhook fire waits for its session (15000)
+  BATON_WEBHOOK_RATE_LIMIT        Signed fires each webhook takes per minute (60)
 `;
 
 /** Resolved relay settings from flags and environment. */
@@ -34,9 +45,11 @@ export function relaySettings(argv: string[]) {
     "base-url": { type: "string", env: "BATON_BASE_URL" },
     "allow-signup": { type: "boolean", env: "BATON_ALLOW_SIGNUP" },
     "trust-proxy": { type: "boolean", env: "BATON_TRUST_PROXY" },
+    "allowed-hosts": { type: "string", env: "BATON_ALLOWED_HOSTS" },
   });
   const buffer = Deno.env.get("BATON_RELAY_EVENT_BUFFER_SIZE");
   const connect = Deno.env.get("BATON_WEBHOOK_CONNECT_TIMEOUT_MS");
+  const fires = Deno.env.get("BATON_WEBHOOK_RATE_LIMIT");
   const origins = Deno.env.get("BATON_TRUSTED_ORIGINS");
   return {
     port: values.port !== undefined ? parsePort(values.port) : 7420,
@@ -45,12 +58,18 @@ export function relaySettings(argv: string[]) {
     ...(values["base-url"] ? { baseUrl: parseHttpUrl(values["base-url"], "--base-url") } : {}),
     allowSignup: values["allow-signup"] ?? false,
     trustProxy: values["trust-proxy"] ?? false,
+    allowedHosts: values["allowed-hosts"]
+      ? parseHostList(values["allowed-hosts"], "--allowed-hosts")
+      : [],
     eventBufferSize: buffer
       ? parsePositiveInt(buffer, "BATON_RELAY_EVENT_BUFFER_SIZE", 1_000_000)
       : 1000,
     webhookConnectTimeoutMs: connect
       ? parsePositiveInt(connect, "BATON_WEBHOOK_CONNECT_TIMEOUT_MS", 600_000)
       : 15_000,
+    ...(fires
+      ? { webhookFiresPerMinute: parsePositiveInt(fires, "BATON_WEBHOOK_RATE_LIMIT", 1_000_000) }
+      : {}),
     trustedOrigins: origins
       ? origins.split(",").map((o) => parseHttpUrl(o.trim(), "BATON_TRUSTED_ORIGINS"))
       : [],

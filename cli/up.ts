@@ -2,7 +2,14 @@ import { join } from "node:path";
 import { createKey, environmentForChildren, hashKey, serveRelay } from "../relay/mod.ts";
 import { ensureRunnerId, supervise } from "../runner/mod.ts";
 import { encodeBase64Url } from "../shared/mod.ts";
-import { homeDir, parseFlags, parseHttpUrl, parsePort, UsageError } from "./_args.ts";
+import {
+  homeDir,
+  parseFlags,
+  parseHostList,
+  parseHttpUrl,
+  parsePort,
+  UsageError,
+} from "./_args.ts";
 import { ask, askSecret, interactive } from "./_prompt.ts";
 import { untilSignal } from "./relay.ts";
 import { webClient } from "../web/mod.ts";
@@ -20,6 +27,8 @@ Options:
   --host <addr>       Address to bind (env BATON_HOST, default 127.0.0.1)
   --data-dir <dir>    Relay data (env BATON_DATA_DIR, default ~/.baton/relay)
   --base-url <url>    Public URL (env BATON_BASE_URL)
+  --allowed-hosts <list>  Further names browsers use for the relay, comma separated
+                      (env BATON_ALLOWED_HOSTS; see baton relay --help)
   --email <email>     Owner email on first start (env BATON_OWNER_EMAIL)
   --no-runner         Start only the relay
   -h, --help          Show this help
@@ -38,6 +47,7 @@ export async function upMain(argv: string[]): Promise<number> {
     host: { type: "string", env: "BATON_HOST" },
     "data-dir": { type: "string", env: "BATON_DATA_DIR" },
     "base-url": { type: "string", env: "BATON_BASE_URL" },
+    "allowed-hosts": { type: "string", env: "BATON_ALLOWED_HOSTS" },
     email: { type: "string", env: "BATON_OWNER_EMAIL" },
     "no-runner": { type: "boolean" },
   });
@@ -48,6 +58,9 @@ export async function upMain(argv: string[]): Promise<number> {
     port: values.port !== undefined ? parsePort(values.port) : 7420,
     dataDir,
     ...(values["base-url"] ? { baseUrl: parseHttpUrl(values["base-url"], "--base-url") } : {}),
+    ...(values["allowed-hosts"]
+      ? { allowedHosts: parseHostList(values["allowed-hosts"], "--allowed-hosts") }
+      : {}),
     log: (line) => console.error(`[relay] ${line}`),
   });
   const { relay, url } = served;

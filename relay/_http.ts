@@ -2,7 +2,7 @@ import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { z } from "zod";
 import type { Principal } from "./auth.ts";
-import { httpErrorOf, type RelayError } from "./errors.ts";
+import { httpErrorOf, RateLimited, type RelayError } from "./errors.ts";
 
 /**
  * An error of the HTTP edge itself (media type, body size, authentication,
@@ -36,6 +36,7 @@ export function errorResponse(
 /** The response for a domain error, through the one mapping of kinds to statuses. */
 export function relayErrorResponse(c: Context, err: RelayError): Response {
   const { status, body } = httpErrorOf(err);
+  if (err instanceof RateLimited) c.header("retry-after", String(err.retryAfterSeconds));
   return c.json(body, status);
 }
 

@@ -16,7 +16,7 @@ import {
   relayErrorResponse,
 } from "./_http.ts";
 import { Hub } from "./hub.ts";
-import { originCheck, requirePrincipal } from "./principal.ts";
+import { browserAccess, requirePrincipal } from "./principal.ts";
 import { scopeGuard } from "./scopes.ts";
 import { openApiRoute, routeDoc } from "./routes/_openapi.ts";
 import { accountRoutes } from "./routes/accounts.ts";
@@ -49,12 +49,26 @@ export interface RelayOptions {
   trustProxy?: boolean;
   /** Extra browser origins allowed besides the base URL's. */
   trustedOrigins?: string[];
+  /**
+   * Further names browsers reach the relay by (`host[:port]` or an http(s)
+   * origin), besides the base URL's and the loopback names.
+   */
+  allowedHosts?: string[];
+  /** The port the relay listens on, for its loopback names (default: the base URL's). */
+  port?: number;
+  /**
+   * Refuse (421) requests whose `Host` is none of the relay's names: what a
+   * relay on a loopback address does (serveRelay sets it), against DNS rebinding.
+   */
+  hostCheck?: boolean;
   /** Signing secret of sessions; default: read or create `<dataDir>/secret`. */
   authSecret?: string;
   /** Receives one line per notable incident. */
   log?: (line: string) => void;
   /** How long a webhook fire waits for its session to start (default 15 s). */
   webhookConnectTimeoutMs?: number;
+  /** Signed fires each webhook takes per minute (default 60). */
+  webhookFiresPerMinute?: number;
   /**
    * Builds the repositories over the opened database (the bench swaps in one
    * without a durable log); default {@linkcode Store}. A custom store also
@@ -120,8 +134,12 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   const checkpointer = startCheckpointer(db, dbPath);
   const store = options.store?.(db) ?? new Store(db);
   const baseUrl = options.baseUrl.replace(/\/+$/, "");
-  const baseOrigin = new URL(baseUrl).origin;
-  const trustedOrigins = [baseOrigin, ...(options.trustedOrigins ?? [])];
+  const access = browserAccess({
+    baseUrl,
+    ...(options.port ? { port: options.port } : {}),
+    allowedHosts: options.allowedHosts ?? [],
+    trustedOrigins: options.trustedOrigins ?? [],
+  });
   const trustProxy = options.trustProxy ?? false;
   const secret = options.authSecret ?? await loadSecret(options.dataDir);
   const allowSignup = options.allowSignup ?? false;
@@ -131,7 +149,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     baseUrl,
     secret,
     allowSignup,
-    trustedOrigins,
+    trustedOrigins: access.origins,
   });
   // The event log is written on this thread, or by a thread of its own while
   // the relay uses more than a core and for large commits (adaptiveCommit),
@@ -164,8 +182,9 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     box: await SecretBox.fromSecret(secret, "baton webhook secrets"),
     baseUrl,
     connectTimeoutMs: options.webhookConnectTimeoutMs ?? 15_000,
+    ...(options.webhookFiresPerMinute ? { firesPerMinute: options.webhookFiresPerMinute } : {}),
   });
-  const originAllowed = originCheck(baseUrl, trustedOrigins);
+  const originAllowed = access.originAllowed;
   const web = options.web;
 
   const app = new Hono<RelayEnv>();
@@ -198,11 +217,32 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     return errorResponse(c, 404, "not_found", `No route: ${c.req.method} ${c.req.path}`);
   });
 
+  // Behind https, browsers are told to use nothing else for a year (the
+  // relay's own host only: other names under its domain may serve http).
+  const hsts = baseUrl.startsWith("https:");
   app.use("*", async (c, next) => {
     await next();
     c.header("x-content-type-options", "nosniff");
     c.header("referrer-policy", "same-origin");
+    if (hsts) c.header("strict-transport-security", "max-age=31536000");
   });
+  // A page on a name that an attacker points at a loopback relay (DNS
+  // rebinding) reaches it with its own name as Host: refused before anything.
+  if (options.hostCheck) {
+    app.use("*", async (c, next) => {
+      if (!access.hostAllowed(c.req.raw)) {
+        const host = c.req.header("host") ?? "";
+        throw new HttpError(
+          421,
+          "bad_host",
+          `This relay does not answer to the host name: '${
+            host.slice(0, 200)
+          }' (see --allowed-hosts)`,
+        );
+      }
+      await next();
+    });
+  }
 
   const healthDoc = routeDoc({
     tag: "Health",

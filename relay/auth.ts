@@ -22,7 +22,7 @@ export interface AuthOptions {
   secret: string;
   /** Whether accounts beyond the first may sign up. */
   allowSignup: boolean;
-  /** Origins other than the base URL's that may call the auth endpoints. */
+  /** Every origin that may call the auth endpoints (see browserAccess). */
   trustedOrigins: string[];
 }
 
@@ -65,14 +65,19 @@ export async function createAuth(options: AuthOptions) {
     basePath: "/api/auth",
     logger: { disabled: true },
     telemetry: { enabled: false },
-    trustedOrigins: (request?: Request) => {
-      // A same-origin request (Origin equals the Host the browser connected
-      // to) is trusted too, so http://localhost and http://127.0.0.1 both work.
-      const host = request?.headers.get("host");
-      const proto = new URL(options.baseUrl).protocol;
-      return [...options.trustedOrigins, host ? `${proto}//${host}` : null];
+    // The base URL's, the loopback names' and the configured ones; never
+    // "whatever Host the request names" (DNS rebinding would pass that).
+    trustedOrigins: options.trustedOrigins,
+    emailAndPassword: {
+      enabled: true,
+      minPasswordLength: 8,
+      maxPasswordLength: 256,
+      // A sign-up does not sign in: better-auth then answers a sign-up with an
+      // email that has an account as it answers a new one (a made-up user, no
+      // session, after the same password hash), so sign-up does not tell
+      // which emails have accounts. The client signs in next.
+      autoSignIn: false,
     },
-    emailAndPassword: { enabled: true, minPasswordLength: 8, maxPasswordLength: 256 },
     session: {
       expiresIn: 60 * 60 * 24 * 30,
       updateAge: 60 * 60 * 24,
@@ -124,24 +129,68 @@ export async function createAuth(options: AuthOptions) {
     return turn;
   }
 
-  /** better-auth's own routes (`/api/auth/*`), with its sign-ups taken one at a time. */
-  function handler(req: Request): Promise<Response> {
-    const signingUp = new URL(req.url).pathname.includes("/sign-up/");
-    return signingUp ? oneSignUpAtATime(() => auth.handler(req)) : auth.handler(req);
+  /** Whether sign-up is closed: the relay has its owner and was not started with allowSignup. */
+  function signUpClosed(): boolean {
+    return !options.allowSignup && store.accounts.count() > 0;
   }
 
-  /** Creates an account with a password (one sign-up at a time); its id. */
-  async function signUpEmail(body: { email: string; password: string; name: string }) {
-    const res = await oneSignUpAtATime(() => auth.api.signUpEmail({ body }));
-    return res.user.id;
+  /**
+   * better-auth's own routes (`/api/auth/*`), with its sign-ups taken one at
+   * a time. A closed sign-up is refused before better-auth looks the email
+   * up, which would answer USER_ALREADY_EXISTS for an email with an account.
+   */
+  function handler(req: Request): Promise<Response> {
+    const signingUp = new URL(req.url).pathname.includes("/sign-up/");
+    if (!signingUp) return auth.handler(req);
+    return oneSignUpAtATime(() =>
+      signUpClosed() ? Promise.resolve(signUpClosedResponse()) : auth.handler(req)
+    );
+  }
+
+  /**
+   * The account whose password this is, or null, at the same cost either
+   * way: an unknown email costs a password hash too (as better-auth's own
+   * sign-in does), so the time taken does not tell which emails have
+   * accounts. Unlike a sign-in, it starts no browser session.
+   */
+  async function checkPassword(email: string, password: string): Promise<string | null> {
+    const ctx = await auth.$context;
+    const found = await ctx.internalAdapter.findUserByEmail(email.toLowerCase(), {
+      includeAccounts: true,
+    });
+    const hash = found?.accounts.find((a) =>
+      a.providerId === "credential" && a.accountId === found.user.id
+    )?.password;
+    if (!found || !hash) {
+      await ctx.password.hash(password);
+      return null;
+    }
+    return await ctx.password.verify({ hash, password }) ? found.user.id : null;
+  }
+
+  /**
+   * Creates an account with a password (one sign-up at a time): its id, or
+   * why not. Checked in its turn, after any sign-up before it finished.
+   */
+  function signUpEmail(
+    body: { email: string; password: string; name: string },
+  ): Promise<{ ok: true; userId: string } | { ok: false; reason: "closed" | "exists" }> {
+    return oneSignUpAtATime(async () => {
+      if (signUpClosed()) return { ok: false, reason: "closed" } as const;
+      // better-auth would answer a made-up user for an email it has (see autoSignIn).
+      if (store.accounts.idByEmail(body.email)) return { ok: false, reason: "exists" } as const;
+      const res = await auth.api.signUpEmail({ body });
+      return { ok: true, userId: res.user.id } as const;
+    });
   }
 
   // Cookie sessions seen in the last few seconds, so a busy client does not
-  // cost a database lookup and a signature check per request. Any change made
-  // through /api/auth (sign-out, password change) empties it at once.
+  // cost a database lookup and a signature check per request. A change made
+  // through /api/auth with a session (sign-out, password change, revoking
+  // sessions) forgets that user's entries at once; other users' stay.
   const cookieCache = new Map<string, { principal: Principal; until: number }>();
-  /** Bumped by every change through /api/auth, so a lookup that raced one is not cached. */
-  let generation = 0;
+  /** Per user, bumped by every such change, so a lookup that raced one is not cached. */
+  const generations = new Map<string, number>();
 
   /** The principal of a request: API key headers first, then the session cookie. */
   async function authenticate(headers: Headers): Promise<Principal | null> {
@@ -152,12 +201,12 @@ export async function createAuth(options: AuthOptions) {
     const now = Date.now();
     const hit = cookieCache.get(cookie);
     if (hit && hit.until > now) return hit.principal;
-    const asked = generation;
+    const asked = changesSeen;
     const s = await auth.api.getSession({ headers });
     if (!s) return null;
-    // A sign-out (or password change) finished while we asked: the session
-    // better-auth found may be gone now, and must not be cached.
-    const raced = asked !== generation;
+    // A sign-out (or password change) of this user finished while we asked:
+    // the session better-auth found may be gone now, and must not be cached.
+    const raced = (generations.get(s.user.id) ?? 0) > asked;
     if (raced && !authSessionLive(s.session.id)) return null;
     const principal: Principal = {
       userId: s.user.id,
@@ -175,11 +224,18 @@ export async function createAuth(options: AuthOptions) {
     cookieCache.set(cookie, { principal, until: Math.min(now + COOKIE_CACHE_MS, expires) });
     return principal;
   }
+  /** Changes forgotten so far (the last value given to `generations`). */
+  let changesSeen = 0;
 
-  /** Forgets every cached cookie session (after any change through /api/auth). */
-  function forgetSessions(): void {
-    generation++;
-    cookieCache.clear();
+  /**
+   * Forgets the cached cookie sessions of one user, after a change through
+   * /api/auth made with one of their sessions (it may have ended some).
+   */
+  function forgetSessions(userId: string): void {
+    generations.set(userId, ++changesSeen);
+    for (const [cookie, hit] of cookieCache) {
+      if (hit.principal.userId === userId) cookieCache.delete(cookie);
+    }
   }
 
   /**
@@ -231,6 +287,8 @@ export async function createAuth(options: AuthOptions) {
   return {
     auth,
     handler,
+    signUpClosed,
+    checkPassword,
     signUpEmail,
     authenticate,
     principalFromKey,
@@ -238,6 +296,17 @@ export async function createAuth(options: AuthOptions) {
     forgetSessions,
     principalLive,
   };
+}
+
+/** better-auth's refusal of a sign-up, in its shape, when sign-up is closed. */
+function signUpClosedResponse(): Response {
+  return Response.json(
+    {
+      code: "SIGNUP_CLOSED",
+      message: "Sign-up is closed on this relay (start it with --allow-signup)",
+    },
+    { status: 403 },
+  );
 }
 
 /** The key from `x-api-key` or `Authorization: Bearer`, or null when neither is sent. */

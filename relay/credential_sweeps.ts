@@ -20,7 +20,8 @@ export interface SweptLink {
 
 /** A viewer socket as the sweeps see it. */
 export interface SweptViewer {
-  readonly principal: Credential & { readonly userId: string };
+  /** Replaced when the browser session it was opened with is carried over (see carryOver). */
+  principal: Credential & { readonly userId: string };
   close(code: number, reason: string): void;
 }
 
@@ -63,6 +64,20 @@ export class CredentialSweeps {
     }
     for (const v of [...this.#opts.viewers()]) {
       if (v.principal.keyId === keyId) v.close(CloseCode.revoked, "API key revoked");
+    }
+  }
+
+  /**
+   * Moves the viewer sockets of `userId` opened with browser session `from`
+   * to session `to`: the same browser was handed `to` in place of `from` (a
+   * password change that signs out every session gives the one that made it
+   * a new one), so its sockets stay open while the others close.
+   */
+  carryOver(userId: string, from: string, to: string): void {
+    for (const v of this.#opts.viewers(userId)) {
+      if (v.principal.via === "cookie" && v.principal.authSessionId === from) {
+        v.principal = { ...v.principal, authSessionId: to };
+      }
     }
   }
 

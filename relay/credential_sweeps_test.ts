@@ -72,3 +72,21 @@ Deno.test("revoking a key closes its runner and viewer sockets at once; a user's
   assert.deepEqual(links.map((l) => l.closed.length), [1, 1]);
   assert.deepEqual(viewers.map((v) => v.closed.length), [1, 1]);
 });
+
+Deno.test("a browser session carried over keeps its user's sockets open under the new one; others close", () => {
+  const cookie = (id: string): Credential => ({ via: "cookie", keyId: null, authSessionId: id });
+  const viewers = [
+    socket("u1", cookie("old")),
+    socket("u1", cookie("other")),
+    socket("u2", cookie("old")),
+  ];
+  const sweeps = new CredentialSweeps({
+    links: () => [],
+    viewers: (userId) => viewers.filter((v) => userId === undefined || v.userId === userId),
+  });
+  sweeps.carryOver("u1", "old", "new");
+  assert.deepEqual(viewers.map((v) => v.principal.authSessionId), ["new", "other", "old"]);
+  const live = new Set(["new"]);
+  sweeps.closeLapsed((c) => live.has(c.authSessionId ?? ""), "u1");
+  assert.deepEqual(viewers.map((v) => v.closed.length), [0, 1, 0]);
+});

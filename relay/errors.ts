@@ -26,7 +26,9 @@ export type ErrorKind =
   /** The runner is not connected: nothing was sent. */
   | "offline"
   /** Nothing answered in time. */
-  | "timeout";
+  | "timeout"
+  /** Too many requests; {@linkcode RateLimited} says when to try again. */
+  | "rate_limited";
 
 /**
  * The HTTP status of each kind: the one mapping from meaning to status. Every
@@ -44,6 +46,7 @@ export const HTTP_STATUS = {
   unreachable: 502,
   offline: 503,
   timeout: 504,
+  rate_limited: 429,
 } as const satisfies Record<ErrorKind, number>;
 
 /** A status {@linkcode HTTP_STATUS} gives. */
@@ -59,6 +62,14 @@ export class RelayError extends Error {
   ) {
     super(message);
     this.name = "RelayError";
+  }
+}
+
+/** Too many requests: the answer carries `Retry-After`. */
+export class RateLimited extends RelayError {
+  constructor(code: string, message: string, readonly retryAfterSeconds: number) {
+    super("rate_limited", code, message);
+    this.name = "RateLimited";
   }
 }
 

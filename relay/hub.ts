@@ -191,6 +191,11 @@ export class Hub implements RunnerHub, ViewerHub {
     this.feed.sessionChanged(sessionId);
   }
 
+  /** Keeps the viewer sockets of browser session `from` open under session `to` (same browser). */
+  carryOverSession(userId: string, from: string, to: string): void {
+    this.credentials.carryOver(userId, from, to);
+  }
+
   /** Closes the sockets whose key or browser session lapsed (all, or `userId`'s). */
   closeLapsed(live: (c: Credential) => boolean, userId?: string): void {
     this.credentials.closeLapsed(live, userId);

@@ -71,7 +71,10 @@ export async function serveRelay(options: ServeRelayOptions): Promise<ServedRela
   const wildcard = options.hostname === "0.0.0.0" || options.hostname === "::";
   const baseUrl = options.baseUrl ?? (wildcard ? `http://localhost:${port}` : url);
   try {
-    relay = await createRelay({ ...options, baseUrl });
+    // On a loopback address, only the relay's own names are answered: a
+    // browser page cannot reach it under a name of its choosing.
+    const loopback = /^(localhost|127\.\d+\.\d+\.\d+|::1|\[::1\])$/i.test(options.hostname);
+    relay = await createRelay({ hostCheck: loopback, ...options, baseUrl, port });
   } catch (err) {
     await server.shutdown();
     throw err;

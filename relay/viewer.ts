@@ -32,7 +32,8 @@ export class Viewer implements FanoutViewer {
 
   constructor(
     readonly socket: WebSocket,
-    readonly principal: Principal,
+    /** Replaced only when its browser session is carried over to a new one. */
+    public principal: Principal,
     /** Called once when the relay gives up on this viewer (see VIEWER_MAX_UNREAD). */
     readonly onDropped: (v: Viewer) => void = () => {},
   ) {}

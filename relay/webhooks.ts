@@ -10,7 +10,16 @@ import type { CreateWebhookRequest, UpdateWebhookRequest } from "../shared/api.t
 import type { DeliveredTrigger } from "../shared/protocol.ts";
 import { filtersMatch } from "../shared/triggers.ts";
 import { type Clock, isoNow, systemClock } from "./_clock.ts";
-import { conflict, invalid, notFound, rejected, RelayError, timeout } from "./errors.ts";
+import {
+  conflict,
+  invalid,
+  notFound,
+  RateLimited,
+  rejected,
+  RelayError,
+  timeout,
+} from "./errors.ts";
+import { RateLimiter } from "./rate_limit.ts";
 import type { RunnerPresence } from "./runner_registry.ts";
 import type { SecretBox } from "./secret_box.ts";
 import type { SessionControl } from "./session_service.ts";
@@ -20,8 +29,10 @@ import { MAX_SKEW_MS, verifyWebhook } from "../shared/webhook_signing.ts";
 
 /** Largest webhook body accepted. */
 export const MAX_WEBHOOK_BODY = 1024 * 1024;
-/** How long GitHub and Standard Webhooks delivery ids are remembered. */
+/** How long GitHub and Standard Webhooks delivery ids (and GitHub bodies) are remembered. */
 const DELIVERY_TTL_MS = 24 * 60 * 60_000;
+/** Signed fires a webhook takes per minute by default: far above a CI's fan-out, far below a flood. */
+export const DEFAULT_WEBHOOK_FIRES_PER_MINUTE = 60;
 
 /** A new webhook: the request body, checked by the route. */
 export type WebhookInput = CreateWebhookRequest;
@@ -43,6 +54,8 @@ export interface WebhooksOptions {
   baseUrl: string;
   /** How long a fire waits for its session to start. */
   connectTimeoutMs: number;
+  /** Signed fires each webhook takes per minute (default 60); more get 429. */
+  firesPerMinute?: number;
   clock?: Clock;
 }
 
@@ -58,6 +71,9 @@ export class Webhooks {
   #noncesPrunedAt = 0;
   /** Deliveries (by webhook and delivery id) whose session is still starting. */
   readonly #inflight = new Map<string, Promise<FireResult>>();
+  /** Fires per webhook in the last minute (in memory: a restart forgets a minute at most). */
+  readonly #fires: RateLimiter;
+  readonly #firesPerMinute: number;
 
   readonly store: Store;
   readonly #opts: WebhooksOptions;
@@ -67,6 +83,12 @@ export class Webhooks {
     this.#opts = options;
     this.store = options.store;
     this.#clock = options.clock ?? systemClock;
+    this.#firesPerMinute = options.firesPerMinute ?? DEFAULT_WEBHOOK_FIRES_PER_MINUTE;
+    this.#fires = new RateLimiter({
+      limit: this.#firesPerMinute,
+      windowMs: 60_000,
+      now: () => this.#clock.now(),
+    });
   }
 
   /** The API view of a webhook; the secret only when asked for. */
@@ -85,6 +107,7 @@ export class Webhooks {
       filters: w.filters,
       filterMode: w.filterMode,
       enabled: w.enabled,
+      requireReplayProtection: w.requireReplayProtection,
       url: `${this.#opts.baseUrl}/api/webhooks/${w.id}/fire`,
       createdAt: w.createdAt,
       updatedAt: w.updatedAt,
@@ -135,6 +158,7 @@ export class Webhooks {
       filters: body.filters ?? [],
       filterMode: body.filterMode ?? "and",
       enabled: true,
+      requireReplayProtection: body.requireReplayProtection ?? true,
       createdAt: now,
       updatedAt: now,
     };
@@ -156,6 +180,9 @@ export class Webhooks {
     if (body.filters !== undefined) w.filters = body.filters ?? [];
     if (body.filterMode !== undefined) w.filterMode = body.filterMode ?? "and";
     if (body.enabled !== undefined) w.enabled = body.enabled;
+    if (body.requireReplayProtection !== undefined) {
+      w.requireReplayProtection = body.requireReplayProtection;
+    }
     w.updatedAt = isoNow(this.#clock);
     this.store.webhooks.save(w);
     return await this.view(w, false);
@@ -174,17 +201,29 @@ export class Webhooks {
     const now = this.#clock.now();
     const v = await verifyWebhook(await this.#secret(w), headers, raw, now);
     if (!v.ok) throw new RelayError("unauthorized", "bad_signature", v.message);
+    const bodyKey = this.#replayCheck(w, v, headers);
+    const limited = this.#fires.hit(w.id);
+    if (!limited.ok) {
+      throw new RateLimited(
+        "rate_limited",
+        `Too many deliveries to this webhook: at most ${this.#firesPerMinute} a minute`,
+        limited.retryAfterSeconds,
+      );
+    }
 
+    this.#pruneNonces(now);
     if (v.nonce !== undefined) {
-      this.#pruneNonces(now);
       if (this.store.webhooks.nonceUsedUntil(w.id, v.nonce) > now) {
         throw conflict("nonce_reused", "This nonce was already used in the last 5 minutes");
       }
     }
     // A nonce stays used for as long as its timestamp is accepted: up to 5
     // minutes past the time it was signed, which may be ahead of ours.
+    // A GitHub body stays used (under its signature) as long as delivery ids are remembered.
     const nonce = v.nonce !== undefined
       ? { nonce: v.nonce, until: Math.max(now, v.signedAt ?? now) + MAX_SKEW_MS }
+      : bodyKey !== null
+      ? { nonce: bodyKey, until: now + DELIVERY_TTL_MS }
       : null;
     if (!v.deliveryId) return await this.#deliver(w, headers, raw, nonce);
     const key = `${w.id}:${v.deliveryId}`;
@@ -207,6 +246,11 @@ export class Webhooks {
       // The first attempt failed: this one tries again, unless another retry
       // that waited with it already has (look again after the await).
     }
+    // Not a redelivery, yet the same signed body: a captured request sent
+    // again with a delivery id of the sender's choosing (GitHub signs the body only).
+    if (bodyKey !== null && this.store.webhooks.nonceUsedUntil(w.id, bodyKey) > now) {
+      throw conflict("replayed", "This body was already delivered under another delivery id");
+    }
     const attempt = this.#deliver(w, headers, raw, nonce).then((r) => {
       if (r.body.sessionId) {
         this.store.webhooks.recordDelivery(
@@ -225,6 +269,35 @@ export class Webhooks {
     } finally {
       if (this.#inflight.get(key) === attempt) this.#inflight.delete(key);
     }
+  }
+
+  /**
+   * With `requireReplayProtection`, refuses legacy (body-only) signatures and GitHub's without a
+   * delivery id; for a GitHub delivery, the key its body is remembered under; else null.
+   */
+  #replayCheck(
+    w: WebhookRecord,
+    v: { mode: string; deliveryId?: string },
+    headers: Headers,
+  ): string | null {
+    if (!w.requireReplayProtection) return null;
+    if (v.mode === "legacy") {
+      throw new RelayError(
+        "unauthorized",
+        "replay_protection_required",
+        "This webhook does not take legacy signatures (they can be replayed): sign with " +
+          "X-Webhook-Timestamp and X-Webhook-Nonce, or turn off its replay protection",
+      );
+    }
+    if (v.mode !== "github") return null;
+    if (!v.deliveryId) {
+      throw new RelayError(
+        "unauthorized",
+        "replay_protection_required",
+        "This webhook takes GitHub deliveries only with X-GitHub-Delivery",
+      );
+    }
+    return `github:${headers.get("x-hub-signature-256")!.toLowerCase()}`;
   }
 
   /** Everything after the signature: JSON, filters, then the session. */

@@ -418,6 +418,12 @@ export interface Webhook {
   filters: TriggerFilter[];
   filterMode: FilterMode;
   enabled: boolean;
+  /**
+   * Refuse deliveries a captured copy of could start sessions again: legacy
+   * (body-only) signatures, and GitHub's without `X-GitHub-Delivery` or whose
+   * body came before under another delivery id. New webhooks: true.
+   */
+  requireReplayProtection: boolean;
   /** `<base URL>/api/webhooks/<id>/fire`. */
   url: string;
   createdAt: string;
@@ -435,6 +441,8 @@ export interface CreateWebhookRequest {
   eventFilter?: string[] | null;
   filters?: TriggerFilter[] | null;
   filterMode?: FilterMode | null;
+  /** Default true. */
+  requireReplayProtection?: boolean;
 }
 
 /** `PUT /api/webhooks/{id}`: any creation field (`null` clears it), and `enabled`. */

@@ -549,7 +549,7 @@ Deno.test("the relay refuses a runner hello with an unknown or revoked key", asy
   assert.deepEqual(runners, []);
 });
 
-Deno.test("a password change that signs out the other browsers closes their viewer sockets", async () => {
+Deno.test("a password change that signs out the other browsers closes their viewer sockets and keeps this browser's", async () => {
   await using relay = await startTestRelay();
   const user = await signUp(relay.url, { password: PASSWORD });
   const otherCookie = await signIn(relay.url, user.email, PASSWORD);
@@ -586,17 +586,23 @@ Deno.test("a password change that signs out the other browsers closes their view
     const newCookie = res.headers.getSetCookie().map((c) => c.split(";")[0]).join("; ");
     assert.ok(newCookie.startsWith("baton"), "a new session cookie");
 
-    for (const [v, who] of [[there, "the other browser"], [here, "this browser's old session"]]) {
-      const closed = await within((v as Viewer).closed, 10_000, `${who}: viewer socket closed`);
-      assert.equal(closed.code, 4401);
-    }
+    const closed = await within(there.closed, 10_000, "the other browser's viewer socket closed");
+    assert.equal(closed.code, 4401, "closed as a revoked key's sockets are");
     for (const cookie of [otherCookie, user.cookie]) {
       const r = await fetch(`${relay.url}/api/runners`, { headers: { cookie } });
       assert.equal(await errorCode(r, 401), "unauthorized");
     }
+    // This browser's socket carried over to the session it was handed: it stays
+    // open, also through the next check of every socket of the account.
+    const again = await fetch(
+      `${relay.url}/api/auth/update-user`,
+      json("POST", { name: "Renamed again" }, { cookie: newCookie, origin: relay.url }),
+    );
+    assert.equal(again.status, 200, await again.text());
     // API keys keep their sockets, and the new cookie opens one.
     fresh = await Viewer.connect(relay.url, { cookie: newCookie });
-    for (const v of [byKey, fresh]) await served(v, "no-such-session-2");
+    for (const v of [here, byKey, fresh]) await served(v, "no-such-session-2");
+    assert.equal(here.closeEvent, null, "this browser's socket stays open");
   } finally {
     for (const v of [here, there, byKey, fresh]) await v?.close();
   }

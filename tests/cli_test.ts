@@ -338,6 +338,17 @@ Deno.test("baton rejects command-line mistakes with exit code 2 and one line", a
     },
     { name: "a stray positional argument", args: [...relay, "extra"], re: /extra/ },
     {
+      name: "an allowed host with a path",
+      args: [...relay, "--allowed-hosts", "relay.lan,relay.lan/x"],
+      re: /--allowed-hosts.*relay\.lan\/x/,
+    },
+    {
+      name: "BATON_ALLOWED_HOSTS with a URL that is not http(s)",
+      args: relay,
+      env: { BATON_ALLOWED_HOSTS: "ftp://relay.lan" },
+      re: /--allowed-hosts.*ftp/,
+    },
+    {
       name: "BATON_SLEEP_AFTER that is not a duration",
       args: ["runner"],
       env: {

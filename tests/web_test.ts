@@ -494,6 +494,8 @@ Deno.test("automations: a webhook is created with its secret shown once, toggled
     await page.getByLabel("Source").fill("GitHub <b>Actions</b>");
     await page.getByLabel("Folder").first().fill(w.home);
     await page.getByLabel("Event filter").fill("issues.opened");
+    const replay = page.getByRole("checkbox", { name: "Refuse replayable deliveries" });
+    assert.equal(await replay.isChecked(), true, "a new webhook refuses replayable signing");
     await page.getByRole("button", { name: "Create webhook" }).click();
     const secret = await page.locator("#new-key-value").innerText();
     assert.match(secret, /^[0-9a-f]{64}$/);
@@ -508,6 +510,18 @@ Deno.test("automations: a webhook is created with its secret shown once, toggled
     const head = page.locator(".webhook-item", { hasText: "Issues" }).locator(".webhook-head");
     await head.getByText("GitHub <b>Actions</b>", { exact: true }).waitFor();
     assert.equal(await head.locator("b").count(), 0);
+
+    assert.equal(hook.requireReplayProtection, true);
+    // The editor turns the replay protection off, and the list says so.
+    await page.locator(".webhook-item", { hasText: "Issues" }).getByRole("button", { name: "Edit" })
+      .click();
+    await page.getByRole("checkbox", { name: "Refuse replayable deliveries" }).uncheck();
+    await page.getByRole("button", { name: "Save" }).click();
+    await head.getByText("replayable", { exact: true }).waitFor();
+    assert.equal(
+      (await (await w.user.api(`/api/webhooks/${hook.id}`)).json()).webhook.requireReplayProtection,
+      false,
+    );
 
     await page.getByRole("checkbox", { name: "Enabled" }).uncheck();
     await page.getByText("disabled", { exact: true }).waitFor();

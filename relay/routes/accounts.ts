@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import type { RegisterRequest, RegisterResponse, SetupStatusResponse } from "../../shared/api.ts";
-import { type Auth, CLIENT_IP_HEADER } from "../auth.ts";
+import { type Auth, CLIENT_IP_HEADER, type Principal } from "../auth.ts";
 import { clientIp, HttpError, MAX_JSON_BODY, readBody, readJson, type RelayEnv } from "../_http.ts";
 import type { Hub } from "../hub.ts";
 import { RateLimiter } from "../rate_limit.ts";
@@ -20,7 +20,7 @@ export interface AccountRoutesOptions {
   auth: Auth;
   store: Store;
   /** Closes the sockets of browser sessions a sign-out or password change ended. */
-  hub: Pick<Hub, "closeLapsed">;
+  hub: Pick<Hub, "closeLapsed" | "carryOverSession">;
   allowSignup: boolean;
   trustProxy: boolean;
 }
@@ -51,12 +51,32 @@ export function accountRoutes(options: AccountRoutesOptions): Hono<RelayEnv> {
     const changing = raw.method !== "GET";
     const before = changing ? await auth.authenticate(c.req.raw.headers) : null;
     const res = await auth.handler(req);
-    if (changing) auth.forgetSessions();
-    // Sign-out, a password change that revokes the other sessions, revoking
-    // sessions: the viewer sockets of browser sessions that are gone close.
-    if (before && res.ok) hub.closeLapsed(auth.principalLive, before.userId);
+    // Only a change made with a session can end sessions (sign-out, a password
+    // change, revoking sessions), and only that user's: a sign-in, right or
+    // wrong, leaves every cached session cached.
+    if (before) auth.forgetSessions(before.userId);
+    if (before && res.ok) {
+      // A password change that signs every session out hands this browser a
+      // new one: its open sockets carry over to it instead of closing.
+      const handed = await newSessionOf(res, before);
+      if (handed) hub.carryOverSession(before.userId, before.authSessionId!, handed);
+      // The viewer sockets of that user's browser sessions that are gone close.
+      hub.closeLapsed(auth.principalLive, before.userId);
+    }
     return res;
   });
+
+  /**
+   * The browser session a successful answer hands the caller in place of the
+   * one it came with (now gone), or null.
+   */
+  async function newSessionOf(res: Response, before: Principal): Promise<string | null> {
+    if (before.via !== "cookie" || !before.authSessionId || auth.principalLive(before)) return null;
+    const cookie = res.headers.getSetCookie().map((c) => c.split(";")[0]!).join("; ");
+    if (!cookie) return null;
+    const p = await auth.authenticate(new Headers({ cookie }));
+    return p && p.userId === before.userId && p.via === "cookie" ? p.authSessionId : null;
+  }
 
   // What the sign-in screen needs before anyone is signed in.
   const setupDoc = routeDoc({
@@ -81,7 +101,8 @@ export function accountRoutes(options: AccountRoutesOptions): Hono<RelayEnv> {
     errors: {
       400: "`password_too_short`: a new account's password under 8 characters",
       401: "`invalid_credentials`: wrong email or password (or an unknown email without `name`)",
-      403: "`signup_closed`",
+      403: "`signup_closed`: with `name`, on a relay with its owner and sign-up closed, when " +
+        "the email and password open no account (whether the email has one or not)",
       429: "`rate_limited`: see `Retry-After`",
     },
   });
@@ -94,20 +115,26 @@ export function accountRoutes(options: AccountRoutesOptions): Hono<RelayEnv> {
     }
     const body = await readJson(c, Register);
     const email = body.email.toLowerCase();
-    let userId = auth.userIdByEmail(email);
-    if (userId) {
-      const ok = await auth.auth.api.signInEmail({ body: { email, password: body.password } })
-        .then(() => true, () => false);
-      if (!ok) throw new HttpError(401, "invalid_credentials", "Invalid email or password");
-    } else {
+    // An email with an account and one without answer alike, at the same
+    // cost (checkPassword hashes either way): status, code and message say
+    // nothing about which emails have accounts. Only an open sign-up has to
+    // tell, by creating the account.
+    let userId = await auth.checkPassword(email, body.password);
+    if (!userId) {
       if (!body.name) throw new HttpError(401, "invalid_credentials", "Invalid email or password");
-      if (!allowSignup && store.accounts.count() > 0) {
-        throw new HttpError(403, "signup_closed", "Sign-up is closed on this relay");
-      }
-      if (body.password.length < 8) {
+      if (body.password.length < 8 && !auth.signUpClosed()) {
         throw new HttpError(400, "password_too_short", "Password must have at least 8 characters");
       }
-      userId = await auth.signUpEmail({ email, password: body.password, name: body.name });
+      const made = await auth.signUpEmail({ email, password: body.password, name: body.name });
+      if (!made.ok && made.reason === "closed") {
+        throw new HttpError(
+          403,
+          "signup_closed",
+          "Sign-up is closed on this relay, and this email and password open no account",
+        );
+      }
+      if (!made.ok) throw new HttpError(401, "invalid_credentials", "Invalid email or password");
+      userId = made.userId;
     }
     const created = await createKey(store, userId, { name: "cli" });
     return c.json({ ok: true, key: created.key } satisfies RegisterResponse);

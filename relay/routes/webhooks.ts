@@ -38,6 +38,7 @@ const WebhookCreate = requestSchema<CreateWebhookRequest>()(
     eventFilter: EventFilter.nullable().optional(),
     filters: FiltersSchema.nullable().optional(),
     filterMode: FilterModeSchema.nullable().optional(),
+    requireReplayProtection: z.boolean().optional(),
   }).strict(),
 );
 
@@ -128,8 +129,9 @@ export function webhookFireRoute(webhooks: Webhooks): Hono {
     tag: "Webhooks",
     summary: "Fire a webhook: start a session with the body as its trigger",
     description: "Checked in this order: Content-Type and size, the webhook exists and is " +
-      "enabled, the signature (and its timestamp, ±5 minutes), the nonce, a redelivery, the " +
-      "body, the event filter and filters, then the session is spawned. See docs/api.md.",
+      "enabled, the signature (and its timestamp, ±5 minutes), the replay protection, the " +
+      "webhook's rate limit, the nonce, a redelivery, the body, the event filter and filters, " +
+      "then the session is spawned. See docs/api.md.",
     auth: "signature",
     requestBody: {
       required: true,
@@ -140,9 +142,15 @@ export function webhookFireRoute(webhooks: Webhooks): Hono {
       "`{ok: true, filtered: true}` when the filters did not match (nothing started)",
     errors: {
       400: "`bad_content_type` (not application/json), `bad_json` (not a JSON object)",
-      401: "`bad_signature`: missing, wrong or out of date",
+      401: "`bad_signature`: missing, wrong or out of date; `replay_protection_required`: a " +
+        "legacy signature, or GitHub's without `X-GitHub-Delivery`, on a webhook with " +
+        "`requireReplayProtection`",
       404: "`not_found`: no such webhook, or it is disabled",
-      409: "`nonce_reused`",
+      409:
+        "`nonce_reused`; `replayed`: a GitHub body already delivered under another delivery id " +
+        "(with `requireReplayProtection`)",
+      429: "`rate_limited`: more fires of this webhook in the last minute than the relay's limit " +
+        "(60 by default); see `Retry-After`. Nothing started",
       413: "`body_too_large`: over 1 MiB",
       500: "`no_runner`, `secret_unreadable` (the relay's secret file changed)",
       502: "`runner_rejected`: the runner did not start the session",

@@ -205,6 +205,15 @@ const MIGRATIONS: Migration[] = [
       ALTER TABLE api_keys ADD COLUMN scope TEXT NOT NULL DEFAULT 'full';
       ALTER TABLE api_keys ADD COLUMN runner_id TEXT;
       UPDATE api_keys SET scope = 'runner' WHERE kind = 'runner';
+      `,
+  },
+  {
+    // New webhooks refuse deliveries that can be replayed (legacy signing,
+    // GitHub's without a delivery id); existing ones keep what they accepted.
+    version: 7,
+    name: "webhooks may require replay protection",
+    sql: `
+      ALTER TABLE webhooks ADD COLUMN require_replay_protection INTEGER NOT NULL DEFAULT 0;
     `,
   },
 ];

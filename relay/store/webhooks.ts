@@ -18,6 +18,8 @@ export interface WebhookRecord {
   filters: TriggerFilter[];
   filterMode: FilterMode;
   enabled: boolean;
+  /** Refuse legacy signing and GitHub deliveries without an id; remember GitHub bodies. */
+  requireReplayProtection: boolean;
   createdAt: string;
   updatedAt: string;
 }
@@ -36,6 +38,7 @@ interface Row {
   filters: string;
   filter_mode: string;
   enabled: number;
+  require_replay_protection: number;
   created_at: string;
   updated_at: string;
 }
@@ -55,6 +58,7 @@ function fromRow(r: Row): WebhookRecord {
     filters: JSON.parse(r.filters),
     filterMode: r.filter_mode === "or" ? "or" : "and",
     enabled: r.enabled === 1,
+    requireReplayProtection: r.require_replay_protection === 1,
     createdAt: r.created_at,
     updatedAt: r.updated_at,
   };
@@ -72,12 +76,14 @@ export class WebhooksRepo {
   save(w: WebhookRecord): void {
     this.#sql.sql(
       `INSERT INTO webhooks (id, user_id, name, source, secret_enc, runner_id, cwd, prompt, model,
-         event_filter, filters, filter_mode, enabled, created_at, updated_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+         event_filter, filters, filter_mode, enabled, require_replay_protection, created_at,
+         updated_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT (id) DO UPDATE SET name = excluded.name, source = excluded.source,
          runner_id = excluded.runner_id, cwd = excluded.cwd, prompt = excluded.prompt,
          model = excluded.model, event_filter = excluded.event_filter, filters = excluded.filters,
          filter_mode = excluded.filter_mode, enabled = excluded.enabled,
+         require_replay_protection = excluded.require_replay_protection,
          updated_at = excluded.updated_at`,
     ).run(
       w.id,
@@ -93,6 +99,7 @@ export class WebhooksRepo {
       JSON.stringify(w.filters),
       w.filterMode,
       w.enabled ? 1 : 0,
+      w.requireReplayProtection ? 1 : 0,
       w.createdAt,
       w.updatedAt,
     );

@@ -48,7 +48,10 @@ export async function rawRequest(port: number, req: RawRequest): Promise<RawResp
   try {
     const body = typeof req.body === "string" ? encoder.encode(req.body) : req.body;
     const headers = req.headers ?? {};
-    let head = `${req.method} ${req.target} HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\n`;
+    // A Host of the caller's replaces the default one (fetch cannot send one).
+    const named = Object.keys(headers).some((k) => k.toLowerCase() === "host");
+    let head = `${req.method} ${req.target} HTTP/1.1\r\n` +
+      (named ? "" : `host: 127.0.0.1:${port}\r\n`);
     if (!Object.keys(headers).some((k) => k.toLowerCase() === "connection")) {
       head += "connection: close\r\n";
     }
@@ -192,7 +195,9 @@ export async function openRawWebSocket(
   const conn = await Deno.connect({ hostname: "127.0.0.1", port });
   try {
     const key = btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(16))));
-    let head = `GET ${path} HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nupgrade: websocket\r\n` +
+    const named = Object.keys(headers).some((k) => k.toLowerCase() === "host");
+    let head = `GET ${path} HTTP/1.1\r\n${named ? "" : `host: 127.0.0.1:${port}\r\n`}` +
+      `upgrade: websocket\r\n` +
       `connection: Upgrade\r\nsec-websocket-key: ${key}\r\nsec-websocket-version: 13\r\n`;
     for (const [k, v] of Object.entries(headers)) head += `${k}: ${v}\r\n`;
     await writeAll(conn, encoder.encode(head + "\r\n"));

@@ -162,6 +162,12 @@ export async function takeScreenshots(): Promise<string[]> {
       await page.goto(`${relay.url}/automations`);
       await page.waitForSelector(".webhook-item");
       await shot(page, `automations-desktop${suffix}`);
+      if (!dark) {
+        await page.getByRole("button", { name: "New webhook" }).click();
+        await page.getByLabel("Name").fill("Deploys");
+        await page.getByRole("checkbox", { name: "Refuse replayable deliveries" }).waitFor();
+        await shot(page, "webhook-editor-desktop");
+      }
 
       await page.goto(`${relay.url}/session/${working}`);
       await page.waitForSelector(".seg");
@@ -214,6 +220,12 @@ export async function takeScreenshots(): Promise<string[]> {
     await phone.goto(`${relay.url}/session/${failing}`);
     await phone.waitForSelector("text=three cases");
     await shot(phone, "tool-failed-phone");
+    await phone.goto(`${relay.url}/automations`);
+    await phone.getByRole("button", { name: "New webhook" }).click();
+    await phone.getByLabel("Name").fill("Deploys");
+    await phone.getByRole("checkbox", { name: "Refuse replayable deliveries" })
+      .scrollIntoViewIfNeeded();
+    await shot(phone, "webhook-editor-phone");
     await user.api(`/api/sessions/${working}/input`, json("POST", { kind: "abort" }));
 
     // Last, as it restarts the runner: a first turn cut short by a crash.

@@ -26,13 +26,22 @@ export function SignIn() {
     setBusy(true);
     setError(null);
     try {
-      if (mode === "signin") {
-        await api("/api/auth/sign-in/email", { method: "POST", body: { email, password } });
-      } else {
+      if (mode !== "signin") {
+        // The relay answers a sign-up alike whether or not the email has an
+        // account (so it cannot be used to find out); signing in tells.
         await api("/api/auth/sign-up/email", {
           method: "POST",
           body: { name: name || email.split("@")[0], email, password },
         });
+      }
+      try {
+        await api("/api/auth/sign-in/email", { method: "POST", body: { email, password } });
+      } catch (err) {
+        if (mode === "signin") throw err;
+        throw new Error(
+          "Could not sign in with this email and password. If the email already has an " +
+            "account, sign in with its password.",
+        );
       }
       await loadMe();
       // Signed in from an address the app has no page for (a bookmarked /login):

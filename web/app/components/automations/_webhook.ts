@@ -17,6 +17,8 @@ export interface WebhookDraft {
   model: string;
   prompt: string;
   eventFilter: string;
+  /** Refuse legacy signing and GitHub deliveries without a delivery id. */
+  requireReplayProtection: boolean;
 }
 
 /** The draft that edits `w`, or a new webhook's (on a connected runner when there is one). */
@@ -30,6 +32,7 @@ export function draftOf(w?: Webhook): WebhookDraft {
     model: w?.model ? modelValue(w.model) : "",
     prompt: w?.prompt ?? "",
     eventFilter: (w?.eventFilter ?? []).join(", "),
+    requireReplayProtection: w?.requireReplayProtection ?? true,
   };
 }
 
@@ -43,6 +46,7 @@ export function bodyOf(d: WebhookDraft): CreateWebhookRequest {
     prompt: d.prompt.trim() || null,
     model: modelRef(d.model),
     eventFilter: d.eventFilter.split(",").map((s) => s.trim()).filter(Boolean),
+    requireReplayProtection: d.requireReplayProtection,
   };
 }
 

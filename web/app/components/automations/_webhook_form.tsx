@@ -76,6 +76,22 @@ export function WebhookForm(
           placeholder="What should the agent do with each delivery?"
         />
       </label>
+      <div class="span2">
+        <label class="check">
+          <input
+            type="checkbox"
+            name="requireReplayProtection"
+            checked={d.requireReplayProtection}
+            onChange={(e) => setD({ ...d, requireReplayProtection: e.currentTarget.checked })}
+          />
+          Refuse replayable deliveries
+        </label>
+        <span class="hint">
+          {d.requireReplayProtection
+            ? "Legacy signing (body only) and GitHub deliveries without X-GitHub-Delivery are refused, so a captured request cannot start a session again."
+            : "Legacy signing and GitHub deliveries without a delivery id are accepted: anyone holding a copy of one can send it again."}
+        </span>
+      </div>
       {error && <p class="error span2" role="alert">{error}</p>}
       <div class="span2 actions">
         <button class="btn primary" type="submit">{submitLabel}</button>

@@ -151,6 +151,7 @@ function WebhookSummary(
         <strong>{w.name}</strong>
         <span class="badge">{w.source}</span>
         {!w.enabled && <span class="badge">disabled</span>}
+        {!w.requireReplayProtection && <span class="badge">replayable</span>}
         <label class="check switch">
           <input
             type="checkbox"
