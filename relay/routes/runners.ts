@@ -21,10 +21,18 @@ const ModelRef = z.object({
   id: z.string().min(1).max(200),
 });
 
+/**
+ * A path a runner will resolve: no NUL (which no system call takes; the
+ * runner failed with a 502) and no other control character.
+ */
+const PathString = z.string().max(4096)
+  .regex(/^[^\p{Cc}]*$/u, "Path must not contain NUL or other control characters");
+
 const Spawn = requestSchema<SpawnSessionRequest>()(z.object({
   runnerId: z.string().min(1).max(100),
-  prompt: z.string().max(200_000).optional().default(""),
-  cwd: z.string().max(4096).nullable().optional(),
+  // Its length is checked by the session service (text_too_long), like every input's.
+  prompt: z.string().optional().default(""),
+  cwd: PathString.nullable().optional(),
   model: ModelRef.nullable().optional(),
 }));
 
@@ -33,7 +41,7 @@ const RunnerRef = requestSchema<RunnerRequest>()(
 );
 
 const FolderRef = requestSchema<DismissFolderRequest>()(
-  z.object({ path: z.string().min(1).max(4096) }),
+  z.object({ path: PathString.min(1) }),
 );
 
 const NOT_FOUND = { 404: "`not_found`: no such runner, or not the caller's" } as const;
@@ -61,7 +69,9 @@ export function runnerRoutes(runners: RunnerRegistry, sessions: SessionService):
     body: Spawn,
     ok: "`{sessionId, shareUrl}`, once the runner started the session's worker",
     errors: {
-      400: "`cwd_outside_roots`, `cwd_not_found`, `bad_request`, `unknown_model` (the runner's)",
+      400: "`invalid_body` (a `cwd` with NUL or another control character, ...), " +
+        "`text_too_long` (a prompt over 200,000 characters), " +
+        "`cwd_outside_roots`, `cwd_not_found`, `bad_request`, `unknown_model` (the runner's)",
       ...NOT_FOUND,
       ...RUNNER_ERRORS,
     },

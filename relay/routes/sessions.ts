@@ -18,7 +18,8 @@ import { requestSchema, routeDoc, RUNNER_ERRORS } from "./_openapi.ts";
 
 const Input = requestSchema<SessionInputRequest>()(z.object({
   kind: z.enum(INPUT_KINDS as [InputKind, ...InputKind[]]),
-  text: z.string().max(200_000).optional().default(""),
+  // Its length is checked by the session service (text_too_long), as for the viewer socket's input.
+  text: z.string().optional().default(""),
 }));
 
 const Rename = requestSchema<RenameSessionRequest>()(z.object({
@@ -145,6 +146,7 @@ export function sessionRoutes(hub: Pick<Hub, "store" | "sessions" | "feed">): Ho
     body: Input,
     ok: "`{ok: true}`: the session's worker took it; what follows arrives as events",
     errors: {
+      400: "`text_too_long`: `text` over 200,000 characters (the viewer socket's limit too)",
       404: "`not_found`: no such session, or not the caller's, or its runner no longer has it",
       409: "`session_ended`, `busy` (a prompt while working), `not_ready`, `not_queued`",
       ...RUNNER_ERRORS,

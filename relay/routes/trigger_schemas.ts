@@ -7,6 +7,7 @@
  * @module
  */
 import { z } from "zod";
+import { MAX_INPUT_TEXT } from "../../shared/protocol.ts";
 
 const Scalar = z.union([z.string().max(1000), z.number(), z.boolean()]);
 
@@ -56,7 +57,7 @@ export const SubscriptionPatch = z.object({
 
 export const ListenerBody = z.object({
   triggerType: TypeSchema,
-  prompt: z.string().max(200_000).optional(),
+  prompt: z.string().max(MAX_INPUT_TEXT).optional(),
   cwd: z.string().max(4096).nullable().optional(),
   model: ModelSchema.nullable().optional(),
   params: ParamsSchema.optional(),
@@ -64,7 +65,7 @@ export const ListenerBody = z.object({
 
 export const ListenerPatch = z.object({
   triggerType: TypeSchema.optional(),
-  prompt: z.string().max(200_000).nullable().optional(),
+  prompt: z.string().max(MAX_INPUT_TEXT).nullable().optional(),
   cwd: z.string().max(4096).nullable().optional(),
   model: ModelSchema.nullable().optional(),
   params: ParamsSchema.nullable().optional(),

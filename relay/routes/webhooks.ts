@@ -1,5 +1,6 @@
 import { Hono } from "hono";
 import { z } from "zod";
+import { MAX_INPUT_TEXT } from "../../shared/protocol.ts";
 import type {
   CreateWebhookRequest,
   OkResponse,
@@ -33,7 +34,7 @@ const WebhookCreate = requestSchema<CreateWebhookRequest>()(
     source: Source,
     runnerId: z.string().min(1).max(100).nullable().optional(),
     cwd: z.string().max(4096).nullable().optional(),
-    prompt: z.string().max(200_000).nullable().optional(),
+    prompt: z.string().max(MAX_INPUT_TEXT).nullable().optional(),
     model: ModelSchema.nullable().optional(),
     eventFilter: EventFilter.nullable().optional(),
     filters: FiltersSchema.nullable().optional(),
