@@ -1,4 +1,5 @@
 import { Backoff, delay } from "../shared/backoff.ts";
+import { parseJson } from "../shared/json.ts";
 import {
   type AckMessage,
   CloseCode,
@@ -163,7 +164,9 @@ export class ControlLink {
         if (isBinary) return;
         let msg: { t?: string; [k: string]: unknown };
         try {
-          msg = JSON.parse(data.toString());
+          // Capped like every message the relay takes (shared/json.ts); a
+          // deeper one is dropped as unreadable JSON is.
+          msg = parseJson(data.toString()) as typeof msg;
         } catch {
           return;
         }

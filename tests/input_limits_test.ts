@@ -7,6 +7,7 @@
  * @module
  */
 import assert from "node:assert/strict";
+import { createHmac } from "node:crypto";
 import { MAX_INPUT_TEXT } from "../shared/protocol.ts";
 import { errorCode, json, signUp, type User, Viewer } from "./harness/client.ts";
 import { FakeRunner, runnerToken, spawnSession } from "./harness/fake_runner.ts";
@@ -111,12 +112,169 @@ Deno.test("paths with NUL or control characters are refused with 400 before any 
       );
       assert.equal(await errorCode(res, 400, "NUL path"), "invalid_body");
     });
+    await t.step("a listener's and a webhook's cwd (spawned from later)", async () => {
+      const listener = await w.user.api(
+        `/api/runners/${w.runner.runnerId}/trigger-listeners`,
+        json("POST", { triggerType: "cron:tick", prompt: "tick", cwd: "/tmp/a\u0000b" }),
+      );
+      assert.equal(await errorCode(listener, 400, "listener cwd"), "invalid_body");
+      const hook = await w.user.api(
+        "/api/webhooks",
+        json("POST", { name: "n", source: "custom", runnerId: w.runner.runnerId, cwd: "\u0000" }),
+      );
+      assert.equal(await errorCode(hook, 400, "webhook cwd"), "invalid_body");
+    });
     await t.step("a path with spaces and non-ASCII letters is still a path", async () => {
       const res = await w.user.api(
         "/api/runners/spawn",
         json("POST", { runnerId: w.runner.runnerId, prompt: "hi", cwd: "/tmp/My Projects/café" }),
       );
       assert.equal(res.status, 200, await res.text());
+    });
+  });
+});
+
+/** `levels` arrays nested in one another, as JSON text. */
+function nested(levels: number): string {
+  return "[".repeat(levels) + "]".repeat(levels);
+}
+
+/** A JSON body whose `payload.deep` nests `levels` arrays. */
+function deepTrigger(type: string, levels: number): string {
+  return `{"type":${JSON.stringify(type)},"payload":{"deep":${nested(levels)}}}`;
+}
+
+const post = (body: string): RequestInit => ({
+  method: "POST",
+  headers: { "content-type": "application/json" },
+  body,
+});
+
+Deno.test("a trigger payload nested 200,000 levels is 400 too_deep at once, to a session or broadcast", async (t) => {
+  await withWorld(async (w) => {
+    const { user, runner, sessionId } = w;
+    // A running session subscribed to cron:tick, and a listener that spawns on it.
+    runner.send({
+      t: "service_announce",
+      triggerDefs: [{ type: "cron:tick", label: "Tick", params: [] }],
+      panels: [],
+      sigils: [],
+    });
+    runner.sendEvents(sessionId, [
+      { seq: 1, ts: Date.now(), e: { type: "session_start", cwd: "/fake", model: null } },
+    ]);
+    await runner.waitForAck(sessionId, 1);
+    const sub = await user.api(
+      `/api/sessions/${sessionId}/trigger-subscriptions`,
+      json("POST", { triggerType: "cron:tick" }),
+    );
+    assert.equal(sub.status, 200, await sub.text());
+    const listener = await user.api(
+      `/api/runners/${runner.runnerId}/trigger-listeners`,
+      json("POST", { triggerType: "cron:tick", prompt: "tick", cwd: "/fake" }),
+    );
+    assert.ok(listener.status < 300, await listener.text());
+    const ops = () => runner.requests.map((q) => q.op).filter((op) => op !== "models");
+    const before = ops();
+
+    await t.step(
+      "into a session: 400 too_deep, quickly, and the runner hears nothing",
+      async () => {
+        const started = Date.now();
+        const res = await user.api(
+          `/api/sessions/${sessionId}/trigger`,
+          post(deepTrigger("x:y", 200_000)),
+        );
+        assert.equal(await errorCode(res, 400, "deep trigger"), "too_deep");
+        assert.ok(Date.now() - started < 5_000, `answered in ${Date.now() - started} ms`);
+        const history = await (await user.api(`/api/sessions/${sessionId}/triggers`)).json();
+        assert.deepEqual(history.triggers, [], "nothing recorded");
+      },
+    );
+
+    await t.step("broadcast: 400 too_deep, not a silent success that reached no one", async () => {
+      const res = await user.api(
+        `/api/runners/${runner.runnerId}/trigger-broadcast`,
+        post(deepTrigger("cron:tick", 200_000)),
+      );
+      assert.equal(await errorCode(res, 400, "deep broadcast"), "too_deep");
+      await runner.barrier();
+      assert.deepEqual(ops(), before, "nothing delivered or spawned");
+    });
+
+    await t.step(
+      "just past the cap is refused too; at the cap it is delivered and spawns",
+      async () => {
+        // The body itself and `payload` are two levels: 63 more make 65.
+        const over = await user.api(
+          `/api/runners/${runner.runnerId}/trigger-broadcast`,
+          post(deepTrigger("cron:tick", 63)),
+        );
+        assert.equal(await errorCode(over, 400, "65 levels"), "too_deep");
+        const ok = await user.api(
+          `/api/runners/${runner.runnerId}/trigger-broadcast`,
+          post(deepTrigger("cron:tick", 62)),
+        );
+        const body = await ok.json();
+        assert.equal(ok.status, 200, JSON.stringify(body));
+        assert.equal(body.delivered, 1, JSON.stringify(body));
+        assert.equal(body.spawned, 1, JSON.stringify(body));
+        await runner.until(() => ops().includes("trigger"), "the delivered trigger");
+        const delivered = runner.requests.find((q) => q.op === "trigger")!;
+        assert.equal(
+          JSON.stringify((delivered.data as { trigger: { payload: unknown } }).trigger.payload),
+          `{"deep":${nested(62)}}`,
+        );
+      },
+    );
+  });
+});
+
+Deno.test("webhook fire, sign-in and the two sockets refuse JSON nested too deep", async (t) => {
+  await withWorld(async (w) => {
+    await t.step("better-auth's routes get 400 too_deep before better-auth parses", async () => {
+      const res = await fetch(`${w.relay.url}/api/auth/sign-in/email`, post(nested(200_000)));
+      assert.equal(await errorCode(res, 400, "sign-in"), "too_deep");
+    });
+
+    await t.step("a webhook delivery, signed: 400 too_deep and no session", async () => {
+      const created = await w.user.api(
+        "/api/webhooks",
+        json("POST", { name: "Deep", source: "custom", runnerId: w.runner.runnerId, cwd: "/fake" }),
+      );
+      const { webhook: hook } = await created.json();
+      assert.equal(created.status, 201, JSON.stringify(hook));
+      const body = `{"type":"push","x":${nested(200_000)}}`;
+      const spawns = w.runner.requests.filter((q) => q.op === "spawn").length;
+      const res = await fetch(`${w.relay.url}/api/webhooks/${hook.id}/fire`, {
+        ...post(body),
+        headers: {
+          "content-type": "application/json",
+          "x-webhook-signature": createHmac("sha256", hook.secret).update(body).digest("hex"),
+        },
+      });
+      assert.equal(await errorCode(res, 400, "deep delivery"), "too_deep");
+      assert.equal(w.runner.requests.filter((q) => q.op === "spawn").length, spawns);
+    });
+
+    await t.step("a viewer message: a too_deep error frame, and the socket goes on", async () => {
+      const v = await Viewer.connect(w.relay.url, { apiKey: w.user.apiKey });
+      try {
+        v.ws.send(`{"t":"input","sessionId":"x","kind":"prompt","text":${nested(200_000)}}`);
+        v.send({ t: "ping" });
+        await v.waitFor((m) => m.t === "pong");
+        const errors = v.messages.filter((m) => m.t === "error");
+        assert.deepEqual(errors.map((m) => (m as { code: string }).code), ["too_deep"]);
+      } finally {
+        await v.close();
+      }
+    });
+
+    await t.step("a runner message: a too_deep error frame, and the link goes on", async () => {
+      const from = w.runner.errors.length;
+      w.runner.sendRaw(`{"t":"call","id":7,"op":"triggers.list","data":${nested(200_000)}}`);
+      await w.runner.barrier();
+      assert.deepEqual(w.runner.errors.slice(from).map((e) => e.code), ["too_deep"]);
     });
   });
 });

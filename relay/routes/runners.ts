@@ -15,18 +15,12 @@ import { principal, readJson, type RelayEnv } from "../_http.ts";
 import type { RunnerRegistry } from "../runner_registry.ts";
 import type { SessionService } from "../session_service.ts";
 import { requestSchema, routeDoc, RUNNER_ERRORS } from "./_openapi.ts";
+import { PathString } from "./trigger_schemas.ts";
 
 const ModelRef = z.object({
   provider: z.string().min(1).max(200),
   id: z.string().min(1).max(200),
 });
-
-/**
- * A path a runner will resolve: no NUL (which no system call takes; the
- * runner failed with a 502) and no other control character.
- */
-const PathString = z.string().max(4096)
-  .regex(/^[^\p{Cc}]*$/u, "Path must not contain NUL or other control characters");
 
 const Spawn = requestSchema<SpawnSessionRequest>()(z.object({
   runnerId: z.string().min(1).max(100),

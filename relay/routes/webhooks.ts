@@ -11,7 +11,7 @@ import type {
 import { HttpError, principal, readBody, readJson, type RelayEnv } from "../_http.ts";
 import { MAX_WEBHOOK_BODY, type Webhooks } from "../webhooks.ts";
 import { requestSchema, routeDoc, RUNNER_ERRORS } from "./_openapi.ts";
-import { FilterModeSchema, FiltersSchema, ModelSchema } from "./trigger_schemas.ts";
+import { FilterModeSchema, FiltersSchema, ModelSchema, PathString } from "./trigger_schemas.ts";
 
 const Name = z.string().trim().min(1).max(200);
 /**
@@ -33,7 +33,7 @@ const WebhookCreate = requestSchema<CreateWebhookRequest>()(
     name: Name,
     source: Source,
     runnerId: z.string().min(1).max(100).nullable().optional(),
-    cwd: z.string().max(4096).nullable().optional(),
+    cwd: PathString.nullable().optional(),
     prompt: z.string().max(MAX_INPUT_TEXT).nullable().optional(),
     model: ModelSchema.nullable().optional(),
     eventFilter: EventFilter.nullable().optional(),
@@ -140,7 +140,8 @@ export function webhookFireRoute(webhooks: Webhooks): Hono {
     ok: "`{ok: true, triggerId, sessionId}`; with `duplicate: true` for a redelivery; " +
       "`{ok: true, filtered: true}` when the filters did not match (nothing started)",
     errors: {
-      400: "`bad_content_type` (not application/json), `bad_json` (not a JSON object)",
+      400: "`bad_content_type` (not application/json), `bad_json` (not a JSON object), " +
+        "`too_deep` (nested over 64 levels)",
       401: "`bad_signature`: missing, wrong or out of date",
       404: "`not_found`: no such webhook, or it is disabled",
       409: "`nonce_reused`",
