@@ -418,6 +418,13 @@ Deno.test("the relay survives hostile input on every route and channel with a co
       },
     );
 
+    await t.step(
+      "every route and every message type refuses JSON nested too deep and bodies too big",
+      async () => {
+        await everyRouteAndMessage(w, routes);
+      },
+    );
+
     await t.step("hostile runner answers never become 500s", async () => {
       await check(w, "answers", 6, answerCase(w), 250, (c) => runAnswer(w, c));
     });
@@ -805,6 +812,105 @@ async function jsonRoutesOf(relayUrl: string): Promise<Set<string>> {
     }
   }
   return out;
+}
+
+/**
+ * Not left to chance: each route with a body nested 200,000 levels and one
+ * over 1 MiB, each viewer and control message type nested too deep and over
+ * its channel's limit, and a hello nested too deep.
+ */
+async function everyRouteAndMessage(w: World, routes: { method: string; path: string }[]) {
+  const deep = withDeep({ payload: DEEP_MARK }, 200_000);
+  for (const r of routes) {
+    if (r.method === "GET" || r.method === "HEAD" || !/^\/(api|_)/.test(r.path)) continue;
+    const route = `${r.method} ${r.path}`;
+    const target = r.path
+      .replace("/api/auth/*", "/api/auth/sign-in/email")
+      .replace("/api/keys/:id", `/api/keys/${w.spareKeyIdB}`)
+      .replace(":runnerId", w.a.fake.runnerId)
+      .replace(":id", w.a.sessionId)
+      .replace(/\/:target\??/, "/x");
+    // Checked before the body: the webhook's existence and signature, the
+    // registration rate limit (the fuzzing above may have used it up).
+    const earlier = route === "POST /api/webhooks/:id/fire" || route === "POST /api/register";
+    const readsJson = w.jsonRoutes.has(routeKey(route)) || route === "POST /api/auth/*";
+    for (
+      const [kind, body, status, code] of [
+        ["deep", deep, 400, "too_deep"],
+        ["big", bigBody(ONE_MB + 1), 413, "body_too_large"],
+      ] as const
+    ) {
+      const res = await rawRequest(w.relay.port, {
+        method: r.method,
+        target,
+        headers: { "x-api-key": w.a.user.apiKey, "content-type": "application/json" },
+        body,
+        timeoutMs: REQUEST_TIMEOUT_MS,
+      });
+      const what = `${kind} body to ${route} → ${describe(res)}`;
+      w.tally.add(`every.http.${kind}.${readsJson ? "json" : "other"}.${res.status}`);
+      assert.ok(res.status < 500, what);
+      if (res.status >= 400) assertErrorEnvelope(res, what);
+      if (!readsJson) continue;
+      if (earlier && res.status !== status) assert.ok(res.status >= 400, what);
+      else {
+        assert.equal(res.status, status, what);
+        assert.equal(JSON.parse(res.text).error.code, code, what);
+      }
+    }
+  }
+
+  const viewers = new ViewerPool(w);
+  try {
+    for (const t of [...VIEWER_TYPES, "no_such_type"]) {
+      const m = { t, sessionId: w.a.sessionId, kind: "prompt", apiKey: w.a.user.apiKey };
+      for (const conn of ["key", "cookie", "unauth"] as const) {
+        await viewers.run({
+          conn,
+          type: `${t}.deep`,
+          frame: withDeep({ ...m, text: DEEP_MARK }, 200_000),
+          expectError: "too_deep",
+        });
+      }
+      await viewers.run({
+        conn: "key",
+        type: `${t}.oversized`,
+        frame: JSON.stringify({ ...m, text: "x".repeat(ONE_MB) }),
+        expectClose: 1009,
+      });
+    }
+  } finally {
+    await viewers.close();
+  }
+
+  for (const t of CONTROL_TYPES) {
+    await runControl(w, {
+      type: `${t}.deep`,
+      build: (next) =>
+        withDeep({
+          t,
+          id: 1,
+          sessionId: w.controlSession,
+          events: [{ seq: next, ts: 1, e: { type: "message_update", deep: DEEP_MARK } }],
+        }, 200_000),
+      expectError: "too_deep",
+    });
+    await runControl(w, {
+      type: `${t}.oversized`,
+      build: () => JSON.stringify({ t, pad: "x".repeat(8 * ONE_MB + 1) }),
+      expectClose: 1009,
+    });
+  }
+  await runHello(w, {
+    type: "hello-deep",
+    frame: withDeep(
+      { t: "hello", v: 1, apiKey: w.a.token, runnerId: "deep", roots: DEEP_MARK },
+      200_000,
+    ),
+    runnerId: null,
+    expectError: "too_deep",
+  });
+  console.log(`every route and message: ${w.tally.line("every.")}`);
 }
 
 /** Remembers what an accepted request changed, for the database check. */
@@ -1468,6 +1574,10 @@ async function runControl(w: World, c: ControlCase): Promise<void> {
   const id = w.controlSession;
   const before = r.acked(id);
   const from = r.received.length;
+  const pongs = () => r.received.filter((m) => m.t === "pong").length;
+  // A fuzzed ping earns its own pong before the barrier's: wait for both, or
+  // the barrier's would arrive during the next case and end its wait early.
+  const wanted = pongs() + (c.type === "ping" ? 2 : 1);
   const frame = c.build(before + 1);
   const what = `${c.type} ${typeof frame === "string" ? frame.slice(0, 300) : "<binary>"}`;
   r.sendRaw(frame);
@@ -1481,7 +1591,9 @@ async function runControl(w: World, c: ControlCase): Promise<void> {
     return;
   }
   try {
-    await r.barrier(REQUEST_TIMEOUT_MS);
+    r.send({ t: "ping" });
+    await r.until(() => pongs() >= wanted || r.closeEvent !== null, "pong", REQUEST_TIMEOUT_MS);
+    if (r.closeEvent) throw new Error("closed");
   } catch (err) {
     throw new Error(`no pong after ${what}: ${err} (close ${r.closeEvent?.code})`);
   }
