@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { JsonTooDeepError, parseJson } from "../shared/json.ts";
+import { JsonTooDeepError, MAX_JSON_DEPTH, parseJson } from "../shared/json.ts";
 
 /** A channel message parsed, or the code and message of the error frame that answers it. */
 export type ParsedMessage =
@@ -15,12 +15,13 @@ export type ParsedMessage =
 /**
  * A text message of a WebSocket channel as a JSON object: `too_deep` past
  * the nesting cap of shared/json.ts (checked before parsing), `bad_json` for
- * anything else. The viewer and runner sockets both read messages with it.
+ * anything else. The viewer and runner sockets both read messages with it
+ * (the runner's with MAX_LINK_DEPTH).
  */
-export function parseMessage(text: string): ParsedMessage {
+export function parseMessage(text: string, maxDepth: number = MAX_JSON_DEPTH): ParsedMessage {
   let msg: unknown;
   try {
-    msg = parseJson(text);
+    msg = parseJson(text, maxDepth);
   } catch (err) {
     if (err instanceof JsonTooDeepError) {
       return {

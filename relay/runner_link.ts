@@ -8,6 +8,7 @@ import {
   type SessionEvent,
   type WireError,
 } from "../shared/protocol.ts";
+import { MAX_LINK_DEPTH } from "../shared/json.ts";
 import { parseMessage } from "./_message.ts";
 import type { Principal } from "./auth.ts";
 import { type ErrorKind, offline, RelayError, timeout } from "./errors.ts";
@@ -236,7 +237,7 @@ export function acceptRunnerSocket(socket: WebSocket, options: AcceptRunnerOptio
       else reject(CloseCode.tooBig, "too_big", "Message too big");
       return;
     }
-    const parsed = parseMessage(ev.data);
+    const parsed = parseMessage(ev.data, MAX_LINK_DEPTH);
     if (!parsed.ok) {
       if (!link) {
         return parsed.code === "too_deep"

@@ -12,15 +12,23 @@
  * @module
  */
 
-/** Deepest nesting of arrays and objects a JSON body or message may have. */
+/** Deepest nesting of arrays and objects a client's JSON body or message may have. */
 export const MAX_JSON_DEPTH = 64;
+
+/**
+ * Deepest nesting of a message between the relay and a runner: what a client
+ * sent (up to MAX_JSON_DEPTH, say a trigger payload) travels inside the
+ * channel's own envelope (a request, an event, an `events` frame).
+ */
+export const MAX_LINK_DEPTH = 2 * MAX_JSON_DEPTH;
 
 /**
  * Deepest nesting a session event body (`e`) may have: the runner replaces a
  * deeper one by a marker (see `capEvent`), so that the `events` frame that
- * carries it (three levels more) stays under MAX_JSON_DEPTH.
+ * carries it (three levels more) is never refused by the relay. A trigger's
+ * payload fits, inside its `trigger_delivered` event.
  */
-export const MAX_EVENT_DEPTH = MAX_JSON_DEPTH - 16;
+export const MAX_EVENT_DEPTH = MAX_LINK_DEPTH - 16;
 
 /** JSON nested deeper than allowed; callers answer it as `too_deep`. */
 export class JsonTooDeepError extends Error {

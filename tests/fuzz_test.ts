@@ -15,7 +15,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { createRelay } from "../relay/app.ts";
-import { MAX_JSON_DEPTH } from "../shared/json.ts";
+import { MAX_JSON_DEPTH, MAX_LINK_DEPTH } from "../shared/json.ts";
 import { INPUT_KINDS, type SessionEvent } from "../shared/protocol.ts";
 import { json, signUp, type User, Viewer } from "./harness/client.ts";
 import {
@@ -117,8 +117,9 @@ const RAW_JSON = [
 ];
 
 /** Levels of nesting the fuzzer sends past the relay's cap of 64: just past it, and the finding's. */
-const DEEP_LEVELS = [MAX_JSON_DEPTH + 1, 1000, 200_000];
-const deepLevels = fc.constantFrom(...DEEP_LEVELS);
+const deepLevels = fc.constantFrom(MAX_JSON_DEPTH + 1, 1000, 200_000);
+/** The same past the runner channel's cap, which carries a client's JSON inside its own. */
+const linkDeepLevels = fc.constantFrom(MAX_LINK_DEPTH + 1, 1000, 200_000);
 const DEEP_MARK = "__fuzz_deep__";
 
 /** `value` as JSON with every DEEP_MARK string replaced by `levels` nested arrays. */
@@ -1283,7 +1284,11 @@ function helloCase(w: World): fc.Arbitrary<HelloCase> {
       weight: 1,
     },
     {
-      arbitrary: fc.tuple(hello, fc.constantFrom("roots", "sessions", "apiKey", "x"), deepLevels)
+      arbitrary: fc.tuple(
+        hello,
+        fc.constantFrom("roots", "sessions", "apiKey", "x"),
+        linkDeepLevels,
+      )
         .map(([h, k, levels]): HelloCase => ({
           type: "hello-deep",
           frame: withDeep({ ...h, [k]: DEEP_MARK }, levels),
@@ -1521,7 +1526,7 @@ function controlCase(w: World): fc.Arbitrary<ControlCase> {
     },
     {
       // Every message type with a field nested past the cap.
-      arbitrary: fc.tuple(fc.constantFrom(...CONTROL_TYPES), deepLevels).map((
+      arbitrary: fc.tuple(fc.constantFrom(...CONTROL_TYPES), linkDeepLevels).map((
         [t, levels],
       ): ControlCase => ({
         type: `${t}.deep`,

@@ -11,7 +11,8 @@ import { createHmac } from "node:crypto";
 import { MAX_INPUT_TEXT } from "../shared/protocol.ts";
 import { errorCode, json, signUp, type User, Viewer } from "./harness/client.ts";
 import { FakeRunner, runnerToken, spawnSession } from "./harness/fake_runner.ts";
-import { startTestRelay, type TestRelay } from "./harness/in_process.ts";
+import { startTestRelay, type TestRelay, withStack } from "./harness/in_process.ts";
+import { MODEL } from "./harness/mock_llm.ts";
 
 interface World {
   relay: TestRelay;
@@ -276,5 +277,35 @@ Deno.test("webhook fire, sign-in and the two sockets refuse JSON nested too deep
       await w.runner.barrier();
       assert.deepEqual(w.runner.errors.slice(from).map((e) => e.code), ["too_deep"]);
     });
+  });
+});
+
+Deno.test("a trigger payload nested up to the cap reaches a real runner's agent and comes back in its events", async () => {
+  await withStack({}, async (s) => {
+    const viewer = await Viewer.connect(s.relay.url, { apiKey: s.user.apiKey });
+    try {
+      const spawned = await s.user.api(
+        "/api/runners/spawn",
+        json("POST", { runnerId: s.runnerId, cwd: s.home, model: MODEL, prompt: "hello" }),
+      );
+      const { sessionId } = await spawned.json();
+      assert.equal(spawned.status, 200);
+      viewer.subscribe(sessionId);
+      await viewer.waitForEvent(sessionId, "agent_end");
+      // The body and `payload` are two levels: 62 more make the HTTP cap of 64.
+      const res = await s.user.api(
+        `/api/sessions/${sessionId}/trigger`,
+        post(deepTrigger("x:y", 62)),
+      );
+      assert.equal(res.status, 200, await res.text());
+      const delivered = await viewer.waitForEvent(sessionId, "trigger_delivered", 30_000);
+      assert.equal(delivered.e.truncated, undefined, "the event is whole");
+      assert.equal(
+        JSON.stringify((delivered.e.trigger as { payload: unknown }).payload),
+        `{"deep":${nested(62)}}`,
+      );
+    } finally {
+      await viewer.close();
+    }
   });
 });
