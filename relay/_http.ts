@@ -2,6 +2,7 @@ import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { z } from "zod";
 import type { Principal } from "./auth.ts";
+import { jsonTooDeep, JsonTooDeepError, MAX_JSON_DEPTH, parseJson } from "../shared/json.ts";
 import { httpErrorOf, RateLimited, type RelayError } from "./errors.ts";
 
 /**
@@ -68,12 +69,7 @@ export async function readJson<T extends z.ZodType>(
   if (live && !live()) {
     throw new HttpError(401, "unauthorized", "API key revoked or signed out during the request");
   }
-  let body: unknown;
-  try {
-    body = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(buf));
-  } catch {
-    throw new HttpError(400, "bad_json", "Body is not valid JSON");
-  }
+  const body = parseJsonBody(buf);
   const parsed = schema.safeParse(body);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
@@ -85,6 +81,40 @@ export async function readJson<T extends z.ZodType>(
     );
   }
   return parsed.data;
+}
+
+/**
+ * A JSON body read by {@linkcode readBody}, parsed with the nesting cap of
+ * shared/json.ts: 400 `bad_json` (not UTF-8 JSON) or `too_deep`. Every JSON
+ * body of the HTTP API goes through here (readJson) or is checked with
+ * {@linkcode checkJsonDepth} when another parser takes it.
+ */
+export function parseJsonBody(buf: Uint8Array): unknown {
+  let text: string;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true }).decode(buf);
+  } catch {
+    throw new HttpError(400, "bad_json", "Body is not valid JSON");
+  }
+  try {
+    return parseJson(text);
+  } catch (err) {
+    if (err instanceof JsonTooDeepError) throw tooDeep();
+    throw new HttpError(400, "bad_json", "Body is not valid JSON");
+  }
+}
+
+/** 400 `too_deep` for a body another parser (better-auth's) will read, when it nests too deep. */
+export function checkJsonDepth(buf: Uint8Array): void {
+  if (jsonTooDeep(new TextDecoder().decode(buf))) throw tooDeep();
+}
+
+function tooDeep(): HttpError {
+  return new HttpError(
+    400,
+    "too_deep",
+    `Body is nested deeper than ${MAX_JSON_DEPTH} levels of arrays and objects`,
+  );
 }
 
 /**

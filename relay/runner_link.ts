@@ -8,6 +8,8 @@ import {
   type SessionEvent,
   type WireError,
 } from "../shared/protocol.ts";
+import { MAX_LINK_DEPTH } from "../shared/json.ts";
+import { parseMessage } from "./_message.ts";
 import type { Principal } from "./auth.ts";
 import { type ErrorKind, offline, RelayError, timeout } from "./errors.ts";
 import type { RunnerConnection } from "./runner_registry.ts";
@@ -54,7 +56,15 @@ export class RunnerLink implements RunnerConnection {
         reject(timeout("runner_timeout", `Runner did not answer '${op}' in time`));
       }, timeoutMs);
       this.#pending.set(id, { resolve, reject, timer });
-      this.send({ t: "req", id, op, data });
+      try {
+        this.send({ t: "req", id, op, data });
+      } catch (err) {
+        // Not serialisable (e.g. nested past what JSON.stringify's stack takes):
+        // fail now rather than wait for the timeout.
+        this.#pending.delete(id);
+        clearTimeout(timer);
+        reject(err);
+      }
     });
   }
 
@@ -255,15 +265,17 @@ export function acceptRunnerSocket(socket: WebSocket, options: AcceptRunnerOptio
       else reject(CloseCode.tooBig, "too_big", "Message too big");
       return;
     }
-    let msg: { t?: unknown; [k: string]: unknown };
-    try {
-      msg = JSON.parse(ev.data);
-      if (typeof msg !== "object" || msg === null || Array.isArray(msg)) throw new Error();
-    } catch {
-      if (!link) return reject(CloseCode.badHello, "bad_hello", "Hello is not a JSON object");
-      link.send({ t: "error", code: "bad_json", message: "Message is not a JSON object" });
+    const parsed = parseMessage(ev.data, MAX_LINK_DEPTH);
+    if (!parsed.ok) {
+      if (!link) {
+        return parsed.code === "too_deep"
+          ? reject(CloseCode.badHello, parsed.code, parsed.message)
+          : reject(CloseCode.badHello, "bad_hello", "Hello is not a JSON object");
+      }
+      link.send({ t: "error", code: parsed.code, message: parsed.message });
       return;
     }
+    const msg: { t?: unknown; [k: string]: unknown } = parsed.msg;
     if (!link) {
       if (greeting) return;
       greeting = true;

@@ -4,18 +4,19 @@
  *
  * @module
  */
-import type {
-  DeliveredTrigger,
-  InputKind,
-  ModelInfo,
-  ModelRef,
-  SessionInfo,
-  SpawnRequest,
-  SpawnResult,
-  TriggerRequest,
+import {
+  type DeliveredTrigger,
+  type InputKind,
+  inputTextProblem,
+  type ModelInfo,
+  type ModelRef,
+  type SessionInfo,
+  type SpawnRequest,
+  type SpawnResult,
+  type TriggerRequest,
 } from "../shared/protocol.ts";
 import { type Clock, isoNow, systemClock } from "./_clock.ts";
-import { notFound, rejected } from "./errors.ts";
+import { invalid, notFound, rejected } from "./errors.ts";
 import type { EventPipeline } from "./event_pipeline.ts";
 import type { RunnerConnection, RunnerRegistry } from "./runner_registry.ts";
 import { assertNotEnded, isEnded, isModelRef, sessionInfo, titleFrom } from "./session_state.ts";
@@ -90,6 +91,7 @@ export class SessionService implements SessionControl {
 
   /** Starts a session on a runner; the runner checks `cwd` against its roots first. */
   async spawn(userId: string, req: SpawnInput): Promise<{ sessionId: string; shareUrl: string }> {
+    checkInputText(req.prompt);
     const link = this.#opts.runners.connectedRunner(userId, req.runnerId);
     const sessionId = crypto.randomUUID();
     const now = isoNow(this.#clock);
@@ -244,6 +246,8 @@ export class SessionService implements SessionControl {
 
   /** Sends a prompt, steer, follow-up, abort or end into a running session. */
   async input(userId: string, sessionId: string, kind: InputKind, text: string): Promise<void> {
+    // Here, not in the route's schema: the HTTP route and the viewer socket both come this way.
+    checkInputText(text);
     const s = this.owned(userId, sessionId);
     assertNotEnded(s);
     const link = this.#opts.runners.connected(s.runnerId);
@@ -341,4 +345,10 @@ function badRunnerAnswer(op: string) {
 
 function isModelInfo(v: unknown): v is ModelInfo {
   return isModelRef(v) && v.provider.length <= 200 && v.id.length <= 200;
+}
+
+/** Throws 400 `text_too_long` for an input or prompt over MAX_INPUT_TEXT. */
+function checkInputText(text: string): void {
+  const problem = inputTextProblem(text);
+  if (problem) throw invalid(problem, "text_too_long");
 }

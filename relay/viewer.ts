@@ -9,6 +9,7 @@ import {
   type RunnerInfo,
   type SessionInfo,
 } from "../shared/protocol.ts";
+import { parseMessage } from "./_message.ts";
 import type { Principal } from "./auth.ts";
 import { invalid, RelayError } from "./errors.ts";
 import type { FanoutViewer, Subscription } from "./fanout.ts";
@@ -135,14 +136,12 @@ export function acceptViewerSocket(socket: WebSocket, options: AcceptViewerOptio
       socket.close(CloseCode.tooBig, "Message too big or binary");
       return;
     }
-    let msg: Record<string, unknown>;
-    try {
-      msg = JSON.parse(ev.data);
-      if (typeof msg !== "object" || msg === null || Array.isArray(msg)) throw new Error();
-    } catch {
-      sendError(socket, "bad_json", "Message is not a JSON object");
+    const parsed = parseMessage(ev.data);
+    if (!parsed.ok) {
+      sendError(socket, parsed.code, parsed.message);
       return;
     }
+    const msg = parsed.msg;
     if (!viewer) {
       if (authenticating) return;
       if (msg.t !== "auth" || typeof msg.apiKey !== "string") {

@@ -8,6 +8,7 @@
  */
 import type { CreateWebhookRequest, UpdateWebhookRequest } from "../shared/api.ts";
 import type { DeliveredTrigger } from "../shared/protocol.ts";
+import { JsonTooDeepError, parseJson } from "../shared/json.ts";
 import { filtersMatch } from "../shared/triggers.ts";
 import { type Clock, isoNow, systemClock } from "./_clock.ts";
 import {
@@ -310,8 +311,9 @@ export class Webhooks {
   ): Promise<FireResult> {
     let body: unknown;
     try {
-      body = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(raw));
-    } catch {
+      body = parseJson(new TextDecoder("utf-8", { fatal: true }).decode(raw));
+    } catch (err) {
+      if (err instanceof JsonTooDeepError) throw invalid(err.message, "too_deep");
       throw invalid("Body is not valid JSON", "bad_json");
     }
     if (typeof body !== "object" || body === null || Array.isArray(body)) {

@@ -1,4 +1,5 @@
 import { Backoff, delay } from "../shared/backoff.ts";
+import { MAX_LINK_DEPTH, parseJson } from "../shared/json.ts";
 import {
   type AckMessage,
   CloseCode,
@@ -163,7 +164,9 @@ export class ControlLink {
         if (isBinary) return;
         let msg: { t?: string; [k: string]: unknown };
         try {
-          msg = JSON.parse(data.toString());
+          // Capped as the relay caps what the runner sends (shared/json.ts);
+          // a deeper message is dropped as unreadable JSON is.
+          msg = parseJson(data.toString(), MAX_LINK_DEPTH) as typeof msg;
         } catch {
           return;
         }

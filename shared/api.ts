@@ -209,11 +209,18 @@ export interface SessionInputRequest {
   text?: string;
 }
 
-/** `GET /api/sessions/{id}/events`: the viewer channel's `events` frame. */
+/**
+ * `GET /api/sessions/{id}/events`: one page of the stored log, as the viewer
+ * channel's `events` frame, and where the next page starts.
+ */
 export interface SessionEventsResponse {
   t: "events";
   sessionId: string;
   events: SessionEvent[];
+  /** The `since` of the next page: the last seq in this one (`since` when it is empty). */
+  next: number;
+  /** Whether the log held events after `next` when the page was read. */
+  hasMore: boolean;
 }
 
 // ---------------------------------------------------------------------------

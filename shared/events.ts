@@ -1,3 +1,4 @@
+import { jsonTooDeep, MAX_EVENT_DEPTH } from "./json.ts";
 import type { SessionEventBody } from "./protocol.ts";
 
 /** Largest event body the runner sends; bigger ones are cut down (see {@linkcode capEvent}). */
@@ -37,13 +38,21 @@ export function slimPiEvent(ev: { type: string; [k: string]: unknown }): Session
   }
 }
 
-/** Serialises an event body, replacing one that cannot be sent whole by a marker. */
+/**
+ * Serialises an event body, replacing one that cannot be sent whole (too big,
+ * nested deeper than MAX_EVENT_DEPTH, or not serialisable) by a marker.
+ */
 export function capEvent(e: SessionEventBody): SessionEventBody {
   let json: string;
   try {
     json = JSON.stringify(e);
   } catch {
     return { type: e.type, unserializable: true };
+  }
+  // Nested deeper than the relay takes in a message (a tool's arguments can be
+  // anything): the relay would refuse the frame, and the runner re-send it forever.
+  if (jsonTooDeep(json, MAX_EVENT_DEPTH)) {
+    return { type: e.type, truncated: true, tooDeep: true, ...smallFields(e) };
   }
   if (json.length <= MAX_EVENT_JSON) return e;
   return { type: e.type, truncated: true, bytes: json.length, ...smallFields(e) };

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { canCoalesce, capEvent, coalesce, MAX_EVENT_JSON, slimPiEvent } from "./events.ts";
+import { MAX_EVENT_DEPTH } from "./json.ts";
 
 Deno.test("slimming drops pi's repeated partial message from streaming updates", () => {
   const partial = { role: "assistant", content: [{ type: "text", text: "x".repeat(10_000) }] };
@@ -51,6 +52,20 @@ Deno.test("oversized events are replaced by a marker that keeps their type", () 
   });
   const small = { type: "x", a: 1 };
   assert.equal(capEvent(small), small);
+});
+
+Deno.test("events nested deeper than the relay takes are replaced by a marker", () => {
+  let args: unknown = 1;
+  for (let i = 0; i < MAX_EVENT_DEPTH; i++) args = [args];
+  const deep = { type: "tool_execution_start", toolCallId: "c2", args };
+  assert.deepEqual(capEvent(deep), {
+    type: "tool_execution_start",
+    truncated: true,
+    tooDeep: true,
+    toolCallId: "c2",
+  });
+  const fine = { type: "tool_execution_start", toolCallId: "c3", args: (args as unknown[])[0] };
+  assert.equal(capEvent(fine), fine);
 });
 
 Deno.test("a streaming tool call keeps the tool's name and id from pi's partial message", () => {

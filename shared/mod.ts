@@ -11,6 +11,7 @@ export * from "./bytes.ts";
 export * from "./conversation.ts";
 export * from "./events.ts";
 export * from "./flags.ts";
+export * from "./json.ts";
 export * from "./protocol.ts";
 export * from "./triggers.ts";
 export * from "./webhook_signing.ts";

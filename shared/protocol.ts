@@ -55,6 +55,20 @@ export const INPUT_KINDS: readonly InputKind[] = [
   "dequeue",
 ];
 
+/**
+ * Longest text of one input (a prompt, steer or follow-up) and of a spawn's
+ * first prompt, in UTF-16 code units (JavaScript's `length`). The HTTP route
+ * and the viewer socket check it with the same {@linkcode inputTextProblem}.
+ */
+export const MAX_INPUT_TEXT = 200_000;
+
+/** Why an input's text is refused (too long), or null when it is fine. */
+export function inputTextProblem(text: string): string | null {
+  return text.length > MAX_INPUT_TEXT
+    ? `Text must have at most ${MAX_INPUT_TEXT} characters (has ${text.length})`
+    : null;
+}
+
 /** Lifecycle of a session as the relay lists it. */
 export type SessionStatus = "starting" | "running" | "ended" | "error";
 /**

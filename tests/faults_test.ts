@@ -9,7 +9,15 @@ import { join } from "node:path";
 import type { RelayToViewer, SessionEvent, SessionEventBody } from "../shared/protocol.ts";
 import { type ServedRelay, serveRelay } from "../relay/serve.ts";
 import { HELLO_TIMEOUT_MS } from "../relay/runner_link.ts";
-import { assertContiguous, json, signIn, signUp, type User, Viewer } from "./harness/client.ts";
+import {
+  assertContiguous,
+  json,
+  signIn,
+  signUp,
+  storedEvents,
+  type User,
+  Viewer,
+} from "./harness/client.ts";
 import {
   FakeRunner,
   runnerToken,
@@ -52,19 +60,9 @@ async function startLoggedRelay(): Promise<LoggedRelay> {
   };
 }
 
-/** The whole stored log of a session, read through the API in pages of 5000. */
-async function storedLog(user: User, sessionId: string): Promise<SessionEvent[]> {
-  const all: SessionEvent[] = [];
-  while (true) {
-    const since = all.length ? all[all.length - 1]!.seq : 0;
-    const res = await user.api(`/api/sessions/${sessionId}/events?since=${since}&limit=5000`);
-    const body = await res.json();
-    assert.equal(res.status, 200, JSON.stringify(body));
-    assert.equal(body.t, "events");
-    assert.equal(body.sessionId, sessionId);
-    all.push(...body.events);
-    if (body.events.length < 5000) return all;
-  }
+/** The whole stored log of a session, read through the API page by page. */
+function storedLog(user: User, sessionId: string): Promise<SessionEvent[]> {
+  return storedEvents(user, sessionId);
 }
 
 /** Seqs that occur more than once. */

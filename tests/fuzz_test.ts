@@ -15,6 +15,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { createRelay } from "../relay/app.ts";
+import { MAX_JSON_DEPTH, MAX_LINK_DEPTH } from "../shared/json.ts";
 import { INPUT_KINDS, type SessionEvent } from "../shared/protocol.ts";
 import { json, signUp, type User, Viewer } from "./harness/client.ts";
 import {
@@ -114,6 +115,20 @@ const RAW_JSON = [
   "1e99999", '"\\udfff"', "{} {}", '{"x":1,}', "{'a':1}", "\u0000", "null", "true", "[]", "{}",
   "", " ", '{"a":1', '{"a":"\\x41"}', '{"a":"\\u00"}',
 ];
+
+/** Levels of nesting the fuzzer sends past the relay's cap of 64: just past it, and the finding's. */
+const deepLevels = fc.constantFrom(MAX_JSON_DEPTH + 1, 1000, 200_000);
+/** The same past the runner channel's cap, which carries a client's JSON inside its own. */
+const linkDeepLevels = fc.constantFrom(MAX_LINK_DEPTH + 1, 1000, 200_000);
+const DEEP_MARK = "__fuzz_deep__";
+
+/** `value` as JSON with every DEEP_MARK string replaced by `levels` nested arrays. */
+function withDeep(value: unknown, levels: number): string {
+  return JSON.stringify(value).replaceAll(
+    JSON.stringify(DEEP_MARK),
+    "[".repeat(levels) + "]".repeat(levels),
+  );
+}
 
 // ---------------------------------------------------------------------------
 // Helpers
@@ -310,6 +325,8 @@ interface World {
   hiddenModels: Map<string, unknown>;
   initial: { keys: number; sessions: number; runners: number };
   tally: Tally;
+  /** `METHOD /path/{param}` of every route that reads a JSON body (from the OpenAPI document). */
+  jsonRoutes: Set<string>;
 }
 
 async function account(relay: RelayProcess): Promise<Account> {
@@ -372,6 +389,7 @@ Deno.test("the relay survives hostile input on every route and channel with a co
         runners: await runnersOf(a.user) + await runnersOf(b.user),
       },
       tally: new Tally(),
+      jsonRoutes: await jsonRoutesOf(relay.url),
     };
     const w = world;
     // The control runner may be replaced by a reconnect: close whichever is current.
@@ -402,6 +420,13 @@ Deno.test("the relay survives hostile input on every route and channel with a co
         } finally {
           await viewers.close();
         }
+      },
+    );
+
+    await t.step(
+      "every route and every message type refuses JSON nested too deep and bodies too big",
+      async () => {
+        await everyRouteAndMessage(w, routes);
       },
     );
 
@@ -478,6 +503,8 @@ interface HttpCase {
   auth: AuthMode;
   headers: Record<string, string>;
   body?: string | Uint8Array;
+  /** The body nests past the relay's depth cap somewhere. */
+  deep?: boolean;
 }
 
 function authHeaders(w: World, auth: AuthMode, origin: string | null): Record<string, string> {
@@ -583,7 +610,35 @@ function bodyArb(w: World, route: string): fc.Arbitrary<string | Uint8Array | un
     },
     { arbitrary: fc.constantFrom(ONE_MB, ONE_MB + 1, 3 * ONE_MB).map(bigBody), weight: 1 },
     { arbitrary: fc.constant(undefined), weight: 2 },
+    { arbitrary: deepBodyArb(base), weight: 2 },
   );
+}
+
+/** The route's plausible body with one field (or a new one, or the whole) nested too deep. */
+function deepBodyArb(base: Record<string, unknown>): fc.Arbitrary<string> {
+  const keys = Object.keys(base);
+  return fc.tuple(
+    fc.oneof(fc.constantFrom(...keys, "payload", "__proto__"), fc.constant(null)),
+    deepLevels,
+  ).map(([k, levels]) => withDeep(k === null ? DEEP_MARK : { ...base, [k]: DEEP_MARK }, levels));
+}
+
+/** Whether a body is one {@linkcode deepBodyArb} made (or any nesting past the cap). */
+function isDeep(body: string | Uint8Array | undefined): boolean {
+  if (typeof body !== "string") return false;
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < body.length; i++) {
+    const c = body[i];
+    if (inString) {
+      if (c === "\\") i++;
+      else if (c === '"') inString = false;
+    } else if (c === '"') inString = true;
+    else if (c === "[" || c === "{") {
+      if (++depth > MAX_JSON_DEPTH) return true;
+    } else if (c === "]" || c === "}") depth--;
+  }
+  return false;
 }
 
 const bigBodies = new Map<number, string>();
@@ -656,7 +711,9 @@ function httpCase(w: World, routes: { method: string; path: string }[]): fc.Arbi
         target: targetSafe(path + r.query),
         auth,
         headers,
-        ...(body !== undefined && method !== "GET" && method !== "HEAD" ? { body } : {}),
+        ...(body !== undefined && method !== "GET" && method !== "HEAD"
+          ? { body, deep: isDeep(body) }
+          : {}),
       };
     });
   });
@@ -701,6 +758,7 @@ async function sendHttp(w: World, c: HttpCase): Promise<void> {
   w.tally.add(`${c.kind}.status.${res.status}`);
   if (c.kind === "http") w.tally.add(`http.route.${c.route}`);
   assert.ok(res.status < 500, `5xx: ${what}`);
+  if (c.deep) checkDeep(w, c, res, what);
   if (c.kind === "upgrade" && res.status === 101) return;
   assert.ok(res.status >= 200 && res.status !== 101, `unexpected status: ${what}`);
   const publicRoute = /^\w+ \/api\/(openapi\.json|register|setup-status|auth\/|webhooks\/:id\/fire)/
@@ -741,6 +799,140 @@ async function sendHttp(w: World, c: HttpCase): Promise<void> {
     assert.ok(body !== null && typeof body === "object", what);
   }
   if (res.status < 300) recordAccepted(w, c, res);
+}
+
+/**
+ * A body nested past the cap, sent to a route that reads JSON (or to
+ * better-auth's) with its own method: never accepted, and a 400 says `too_deep`.
+ */
+function checkDeep(w: World, c: HttpCase, res: RawResponse, what: string): void {
+  const readsJson = c.route.startsWith(`${c.method} `) &&
+    (w.jsonRoutes.has(routeKey(c.route)) || c.route === "POST /api/auth/*");
+  w.tally.add(`http.deep.${readsJson ? "json" : "other"}.${res.status}`);
+  if (!readsJson) return;
+  assert.ok(res.status >= 400, `a body nested too deep was accepted: ${what}`);
+  if (res.status === 400) {
+    // The fire route checks the media type before it reads anything.
+    const code = JSON.parse(res.text).error?.code;
+    assert.ok(code === "too_deep" || code === "bad_content_type", `${code}: ${what}`);
+  }
+}
+
+/** `POST /api/x/:id/y/:t?` and `POST /api/x/{id}/y/{t}` alike. */
+function routeKey(route: string): string {
+  return route.replace(/\/:(\w+)\??/g, "/{$1}");
+}
+
+/** The routes whose OpenAPI operation has a JSON request body, as routeKey gives them. */
+async function jsonRoutesOf(relayUrl: string): Promise<Set<string>> {
+  const doc = await (await fetch(`${relayUrl}/api/openapi.json`)).json();
+  const out = new Set<string>();
+  for (const [path, item] of Object.entries(doc.paths as Record<string, Record<string, unknown>>)) {
+    for (const [method, op] of Object.entries(item)) {
+      const body = (op as { requestBody?: { content?: Record<string, unknown> } }).requestBody;
+      if (body?.content?.["application/json"]) out.add(`${method.toUpperCase()} ${path}`);
+    }
+  }
+  return out;
+}
+
+/**
+ * Not left to chance: each route with a body nested 200,000 levels and one
+ * over 1 MiB, each viewer and control message type nested too deep and over
+ * its channel's limit, and a hello nested too deep.
+ */
+async function everyRouteAndMessage(w: World, routes: { method: string; path: string }[]) {
+  const deep = withDeep({ payload: DEEP_MARK }, 200_000);
+  for (const r of routes) {
+    if (r.method === "GET" || r.method === "HEAD" || !/^\/(api|_)/.test(r.path)) continue;
+    const route = `${r.method} ${r.path}`;
+    const target = r.path
+      .replace("/api/auth/*", "/api/auth/sign-in/email")
+      .replace("/api/keys/:id", `/api/keys/${w.spareKeyIdB}`)
+      .replace(":runnerId", w.a.fake.runnerId)
+      .replace(":id", w.a.sessionId)
+      .replace(/\/:target\??/, "/x");
+    // Checked before the body: the webhook's existence and signature, the
+    // registration rate limit (the fuzzing above may have used it up).
+    const earlier = route === "POST /api/webhooks/:id/fire" || route === "POST /api/register";
+    const readsJson = w.jsonRoutes.has(routeKey(route)) || route === "POST /api/auth/*";
+    for (
+      const [kind, body, status, code] of [
+        ["deep", deep, 400, "too_deep"],
+        ["big", bigBody(ONE_MB + 1), 413, "body_too_large"],
+      ] as const
+    ) {
+      const res = await rawRequest(w.relay.port, {
+        method: r.method,
+        target,
+        headers: { "x-api-key": w.a.user.apiKey, "content-type": "application/json" },
+        body,
+        timeoutMs: REQUEST_TIMEOUT_MS,
+      });
+      const what = `${kind} body to ${route} → ${describe(res)}`;
+      w.tally.add(`every.http.${kind}.${readsJson ? "json" : "other"}.${res.status}`);
+      assert.ok(res.status < 500, what);
+      if (res.status >= 400) assertErrorEnvelope(res, what);
+      if (!readsJson) continue;
+      if (earlier && res.status !== status) assert.ok(res.status >= 400, what);
+      else {
+        assert.equal(res.status, status, what);
+        assert.equal(JSON.parse(res.text).error.code, code, what);
+      }
+    }
+  }
+
+  const viewers = new ViewerPool(w);
+  try {
+    for (const t of [...VIEWER_TYPES, "no_such_type"]) {
+      const m = { t, sessionId: w.a.sessionId, kind: "prompt", apiKey: w.a.user.apiKey };
+      for (const conn of ["key", "cookie", "unauth"] as const) {
+        await viewers.run({
+          conn,
+          type: `${t}.deep`,
+          frame: withDeep({ ...m, text: DEEP_MARK }, 200_000),
+          expectError: "too_deep",
+        });
+      }
+      await viewers.run({
+        conn: "key",
+        type: `${t}.oversized`,
+        frame: JSON.stringify({ ...m, text: "x".repeat(ONE_MB) }),
+        expectClose: 1009,
+      });
+    }
+  } finally {
+    await viewers.close();
+  }
+
+  for (const t of CONTROL_TYPES) {
+    await runControl(w, {
+      type: `${t}.deep`,
+      build: (next) =>
+        withDeep({
+          t,
+          id: 1,
+          sessionId: w.controlSession,
+          events: [{ seq: next, ts: 1, e: { type: "message_update", deep: DEEP_MARK } }],
+        }, 200_000),
+      expectError: "too_deep",
+    });
+    await runControl(w, {
+      type: `${t}.oversized`,
+      build: () => JSON.stringify({ t, pad: "x".repeat(8 * ONE_MB + 1) }),
+      expectClose: 1009,
+    });
+  }
+  await runHello(w, {
+    type: "hello-deep",
+    frame: withDeep(
+      { t: "hello", v: 1, apiKey: w.a.token, runnerId: "deep", roots: DEEP_MARK },
+      200_000,
+    ),
+    runnerId: null,
+    expectError: "too_deep",
+  });
+  console.log(`every route and message: ${w.tally.line("every.")}`);
 }
 
 /** Remembers what an accepted request changed, for the database check. */
@@ -788,6 +980,8 @@ interface ViewerCase {
   frame: string | Uint8Array<ArrayBuffer>;
   /** The relay must close the socket with this code. */
   expectClose?: number;
+  /** The relay must answer with an error frame of this code and keep the socket. */
+  expectError?: string;
 }
 
 const VIEWER_TYPES = ["subscribe", "unsubscribe", "input", "watch", "ping", "auth"];
@@ -851,6 +1045,24 @@ function viewerCase(w: World): fc.Arbitrary<ViewerCase> {
           frame: new Uint8Array([0x7b, 0x7d]),
           expectClose: 1009,
         }),
+        weight: 1,
+      },
+      {
+        // Every message type with a field nested past the cap.
+        arbitrary: fc.tuple(message, deepLevels).map(([[type, m], levels]) => ({
+          type: `${type}.deep`,
+          frame: withDeep({ ...m, [type === "input" ? "text" : "deep"]: DEEP_MARK }, levels),
+          expectError: "too_deep",
+        })),
+        weight: 3,
+      },
+      {
+        // Every message type over the channel's size limit.
+        arbitrary: message.map(([type, m]) => ({
+          type: `${type}.oversized`,
+          frame: JSON.stringify({ ...m, pad: "x".repeat(ONE_MB) }),
+          expectClose: 1009,
+        })),
         weight: 1,
       },
     ),
@@ -937,6 +1149,11 @@ class ViewerPool {
       assert.equal(v.closeEvent.code, c.expectClose, `closed ${v.closeEvent.code}: ${what}`);
     } else {
       assert.equal(c.expectClose, undefined, `not closed: ${what}`);
+      if (c.expectError) {
+        const got = v.messages.slice(from).filter((m) => m.t === "error")
+          .map((m) => (m as { code?: string }).code);
+        assert.deepEqual(got, [c.expectError], `error frames after ${what}`);
+      }
       const errors = v.messages.slice(from).filter((m) => m.t === "error").length;
       w.tally.add(errors ? "viewer.out.error" : "viewer.out.answered");
     }
@@ -950,7 +1167,7 @@ class ViewerPool {
       await v.opened;
       v.ws.send(c.frame);
       // Every first frame gets an answer: a hello, an error, a close. Only
-      // after a bad_json error (which keeps the socket) is a good auth sent,
+      // after a bad_json or too_deep error (which keep the socket) is a good auth sent,
       // so nothing is written to a socket the relay is closing.
       await v.until(
         () => v.messages.length > 0 || v.closeEvent !== null,
@@ -958,7 +1175,10 @@ class ViewerPool {
         REQUEST_TIMEOUT_MS,
       );
       const first = v.messages[0];
-      if (first?.t === "error" && first.code === "bad_json") {
+      if (c.expectError) {
+        assert.equal(first?.t === "error" && first.code, c.expectError, `first answer: ${what}`);
+      }
+      if (first?.t === "error" && (first.code === "bad_json" || first.code === "too_deep")) {
         v.send({ t: "auth", apiKey: w.a.user.apiKey });
       }
       await v.until(
@@ -1009,6 +1229,8 @@ interface HelloCase {
   /** Sent with A's runner token (bound to A's first runner). */
   byRunnerToken?: boolean;
   runnerId: string | null;
+  /** The relay must refuse the hello with an error frame of this code. */
+  expectError?: string;
 }
 
 function helloCase(w: World): fc.Arbitrary<HelloCase> {
@@ -1088,6 +1310,20 @@ function helloCase(w: World): fc.Arbitrary<HelloCase> {
       }),
       weight: 1,
     },
+    {
+      arbitrary: fc.tuple(
+        hello,
+        fc.constantFrom("roots", "sessions", "apiKey", "x"),
+        linkDeepLevels,
+      )
+        .map(([h, k, levels]): HelloCase => ({
+          type: "hello-deep",
+          frame: withDeep({ ...h, [k]: DEEP_MARK }, levels),
+          runnerId: null,
+          expectError: "too_deep",
+        })),
+      weight: 2,
+    },
   );
 }
 
@@ -1126,6 +1362,7 @@ async function runHello(w: World, c: HelloCase): Promise<void> {
   const welcome = frames.find((f) => f.t === "welcome");
   if (welcome) {
     w.tally.add("hello.out.welcome");
+    assert.equal(c.expectError, undefined, `welcomed: ${what}`);
     assert.equal(welcome.runnerId, c.runnerId, what);
     if (c.byRunnerToken) {
       assert.equal(c.runnerId, w.a.fake.runnerId, `a runner token said hello as another runner`);
@@ -1144,6 +1381,7 @@ async function runHello(w: World, c: HelloCase): Promise<void> {
   assert.ok(code === 4400 || code === 4001 || code === 4003 || code === 1009, `${code}: ${what}`);
   const err = frames.find((f) => f.t === "error");
   assert.ok(err, `an error frame before the close: ${what}`);
+  if (c.expectError) assert.equal(err.code, c.expectError, what);
   assert.equal(typeof err.code, "string", what);
   assert.equal(typeof err.message, "string", what);
   assert.notEqual(err.code, "internal", what);
@@ -1162,9 +1400,14 @@ interface ControlCase {
   /** Built at send time (seqs depend on what the relay holds). */
   build: (next: number) => string | Uint8Array<ArrayBuffer>;
   expectClose?: number;
+  /** The relay must answer with an error frame of this code and keep the socket. */
+  expectError?: string;
   /** Whether the frame carries events the relay should store for the control session. */
   storable?: boolean;
 }
+
+/** Every message type a runner sends after its hello, and one the relay does not know. */
+const CONTROL_TYPES = ["events", "res", "ping", "call", "service_announce", "no_such_type"];
 
 function controlCase(w: World): fc.Arbitrary<ControlCase> {
   const seqHint = fc.constantFrom<SeqHint>("next", "next", "skip", "same", "old", "zero");
@@ -1311,10 +1554,41 @@ function controlCase(w: World): fc.Arbitrary<ControlCase> {
       }),
       weight: 1,
     },
+    {
+      // Every message type with a field nested past the cap.
+      arbitrary: fc.tuple(fc.constantFrom(...CONTROL_TYPES), linkDeepLevels).map((
+        [t, levels],
+      ): ControlCase => ({
+        type: `${t}.deep`,
+        build: (next) =>
+          withDeep({
+            t,
+            id: 1,
+            op: "triggers.list",
+            sessionId: w.controlSession,
+            events: [{ seq: next, ts: 1, e: { type: "message_update", deep: DEEP_MARK } }],
+            data: { payload: DEEP_MARK },
+            triggerDefs: [{ type: "x:y", schema: DEEP_MARK }],
+          }, levels),
+        expectError: "too_deep",
+      })),
+      weight: 2,
+    },
+    {
+      // Every message type over the channel's size limit.
+      arbitrary: fc.constantFrom(...CONTROL_TYPES).map((t): ControlCase => ({
+        type: `${t}.oversized`,
+        build: () =>
+          JSON.stringify({ t, sessionId: w.controlSession, pad: "x".repeat(8 * ONE_MB + 1) }),
+        expectClose: 1009,
+      })),
+      weight: 1,
+    },
   );
 }
 
 const RELAY_TO_RUNNER_ERRORS = new Set([
+  "too_deep",
   "bad_events",
   "unknown_session",
   "bad_json",
@@ -1335,6 +1609,10 @@ async function runControl(w: World, c: ControlCase): Promise<void> {
   const id = w.controlSession;
   const before = r.acked(id);
   const from = r.received.length;
+  const pongs = () => r.received.filter((m) => m.t === "pong").length;
+  // A fuzzed ping earns its own pong before the barrier's: wait for both, or
+  // the barrier's would arrive during the next case and end its wait early.
+  const wanted = pongs() + (c.type === "ping" ? 2 : 1);
   const frame = c.build(before + 1);
   const what = `${c.type} ${typeof frame === "string" ? frame.slice(0, 300) : "<binary>"}`;
   r.sendRaw(frame);
@@ -1348,11 +1626,21 @@ async function runControl(w: World, c: ControlCase): Promise<void> {
     return;
   }
   try {
-    await r.barrier(REQUEST_TIMEOUT_MS);
+    r.send({ t: "ping" });
+    await r.until(() => pongs() >= wanted || r.closeEvent !== null, "pong", REQUEST_TIMEOUT_MS);
+    if (r.closeEvent) throw new Error("closed");
   } catch (err) {
     throw new Error(`no pong after ${what}: ${err} (close ${r.closeEvent?.code})`);
   }
   const got = r.received.slice(from);
+  if (c.expectError) {
+    const errors = got.filter((f) => f.t === "error");
+    assert.deepEqual(
+      errors.map((f) => f.code),
+      [c.expectError],
+      `error frames ${JSON.stringify(errors).slice(0, 500)} after ${what}`,
+    );
+  }
   for (const f of got) {
     assert.ok(["ack", "error", "pong"].includes(f.t as string), `frame ${JSON.stringify(f)}`);
     if (f.t === "error") {

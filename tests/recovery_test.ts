@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { applyEvents, emptyConversation } from "../shared/conversation.ts";
-import { assertContiguous, json, signUp, Viewer } from "./harness/client.ts";
+import { assertContiguous, json, signUp, storedEvents, Viewer } from "./harness/client.ts";
 import { MockLlm, MODEL } from "./harness/mock_llm.ts";
 import { RelayProcess, type RunnerProcess, startRunner, tempDir } from "./harness/procs.ts";
 import { eventually } from "./harness/wait.ts";
@@ -46,7 +46,7 @@ Deno.test("a relay killed mid-stream and restarted loses no acknowledged event",
     const v1 = await Viewer.connect(relay.url, { apiKey: user.apiKey });
     v1.subscribe(id);
     await v1.until(() => v1.eventsOf(id).length > 20, "some streamed events");
-    const before = await (await user.api(`/api/sessions/${id}/events?since=0&limit=5000`)).json();
+    const before = { events: await storedEvents(user, id) };
     const ackedBefore = before.events.length;
     await relay.kill("SIGKILL");
     await v1.closed;
@@ -60,7 +60,7 @@ Deno.test("a relay killed mid-stream and restarted loses no acknowledged event",
       await v2.waitForEvent(id, "agent_end", 30_000);
       const all = [...seen, ...v2.eventsOf(id)];
       assertContiguous(all);
-      const stored = await (await user.api(`/api/sessions/${id}/events?since=0&limit=5000`)).json();
+      const stored = { events: await storedEvents(user, id) };
       assert.deepEqual(all, stored.events, "the viewer saw exactly the stored log");
       // Everything stored before the crash is still there, unchanged.
       assert.deepEqual(stored.events.slice(0, ackedBefore), before.events);

@@ -69,6 +69,22 @@ function commonBadBodies(valid: unknown): [string, RequestInit, number, string][
     ["an empty body", { headers, body: "" }, 400, "bad_json"],
     ["invalid UTF-8", { headers, body: new Uint8Array([0x7b, 0xff, 0xfe, 0x7d]) }, 400, "bad_json"],
     ["a JSON array", { headers, body: JSON.stringify([valid]) }, 400, "invalid_body"],
+    [
+      "the valid body nested 65 levels deep",
+      { headers, body: "[".repeat(64) + JSON.stringify(valid) + "]".repeat(64) },
+      400,
+      "too_deep",
+    ],
+    [
+      "the valid body with a field nested 200,000 levels deep",
+      {
+        headers,
+        body: JSON.stringify({ ...(valid as object), x: 0 })
+          .replace('"x":0', `"x":${"[".repeat(200_000)}${"]".repeat(200_000)}`),
+      },
+      400,
+      "too_deep",
+    ],
     ["a JSON string", { headers, body: '"hello"' }, 400, "invalid_body"],
     ["JSON null", { headers, body: "null" }, 400, "invalid_body"],
     ["a body of exactly 1 MB", { headers, body: jsonArrayOf(ONE_MB) }, 400, "invalid_body"],

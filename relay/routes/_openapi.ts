@@ -149,7 +149,11 @@ export function routeDoc(doc: RouteDoc): MiddlewareHandler {
     );
   }
   if (doc.body) {
-    add(400, "`bad_json` (not JSON), `invalid_body` (the first offending field is named)");
+    add(
+      400,
+      "`bad_json` (not JSON), `too_deep` (JSON nested over 64 levels), `invalid_body` (the " +
+        "first offending field is named)",
+    );
     add(413, "`body_too_large`: over 1 MiB");
     add(415, "`unsupported_media_type`: Content-Type is not application/json");
   }

@@ -2,7 +2,15 @@ import { Hono } from "hono";
 import { z } from "zod";
 import type { RegisterRequest, RegisterResponse, SetupStatusResponse } from "../../shared/api.ts";
 import { type Auth, CLIENT_IP_HEADER, type Principal } from "../auth.ts";
-import { clientIp, HttpError, MAX_JSON_BODY, readBody, readJson, type RelayEnv } from "../_http.ts";
+import {
+  checkJsonDepth,
+  clientIp,
+  HttpError,
+  MAX_JSON_BODY,
+  readBody,
+  readJson,
+  type RelayEnv,
+} from "../_http.ts";
 import type { Hub } from "../hub.ts";
 import { RateLimiter } from "../rate_limit.ts";
 import type { Store } from "../store/mod.ts";
@@ -43,10 +51,12 @@ export function accountRoutes(options: AccountRoutesOptions): Hono<RelayEnv> {
     // A fresh Request (not a copy of the incoming one) so its abort signal is
     // not touched; its body read here, within the API's size limit.
     const raw = c.req.raw;
+    const body = raw.body ? await readBody(raw, MAX_JSON_BODY) : null;
+    if (body) checkJsonDepth(body);
     const req = new Request(raw.url, {
       method: raw.method,
       headers,
-      ...(raw.body ? { body: await readBody(raw, MAX_JSON_BODY) } : {}),
+      ...(body ? { body } : {}),
     });
     const changing = raw.method !== "GET";
     const before = changing ? await auth.authenticate(c.req.raw.headers) : null;

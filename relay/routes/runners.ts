@@ -16,6 +16,7 @@ import { assertRunnerInScope } from "../scopes.ts";
 import type { RunnerRegistry } from "../runner_registry.ts";
 import type { SessionService } from "../session_service.ts";
 import { requestSchema, routeDoc, RUNNER_ERRORS } from "./_openapi.ts";
+import { PathString } from "./trigger_schemas.ts";
 
 const ModelRef = z.object({
   provider: z.string().min(1).max(200),
@@ -24,8 +25,9 @@ const ModelRef = z.object({
 
 const Spawn = requestSchema<SpawnSessionRequest>()(z.object({
   runnerId: z.string().min(1).max(100),
-  prompt: z.string().max(200_000).optional().default(""),
-  cwd: z.string().max(4096).nullable().optional(),
+  // Its length is checked by the session service (text_too_long), like every input's.
+  prompt: z.string().optional().default(""),
+  cwd: PathString.nullable().optional(),
   model: ModelRef.nullable().optional(),
 }));
 
@@ -34,7 +36,7 @@ const RunnerRef = requestSchema<RunnerRequest>()(
 );
 
 const FolderRef = requestSchema<DismissFolderRequest>()(
-  z.object({ path: z.string().min(1).max(4096) }),
+  z.object({ path: PathString.min(1) }),
 );
 
 const NOT_FOUND = { 404: "`not_found`: no such runner, or not the caller's" } as const;
@@ -66,7 +68,9 @@ export function runnerRoutes(runners: RunnerRegistry, sessions: SessionService):
     body: Spawn,
     ok: "`{sessionId, shareUrl}`, once the runner started the session's worker",
     errors: {
-      400: "`cwd_outside_roots`, `cwd_not_found`, `bad_request`, `unknown_model` (the runner's)",
+      400: "`invalid_body` (a `cwd` with NUL or another control character, ...), " +
+        "`text_too_long` (a prompt over 200,000 characters), " +
+        "`cwd_outside_roots`, `cwd_not_found`, `bad_request`, `unknown_model` (the runner's)",
       ...NOT_FOUND,
       ...RUNNER_ERRORS,
     },

@@ -14,12 +14,14 @@ import { invalid } from "../errors.ts";
 import { principal, readJson, type RelayEnv } from "../_http.ts";
 import { assertRunnerInScope } from "../scopes.ts";
 import { eventsFrame } from "../fanout.ts";
+import { eventPage, PAGE_BYTES, PAGE_EVENTS } from "../event_pages.ts";
 import type { Hub } from "../hub.ts";
 import { requestSchema, routeDoc, RUNNER_ERRORS } from "./_openapi.ts";
 
 const Input = requestSchema<SessionInputRequest>()(z.object({
   kind: z.enum(INPUT_KINDS as [InputKind, ...InputKind[]]),
-  text: z.string().max(200_000).optional().default(""),
+  // Its length is checked by the session service (text_too_long), as for the viewer socket's input.
+  text: z.string().optional().default(""),
 }));
 
 const Rename = requestSchema<RenameSessionRequest>()(z.object({
@@ -151,6 +153,7 @@ export function sessionRoutes(hub: Pick<Hub, "store" | "sessions" | "feed">): Ho
     body: Input,
     ok: "`{ok: true}`: the session's worker took it; what follows arrives as events",
     errors: {
+      400: "`text_too_long`: `text` over 200,000 characters (the viewer socket's limit too)",
       404: "`not_found`: no such session, or not the caller's, or its runner no longer has it",
       409: "`session_ended`, `busy` (a prompt while working), `not_ready`, `not_queued`",
       ...RUNNER_ERRORS,
@@ -165,7 +168,10 @@ export function sessionRoutes(hub: Pick<Hub, "store" | "sessions" | "feed">): Ho
   // The stored log, for clients that do not keep a socket open.
   const eventsDoc = routeDoc({
     tag: "Sessions",
-    summary: "A session's stored event log",
+    summary: "A session's stored event log, a page at a time",
+    description: `At most \`limit\` events and ${PAGE_BYTES} bytes of them per page (one bigger ` +
+      "event is a page by itself), streamed as it is read. `next` is the `since` of the next " +
+      "page; `hasMore` says whether there is one.",
     auth: "principal",
     query: [
       {
@@ -176,10 +182,11 @@ export function sessionRoutes(hub: Pick<Hub, "store" | "sessions" | "feed">): Ho
       {
         name: "limit",
         description: "At most this many events",
-        schema: { type: "integer", minimum: 1, maximum: 5000, default: 1000 },
+        schema: { type: "integer", minimum: 1, maximum: PAGE_EVENTS, default: 1000 },
       },
     ],
-    ok: 'The viewer channel\'s `events` frame: `{t: "events", sessionId, events: [...]}`',
+    ok: 'The viewer channel\'s `events` frame and where the next page starts: `{t: "events", ' +
+      "sessionId, events: [...], next, hasMore}`",
     errors: { 400: "`bad_request`: `since` or `limit` out of range", ...NOT_FOUND },
   });
   app.get("/:id/events", eventsDoc, (c) => {
@@ -190,11 +197,12 @@ export function sessionRoutes(hub: Pick<Hub, "store" | "sessions" | "feed">): Ho
     if (!Number.isSafeInteger(since) || since < 0) {
       throw invalid("since must be a non-negative integer");
     }
-    if (!Number.isSafeInteger(limit) || limit < 1 || limit > 5000) {
-      throw invalid("limit must be an integer from 1 to 5000");
+    if (!Number.isSafeInteger(limit) || limit < 1 || limit > PAGE_EVENTS) {
+      throw invalid(`limit must be an integer from 1 to ${PAGE_EVENTS}`);
     }
-    const frame = eventsFrame(id, store.events.after(id, since, limit));
-    return c.body(frame, 200, { "content-type": "application/json" });
+    return c.body(eventPage(store.events, id, { since, limit }), 200, {
+      "content-type": "application/json",
+    });
   });
 
   return app;

@@ -1,12 +1,22 @@
 /**
  * Request schemas of the trigger API, owned by `routes/triggers.ts`; the
- * webhook routes reuse the filter and model parts, and the runner's trigger
+ * webhook routes reuse the filter, model and path parts (the runner routes
+ * the path), and the runner's trigger
  * calls (`runner_calls.ts`) the subscription and respond bodies. Handlers
  * validate with them and hand the typed result to the domain.
  *
  * @module
  */
 import { z } from "zod";
+import { MAX_INPUT_TEXT } from "../../shared/protocol.ts";
+
+/**
+ * A path a runner will resolve (a spawn's, a listener's or a webhook's `cwd`):
+ * no NUL, which no system call takes (the runner failed the spawn with a
+ * 502), and no other control character.
+ */
+export const PathString = z.string().max(4096)
+  .regex(/^[^\p{Cc}]*$/u, "Path must not contain NUL or other control characters");
 
 const Scalar = z.union([z.string().max(1000), z.number(), z.boolean()]);
 
@@ -56,16 +66,16 @@ export const SubscriptionPatch = z.object({
 
 export const ListenerBody = z.object({
   triggerType: TypeSchema,
-  prompt: z.string().max(200_000).optional(),
-  cwd: z.string().max(4096).nullable().optional(),
+  prompt: z.string().max(MAX_INPUT_TEXT).optional(),
+  cwd: PathString.nullable().optional(),
   model: ModelSchema.nullable().optional(),
   params: ParamsSchema.optional(),
 });
 
 export const ListenerPatch = z.object({
   triggerType: TypeSchema.optional(),
-  prompt: z.string().max(200_000).nullable().optional(),
-  cwd: z.string().max(4096).nullable().optional(),
+  prompt: z.string().max(MAX_INPUT_TEXT).nullable().optional(),
+  cwd: PathString.nullable().optional(),
   model: ModelSchema.nullable().optional(),
   params: ParamsSchema.nullable().optional(),
 });

@@ -1,5 +1,6 @@
 import { Hono } from "hono";
 import { z } from "zod";
+import { MAX_INPUT_TEXT } from "../../shared/protocol.ts";
 import type {
   CreateWebhookRequest,
   OkResponse,
@@ -10,7 +11,7 @@ import type {
 import { HttpError, principal, readBody, readJson, type RelayEnv } from "../_http.ts";
 import { MAX_WEBHOOK_BODY, type Webhooks } from "../webhooks.ts";
 import { requestSchema, routeDoc, RUNNER_ERRORS } from "./_openapi.ts";
-import { FilterModeSchema, FiltersSchema, ModelSchema } from "./trigger_schemas.ts";
+import { FilterModeSchema, FiltersSchema, ModelSchema, PathString } from "./trigger_schemas.ts";
 
 const Name = z.string().trim().min(1).max(200);
 /**
@@ -32,8 +33,8 @@ const WebhookCreate = requestSchema<CreateWebhookRequest>()(
     name: Name,
     source: Source,
     runnerId: z.string().min(1).max(100).nullable().optional(),
-    cwd: z.string().max(4096).nullable().optional(),
-    prompt: z.string().max(200_000).nullable().optional(),
+    cwd: PathString.nullable().optional(),
+    prompt: z.string().max(MAX_INPUT_TEXT).nullable().optional(),
     model: ModelSchema.nullable().optional(),
     eventFilter: EventFilter.nullable().optional(),
     filters: FiltersSchema.nullable().optional(),
@@ -141,7 +142,8 @@ export function webhookFireRoute(webhooks: Webhooks): Hono {
     ok: "`{ok: true, triggerId, sessionId}`; with `duplicate: true` for a redelivery; " +
       "`{ok: true, filtered: true}` when the filters did not match (nothing started)",
     errors: {
-      400: "`bad_content_type` (not application/json), `bad_json` (not a JSON object)",
+      400: "`bad_content_type` (not application/json), `bad_json` (not a JSON object), " +
+        "`too_deep` (nested over 64 levels)",
       401: "`bad_signature`: missing, wrong or out of date; `replay_protection_required`: a " +
         "legacy signature, or GitHub's without `X-GitHub-Delivery`, on a webhook with " +
         "`requireReplayProtection`",

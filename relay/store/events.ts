@@ -80,10 +80,16 @@ export class EventsRepo {
     return n;
   }
 
-  /** Up to `limit` events with seq greater than `afterSeq`, oldest first. */
-  after(sessionId: string, afterSeq: number, limit: number): StoredEvent[] {
+  /**
+   * Up to `limit` events with seq greater than `afterSeq`, oldest first, and
+   * no more than `maxBytes` of JSON (the first event is returned whatever its
+   * size, so a reader always moves on). What is read to get them is at most
+   * one stored chunk past the last one returned: 64 KB, or one big event.
+   */
+  after(sessionId: string, afterSeq: number, limit: number, maxBytes = Infinity): StoredEvent[] {
     const out: StoredEvent[] = [];
     if (limit <= 0) return out;
+    let bytes = 0;
     for (const row of this.#sql.sql(CHUNKS_FROM).iterate(sessionId, sessionId, afterSeq + 1)) {
       const { first_seq: first, last_seq: last, seqs, body } = row as unknown as {
         first_seq: number;
@@ -93,9 +99,14 @@ export class EventsRepo {
       };
       if (last <= afterSeq) continue;
       for (const ev of eventsOf({ firstSeq: first, lastSeq: last, seqs, body })) {
-        if (ev.seq > afterSeq && out.length < limit) out.push(ev);
+        if (ev.seq <= afterSeq) continue;
+        if (out.length >= limit || (out.length > 0 && bytes + ev.json.length > maxBytes)) {
+          return out;
+        }
+        out.push(ev);
+        bytes += ev.json.length;
       }
-      if (out.length >= limit) break;
+      if (out.length >= limit || bytes >= maxBytes) break;
     }
     return out;
   }

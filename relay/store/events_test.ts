@@ -34,6 +34,28 @@ Deno.test("appendMany stores runs of mixed sizes whole, in order, once", async (
   }
 });
 
+Deno.test("after stops at maxBytes of events, but always returns a first one", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "baton-events-" });
+  const db = openDatabase(join(dir, "relay.db"));
+  try {
+    const repo = new EventsRepo(db);
+    const sizes = [100, 100, 100, 5000, 100, 100];
+    const events: StoredEvent[] = sizes.map((n, i) => ({ seq: i + 1, json: "x".repeat(n) }));
+    repo.appendMany("s1", events);
+    const seqs = (after: number, limit: number, maxBytes: number) =>
+      repo.after("s1", after, limit, maxBytes).map((e) => e.seq);
+    assert.deepEqual(seqs(0, 10, 250), [1, 2], "a third would pass 250 bytes");
+    assert.deepEqual(seqs(0, 10, 300), [1, 2, 3]);
+    assert.deepEqual(seqs(3, 10, 250), [4], "one bigger event alone");
+    assert.deepEqual(seqs(2, 10, 1000), [3], "stops before the big one");
+    assert.deepEqual(seqs(0, 2, Infinity), [1, 2], "limit still counts");
+    assert.deepEqual(seqs(4, 10, 1e6), [5, 6]);
+  } finally {
+    db.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
 Deno.test("a session's log reads back whole across chunks, gaps and multi-line JSON", async () => {
   const dir = await Deno.makeTempDir({ prefix: "baton-events-" });
   const db = openDatabase(join(dir, "relay.db"));

@@ -5,7 +5,7 @@
  * @module
  */
 import assert from "node:assert/strict";
-import type { RegisterRequest, RegisterResponse } from "../../shared/api.ts";
+import type { RegisterRequest, RegisterResponse, SessionEventsResponse } from "../../shared/api.ts";
 import type { RelayToViewer, SessionEvent } from "../../shared/protocol.ts";
 import { Conditions } from "./wait.ts";
 
@@ -164,6 +164,33 @@ export class Viewer {
   close(): Promise<CloseEvent> {
     if (this.ws.readyState < WebSocket.CLOSING) this.ws.close();
     return this.closed;
+  }
+}
+
+/**
+ * A session's whole stored log through `GET /api/sessions/{id}/events`,
+ * following `next` from page to page until `hasMore` is false.
+ */
+export async function storedEvents(
+  user: User,
+  sessionId: string,
+  options: { since?: number; limit?: number } = {},
+): Promise<SessionEvent[]> {
+  const all: SessionEvent[] = [];
+  let since = options.since ?? 0;
+  while (true) {
+    const res = await user.api(
+      `/api/sessions/${sessionId}/events?since=${since}&limit=${options.limit ?? 5000}`,
+    );
+    const text = await res.text();
+    assert.equal(res.status, 200, text.slice(0, 300));
+    const page = JSON.parse(text) as SessionEventsResponse;
+    assert.equal(page.t, "events");
+    assert.equal(page.sessionId, sessionId);
+    all.push(...page.events);
+    if (!page.hasMore) return all;
+    assert.ok(page.next > since, `next ${page.next} moves past since ${since}`);
+    since = page.next;
   }
 }
 

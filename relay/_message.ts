@@ -1,0 +1,39 @@
+/**
+ * The one way the relay's WebSocket channels (viewer, runner control) read a
+ * text message: nesting capped before parsing (shared/json.ts), then a JSON
+ * object or the error frame that answers it.
+ *
+ * @module
+ */
+import { JsonTooDeepError, MAX_JSON_DEPTH, parseJson } from "../shared/json.ts";
+
+/** A channel message parsed, or the code and message of the error frame that answers it. */
+export type ParsedMessage =
+  | { ok: true; msg: Record<string, unknown> }
+  | { ok: false; code: "too_deep" | "bad_json"; message: string };
+
+/**
+ * A text message of a WebSocket channel as a JSON object: `too_deep` past
+ * the nesting cap of shared/json.ts (checked before parsing), `bad_json` for
+ * anything else. The viewer and runner sockets both read messages with it
+ * (the runner's with MAX_LINK_DEPTH).
+ */
+export function parseMessage(text: string, maxDepth: number = MAX_JSON_DEPTH): ParsedMessage {
+  let msg: unknown;
+  try {
+    msg = parseJson(text, maxDepth);
+  } catch (err) {
+    if (err instanceof JsonTooDeepError) {
+      return {
+        ok: false,
+        code: "too_deep",
+        message: `Message is nested deeper than ${err.maxDepth} levels`,
+      };
+    }
+    return { ok: false, code: "bad_json", message: "Message is not a JSON object" };
+  }
+  if (typeof msg !== "object" || msg === null || Array.isArray(msg)) {
+    return { ok: false, code: "bad_json", message: "Message is not a JSON object" };
+  }
+  return { ok: true, msg: msg as Record<string, unknown> };
+}
