@@ -1,11 +1,7 @@
-import { betterAuth } from "better-auth";
-import { APIError } from "better-auth/api";
-import { getMigrations } from "better-auth/db/migration";
-import { NodeSqliteDialect } from "@better-auth/kysely-adapter/node-sqlite-dialect";
+import type { BetterAuth } from "./_better_auth.ts";
 import type { Database } from "./store/db.ts";
 import type { Store } from "./store/mod.ts";
 import { hashKey, looksLikeKey } from "./keys.ts";
-import { countingStore } from "./rate_limit.ts";
 
 /** How long a checked session cookie is trusted without checking it again. */
 const COOKIE_CACHE_MS = 10_000;
@@ -41,73 +37,41 @@ export interface Principal {
 export type Credential = Pick<Principal, "via" | "keyId" | "authSessionId">;
 
 /** better-auth configured for the relay, and the checks built on it. */
-export type Auth = Awaited<ReturnType<typeof createAuth>>;
+export type Auth = ReturnType<typeof createAuth>;
 
-/** Builds better-auth on the relay's database, migrating its tables first. */
-export async function createAuth(options: AuthOptions) {
+/** The relay's accounts: better-auth on the relay's database (loaded on first use). */
+export function createAuth(options: AuthOptions) {
   const { store } = options;
-  const config = {
-    // better-auth's queries are async and its transactions span awaits; on the
-    // connection the relay writes to synchronously, one of those would swallow
-    // (or break) the relay's own transactions, so it runs without them.
-    database: {
-      dialect: new NodeSqliteDialect({ database: options.db }),
-      type: "sqlite" as const,
-      transaction: false,
-    },
-    secret: options.secret,
-    baseURL: options.baseUrl,
-    basePath: "/api/auth",
-    logger: { disabled: true },
-    telemetry: { enabled: false },
-    trustedOrigins: (request?: Request) => {
-      // A same-origin request (Origin equals the Host the browser connected
-      // to) is trusted too, so http://localhost and http://127.0.0.1 both work.
-      const host = request?.headers.get("host");
-      const proto = new URL(options.baseUrl).protocol;
-      return [...options.trustedOrigins, host ? `${proto}//${host}` : null];
-    },
-    emailAndPassword: { enabled: true, minPasswordLength: 8, maxPasswordLength: 256 },
-    session: {
-      expiresIn: 60 * 60 * 24 * 30,
-      updateAge: 60 * 60 * 24,
-    },
-    rateLimit: {
-      enabled: true,
-      // This relay's own counts (better-auth's memory store is process-wide).
-      customStorage: countingStore(),
-      window: 60,
-      max: 300,
-      customRules: {
-        "/sign-in/*": { window: 60, max: 20 },
-        "/sign-up/*": { window: 60, max: 10 },
-      },
-    },
-    advanced: {
-      ipAddress: { ipAddressHeaders: [CLIENT_IP_HEADER] },
-      useSecureCookies: options.baseUrl.startsWith("https:"),
-      cookiePrefix: "baton",
-    },
-    databaseHooks: {
-      user: {
-        create: {
-          // deno-lint-ignore require-await
-          before: async (user: { email: string }) => {
-            if (!options.allowSignup && store.accounts.count() > 0) {
-              throw new APIError("FORBIDDEN", {
-                code: "SIGNUP_CLOSED",
-                message: "Sign-up is closed on this relay (start it with --allow-signup)",
-              });
-            }
-            return { data: { ...user, email: user.email.toLowerCase() } };
-          },
-        },
-      },
-    },
-  };
-  const { runMigrations } = await getMigrations(config);
-  await runMigrations();
-  const auth = betterAuth(config);
+  // better-auth itself is loaded when a request first needs it: a cookie to
+  // check, a sign-in or sign-up, /api/auth/*. An idle relay, and one only
+  // runners and API keys talk to, never does (about 30 MB less: once loaded,
+  // a module stays, even if a worker thread loaded it and ended). Its tables
+  // are created with the relay's own (store/db.ts, migration 6).
+  let loading: Promise<{ auth: BetterAuth; isAuthRefusal: (err: unknown) => boolean }> | null =
+    null;
+  let loaded: { auth: BetterAuth; isAuthRefusal: (err: unknown) => boolean } | null = null;
+  function betterAuth(): Promise<BetterAuth> {
+    loading ??= import("./_better_auth.ts").then(async (m) => {
+      loaded = {
+        auth: await m.startBetterAuth({
+          db: options.db,
+          baseUrl: options.baseUrl,
+          secret: options.secret,
+          trustedOrigins: options.trustedOrigins,
+          clientIpHeader: CLIENT_IP_HEADER,
+          signupOpen: () => options.allowSignup || store.accounts.count() === 0,
+        }),
+        isAuthRefusal: m.isAuthRefusal,
+      };
+      return loaded;
+    });
+    return loading.then((l) => l.auth);
+  }
+
+  /** Whether `err` is a refusal better-auth raised (only once it is loaded can it raise one). */
+  function isAuthRefusal(err: unknown): err is Error & { statusCode: number; body?: unknown } {
+    return loaded?.isAuthRefusal(err) ?? false;
+  }
 
   // The hook's check that sign-up is open and the insert it lets through are
   // awaits apart, so two first sign-ups at once could both find no account.
@@ -120,15 +84,23 @@ export async function createAuth(options: AuthOptions) {
   }
 
   /** better-auth's own routes (`/api/auth/*`), with its sign-ups taken one at a time. */
-  function handler(req: Request): Promise<Response> {
+  async function handler(req: Request): Promise<Response> {
+    const auth = await betterAuth();
     const signingUp = new URL(req.url).pathname.includes("/sign-up/");
     return signingUp ? oneSignUpAtATime(() => auth.handler(req)) : auth.handler(req);
   }
 
   /** Creates an account with a password (one sign-up at a time); its id. */
   async function signUpEmail(body: { email: string; password: string; name: string }) {
+    const auth = await betterAuth();
     const res = await oneSignUpAtATime(() => auth.api.signUpEmail({ body }));
     return res.user.id;
+  }
+
+  /** Whether `password` is the password of the account `email` (a sign-in, its cookie unused). */
+  async function passwordMatches(email: string, password: string): Promise<boolean> {
+    const auth = await betterAuth();
+    return await auth.api.signInEmail({ body: { email, password } }).then(() => true, () => false);
   }
 
   // Cookie sessions seen in the last few seconds, so a busy client does not
@@ -148,7 +120,7 @@ export async function createAuth(options: AuthOptions) {
     const hit = cookieCache.get(cookie);
     if (hit && hit.until > now) return hit.principal;
     const asked = generation;
-    const s = await auth.api.getSession({ headers });
+    const s = await (await betterAuth()).api.getSession({ headers });
     if (!s) return null;
     // A sign-out (or password change) finished while we asked: the session
     // better-auth found may be gone now, and must not be cached.
@@ -220,9 +192,10 @@ export async function createAuth(options: AuthOptions) {
   }
 
   return {
-    auth,
     handler,
     signUpEmail,
+    passwordMatches,
+    isAuthRefusal,
     authenticate,
     principalFromKey,
     userIdByEmail,

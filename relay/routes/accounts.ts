@@ -96,8 +96,7 @@ export function accountRoutes(options: AccountRoutesOptions): Hono<RelayEnv> {
     const email = body.email.toLowerCase();
     let userId = auth.userIdByEmail(email);
     if (userId) {
-      const ok = await auth.auth.api.signInEmail({ body: { email, password: body.password } })
-        .then(() => true, () => false);
+      const ok = await auth.passwordMatches(email, body.password);
       if (!ok) throw new HttpError(401, "invalid_credentials", "Invalid email or password");
     } else {
       if (!body.name) throw new HttpError(401, "invalid_credentials", "Invalid email or password");
