@@ -47,9 +47,9 @@ export function createAuth(options: AuthOptions) {
   // runners and API keys talk to, never does (about 30 MB less: once loaded,
   // a module stays, even if a worker thread loaded it and ended). Its tables
   // are created with the relay's own (store/db.ts, migration 6).
-  let loading: Promise<{ auth: BetterAuth; isAuthRefusal: (err: unknown) => boolean }> | null =
-    null;
-  let loaded: { auth: BetterAuth; isAuthRefusal: (err: unknown) => boolean } | null = null;
+  type Loaded = { auth: BetterAuth; isAuthRefusal: (err: unknown) => boolean };
+  let loading: Promise<Loaded> | null = null;
+  let loaded: Loaded | null = null;
   function betterAuth(): Promise<BetterAuth> {
     loading ??= import("./_better_auth.ts").then(async (m) => {
       loaded = {
@@ -64,6 +64,10 @@ export function createAuth(options: AuthOptions) {
         isAuthRefusal: m.isAuthRefusal,
       };
       return loaded;
+    }).catch((err) => {
+      // The next request tries again rather than failing for the process's life.
+      loading = null;
+      throw err;
     });
     return loading.then((l) => l.auth);
   }
