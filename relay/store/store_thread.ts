@@ -50,7 +50,8 @@ export class StoreThread {
   /** The last commit sent: close() waits for it (they complete in order). */
   #last: Promise<void> = Promise.resolve();
   #closed: Promise<void> | null = null;
-  #onClosed: (() => void) | null = null;
+  /** Threads told to close, and what ends each once it says it has. */
+  readonly #retiring = new Map<Worker, () => void>();
 
   constructor(db: Database, path: string, options: StoreThreadOptions = {}) {
     this.#db = db;
@@ -97,23 +98,12 @@ export class StoreThread {
       clearInterval(this.#watch);
       await this.#last;
       const worker = this.#worker;
-      if (!worker) {
-        try {
-          this.#db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
-        } catch {
-          // Busy: the next start checkpoints it.
-        }
-        return;
+      if (worker) return await this.#retire(worker);
+      try {
+        this.#db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+      } catch {
+        // Busy: the next start checkpoints it.
       }
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, 5000);
-        this.#onClosed = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-        worker.postMessage({ close: true });
-      });
-      this.#stop(worker);
     })();
     return this.#closed;
   }
@@ -123,8 +113,9 @@ export class StoreThread {
     let size = 0;
     try {
       size = Deno.statSync(`${this.#path}-wal`).size;
-    } catch (err) {
-      if (!(err instanceof Deno.errors.NotFound)) throw err;
+    } catch {
+      // No WAL yet (NotFound), or it cannot be read now: a timer must not
+      // throw (it would end the process); the next look tries again.
     }
     if (size >= this.#options.walBytes) this.#start();
   }
@@ -135,10 +126,10 @@ export class StoreThread {
     });
     worker.onmessage = (e: MessageEvent<Reply>) => {
       const m = e.data;
-      if (m.closed) return this.#onClosed?.();
+      if (m.closed) return this.#retiring.get(worker)?.();
       // Idle: ended unless a commit is on its way to it (it says so again later).
       if (m.idle) {
-        if (this.#pending.size === 0 && !this.#closed) this.#stop(worker);
+        if (this.#pending.size === 0 && !this.#closed) void this.#retire(worker);
         return;
       }
       const p = m.id === undefined ? undefined : this.#pending.get(m.id);
@@ -153,7 +144,8 @@ export class StoreThread {
         p.reject(new Error(`Event writer failed: ${e.message}`));
       }
       this.#pending.clear();
-      this.#stop(worker);
+      if (this.#worker === worker) this.#worker = null;
+      worker.terminate();
     };
     const { checkpointMs, idleMs } = this.#options;
     worker.postMessage({ open: this.#path, checkpointMs, idleMs });
@@ -161,8 +153,23 @@ export class StoreThread {
     return worker;
   }
 
-  #stop(worker: Worker): void {
-    worker.terminate();
+  /**
+   * Ends a thread: new commits go to a new one from now on; this one closes
+   * its connection (a terminated thread would leave it open) and is then
+   * terminated, or after 5 s if it does not answer.
+   */
+  #retire(worker: Worker): Promise<void> {
     if (this.#worker === worker) this.#worker = null;
+    return new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.#retiring.delete(worker);
+        worker.terminate();
+        resolve();
+      };
+      const timer = setTimeout(done, 5000);
+      this.#retiring.set(worker, done);
+      worker.postMessage({ close: true });
+    });
   }
 }
