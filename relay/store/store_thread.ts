@@ -2,7 +2,7 @@
  * The relay's one background thread for store work: it writes the event log
  * when {@linkcode adaptiveCommit} sends it commits, and checkpoints the WAL.
  * It runs only while there is such work: an idle relay has none (a thread
- * costs ~12 MB of its memory; the relay used to keep two, ~27 MB).
+ * costs ~16 MB of its memory; the relay used to keep two, ~27 MB).
  *
  * @module
  */
@@ -16,7 +16,8 @@ export interface StoreThreadOptions {
   checkpointMs?: number;
   /**
    * WAL size that starts the thread to checkpoint it (bytes). Default 4 MiB,
-   * SQLite's own default (1,000 pages); below it the WAL waits.
+   * SQLite's own default (1,000 pages); below it the WAL is checkpointed on
+   * the relay's thread once nothing wrote to it for a look.
    */
   walBytes?: number;
   /** How often this thread looks at the WAL's size (ms). Default 1,000. */
@@ -33,10 +34,12 @@ type Reply = { id?: number; error?: string; idle?: true; closed?: true };
  * without blocking the relay's event loop on either.
  *
  * The thread starts on the first commit sent to it, or once the WAL has
- * grown past `walBytes` (the relay's own connection never checkpoints: each
- * checkpoint copies pages and fsyncs, which blocked the event loop). It ends
- * when it has had nothing to do for `idleMs`, after a checkpoint that
- * empties the WAL. Durability does not depend on it: a commit is in the WAL
+ * grown past `walBytes` (the relay's connection never checkpoints inside a
+ * commit: each checkpoint copies pages and fsyncs, which blocked the event
+ * loop). A WAL under `walBytes` that nothing wrote to for a look
+ * (`watchMs`) is checkpointed on this thread instead, while the relay is
+ * quiet. The thread ends when it has had nothing to do for `idleMs`, after a
+ * checkpoint that empties the WAL. Durability does not depend on it: a commit is in the WAL
  * when it resolves, and a checkpoint only moves pages into the database.
  */
 export class StoreThread {
@@ -50,6 +53,8 @@ export class StoreThread {
   /** The last commit sent: close() waits for it (they complete in order). */
   #last: Promise<void> = Promise.resolve();
   #closed: Promise<void> | null = null;
+  /** The WAL's size and time at the last look. */
+  #lastWal = "";
   /** Threads told to close, and what ends each once it says it has. */
   readonly #retiring = new Map<Worker, () => void>();
 
@@ -110,14 +115,28 @@ export class StoreThread {
 
   #watchWal(): void {
     if (this.#worker) return;
-    let size = 0;
+    let wal: Deno.FileInfo;
     try {
-      size = Deno.statSync(`${this.#path}-wal`).size;
+      wal = Deno.statSync(`${this.#path}-wal`);
     } catch {
       // No WAL yet (NotFound), or it cannot be read now: a timer must not
       // throw (it would end the process); the next look tries again.
+      return;
     }
-    if (size >= this.#options.walBytes) this.#start();
+    if (wal.size >= this.#options.walBytes) return void this.#start();
+    const seen = `${wal.size}/${wal.mtime?.getTime()}`;
+    const quiet = seen === this.#lastWal;
+    this.#lastWal = seen;
+    if (wal.size === 0 || !quiet) return;
+    // A small WAL that nothing wrote to since the last look: checkpointed
+    // here, where it costs a few milliseconds while the relay is quiet,
+    // rather than by a thread that would keep most of its ~16 MB after it
+    // ended (measured: 45 → 61 MB running → 57 MB ended).
+    try {
+      this.#db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+    } catch {
+      // Busy: next time.
+    }
   }
 
   #start(): Worker {
