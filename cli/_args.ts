@@ -1,5 +1,3 @@
-import { join } from "node:path";
-import { normalizeRelayUrl, readUserConfig } from "../runner/mod.ts";
 import { UsageError } from "../shared/mod.ts";
 
 export { type FlagSpec, parseFlags, UsageError } from "../shared/mod.ts";
@@ -52,24 +50,6 @@ export function parseHostList(value: string, what: string): string[] {
     }
     return url.host;
   });
-}
-
-/**
- * The relay a command talks to: its flag (or variable) when given, else
- * `relayUrl` in `~/.baton/config.json`, else the local default.
- */
-export async function relayUrlFrom(flag: string | undefined): Promise<string> {
-  const saved = await readUserConfig(join(homeDir(), ".baton")).catch(
-    () => ({} as Record<string, unknown>),
-  );
-  const raw = flag ??
-    (typeof saved.relayUrl === "string" && saved.relayUrl !== "off" ? saved.relayUrl : undefined) ??
-    "http://127.0.0.1:7420";
-  try {
-    return normalizeRelayUrl(raw);
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
 }
 
 /** `<home>`: `$HOME` (or `%USERPROFILE%`). */

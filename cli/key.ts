@@ -1,7 +1,8 @@
 import { join } from "node:path";
 import type { CreateKeyRequest, CreateKeyResponse } from "../shared/mod.ts";
 import { readUserConfig } from "../runner/mod.ts";
-import { homeDir, parseFlags, parsePositiveInt, relayUrlFrom, UsageError } from "./_args.ts";
+import { homeDir, parseFlags, parsePositiveInt, UsageError } from "./_args.ts";
+import { relayUrlFrom } from "./_relay_url.ts";
 
 export const KEY_HELP = `Usage: baton key create [options]
 

@@ -1,6 +1,7 @@
 import { join } from "node:path";
 import { updateUserConfig } from "../runner/mod.ts";
-import { homeDir, parseFlags, relayUrlFrom, UsageError } from "./_args.ts";
+import { homeDir, parseFlags, UsageError } from "./_args.ts";
+import { relayUrlFrom } from "./_relay_url.ts";
 import { ask, askSecret, interactive, readStdin } from "./_prompt.ts";
 
 export const SETUP_HELP = `Usage: baton setup [options]

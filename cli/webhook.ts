@@ -1,5 +1,6 @@
 import { enhancedPayload, signHex } from "../shared/mod.ts";
-import { parseFlags, relayUrlFrom, UsageError } from "./_args.ts";
+import { parseFlags, UsageError } from "./_args.ts";
+import { relayUrlFrom } from "./_relay_url.ts";
 import { readStdin } from "./_prompt.ts";
 
 export const WEBHOOK_HELP = `Usage: baton webhook fire <webhook-id> [options]

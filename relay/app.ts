@@ -1,12 +1,11 @@
 import { Hono } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import { APIError } from "better-auth/api";
 import { join } from "node:path";
 import { makePrivate } from "../shared/private_files.ts";
 import type { HealthResponse } from "../shared/api.ts";
 import { RUNNER_WS_PATH, VIEWER_WS_PATH } from "../shared/protocol.ts";
 import { createAuth } from "./auth.ts";
-import { type Database, openDatabase, startCheckpointer } from "./store/db.ts";
+import { type Database, openDatabase } from "./store/db.ts";
 import { RelayError } from "./errors.ts";
 import {
   errorResponse,
@@ -32,7 +31,8 @@ import { TriggerListeners } from "./trigger_listeners.ts";
 import { Triggers } from "./triggers.ts";
 import { Webhooks } from "./webhooks.ts";
 import { Store } from "./store/mod.ts";
-import { adaptiveCommit, EventWriterThread } from "./store/event_writer.ts";
+import { adaptiveCommit } from "./store/event_writer.ts";
+import { StoreThread } from "./store/store_thread.ts";
 import { socketRoutes } from "./sockets.ts";
 
 /** Options of {@linkcode createRelay}. */
@@ -131,7 +131,9 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   // Older versions left the folder and its files readable by others.
   const fixed = await makePrivate(options.dataDir);
   if (fixed > 0) options.log?.(`made ${fixed} files and folders in the data folder owner-only`);
-  const checkpointer = startCheckpointer(db, dbPath);
+  // Checkpoints, and the event log's commits while the relay is busy, run on
+  // one thread of their own, started only while there is such work.
+  const storeThread = new StoreThread(db, dbPath);
   const store = options.store?.(db) ?? new Store(db);
   const baseUrl = options.baseUrl.replace(/\/+$/, "");
   const access = browserAccess({
@@ -143,7 +145,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   const trustProxy = options.trustProxy ?? false;
   const secret = options.authSecret ?? await loadSecret(options.dataDir);
   const allowSignup = options.allowSignup ?? false;
-  const auth = await createAuth({
+  const auth = createAuth({
     db,
     store,
     baseUrl,
@@ -151,13 +153,12 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     allowSignup,
     trustedOrigins: access.origins,
   });
-  // The event log is written on this thread, or by a thread of its own while
+  // The event log is written on this thread, or on the store thread while
   // the relay uses more than a core and for large commits (adaptiveCommit),
   // unless a custom store must receive the writes (then always on this one).
-  const writer = options.store ? null : new EventWriterThread(dbPath);
   const hub = new Hub({
     store,
-    ...(writer ? { commit: adaptiveCommit(store, writer) } : {}),
+    ...(options.store ? {} : { commit: adaptiveCommit(store, storeThread) }),
     eventBufferSize: options.eventBufferSize ?? 1000,
     baseUrl,
     principalLive: auth.principalLive,
@@ -196,7 +197,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     }
     // better-auth refusals raised inside our routes (a sign-up racing the
     // first account, a duplicate email) keep their status and code.
-    if (err instanceof APIError && err.statusCode >= 400 && err.statusCode < 500) {
+    if (auth.isAuthRefusal(err) && err.statusCode >= 400 && err.statusCode < 500) {
       const body = err.body as { code?: string; message?: string } | undefined;
       return errorResponse(
         c,
@@ -283,8 +284,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
       closed = true;
       triggers.close();
       await hub.close();
-      await writer?.close();
-      await checkpointer.stop();
+      await storeThread.close();
       db.close();
     },
   };

@@ -1,12 +1,8 @@
-import { betterAuth } from "better-auth";
-import { APIError } from "better-auth/api";
-import { getMigrations } from "better-auth/db/migration";
-import { NodeSqliteDialect } from "@better-auth/kysely-adapter/node-sqlite-dialect";
+import type { BetterAuth } from "./_better_auth.ts";
 import type { KeyScope } from "../shared/api.ts";
 import type { Database } from "./store/db.ts";
 import type { Store } from "./store/mod.ts";
 import { hashKey, looksLikeKey } from "./keys.ts";
-import { countingStore } from "./rate_limit.ts";
 
 /** How long a checked session cookie is trusted without checking it again. */
 const COOKIE_CACHE_MS = 10_000;
@@ -46,78 +42,45 @@ export interface Principal {
 export type Credential = Pick<Principal, "via" | "keyId" | "authSessionId">;
 
 /** better-auth configured for the relay, and the checks built on it. */
-export type Auth = Awaited<ReturnType<typeof createAuth>>;
+export type Auth = ReturnType<typeof createAuth>;
 
-/** Builds better-auth on the relay's database, migrating its tables first. */
-export async function createAuth(options: AuthOptions) {
+/** The relay's accounts: better-auth on the relay's database (loaded on first use). */
+export function createAuth(options: AuthOptions) {
   const { store } = options;
-  const config = {
-    // better-auth's queries are async and its transactions span awaits; on the
-    // connection the relay writes to synchronously, one of those would swallow
-    // (or break) the relay's own transactions, so it runs without them.
-    database: {
-      dialect: new NodeSqliteDialect({ database: options.db }),
-      type: "sqlite" as const,
-      transaction: false,
-    },
-    secret: options.secret,
-    baseURL: options.baseUrl,
-    basePath: "/api/auth",
-    logger: { disabled: true },
-    telemetry: { enabled: false },
-    // The base URL's, the loopback names' and the configured ones; never
-    // "whatever Host the request names" (DNS rebinding would pass that).
-    trustedOrigins: options.trustedOrigins,
-    emailAndPassword: {
-      enabled: true,
-      minPasswordLength: 8,
-      maxPasswordLength: 256,
-      // A sign-up does not sign in: better-auth then answers a sign-up with an
-      // email that has an account as it answers a new one (a made-up user, no
-      // session, after the same password hash), so sign-up does not tell
-      // which emails have accounts. The client signs in next.
-      autoSignIn: false,
-    },
-    session: {
-      expiresIn: 60 * 60 * 24 * 30,
-      updateAge: 60 * 60 * 24,
-    },
-    rateLimit: {
-      enabled: true,
-      // This relay's own counts (better-auth's memory store is process-wide).
-      customStorage: countingStore(),
-      window: 60,
-      max: 300,
-      customRules: {
-        "/sign-in/*": { window: 60, max: 20 },
-        "/sign-up/*": { window: 60, max: 10 },
-      },
-    },
-    advanced: {
-      ipAddress: { ipAddressHeaders: [CLIENT_IP_HEADER] },
-      useSecureCookies: options.baseUrl.startsWith("https:"),
-      cookiePrefix: "baton",
-    },
-    databaseHooks: {
-      user: {
-        create: {
-          // deno-lint-ignore require-await
-          before: async (user: { email: string }) => {
-            if (!options.allowSignup && store.accounts.count() > 0) {
-              throw new APIError("FORBIDDEN", {
-                code: "SIGNUP_CLOSED",
-                message: "Sign-up is closed on this relay (start it with --allow-signup)",
-              });
-            }
-            return { data: { ...user, email: user.email.toLowerCase() } };
-          },
-        },
-      },
-    },
-  };
-  const { runMigrations } = await getMigrations(config);
-  await runMigrations();
-  const auth = betterAuth(config);
+  // better-auth itself is loaded when a request first needs it: a cookie to
+  // check, a sign-in or sign-up, /api/auth/*. An idle relay, and one only
+  // runners and API keys talk to, never does (about 30 MB less: once loaded,
+  // a module stays, even if a worker thread loaded it and ended). Its tables
+  // are created with the relay's own (store/db.ts, migration 8).
+  type Loaded = { auth: BetterAuth; isAuthRefusal: (err: unknown) => boolean };
+  let loading: Promise<Loaded> | null = null;
+  let loaded: Loaded | null = null;
+  function betterAuth(): Promise<BetterAuth> {
+    loading ??= import("./_better_auth.ts").then(async (m) => {
+      loaded = {
+        auth: await m.startBetterAuth({
+          db: options.db,
+          baseUrl: options.baseUrl,
+          secret: options.secret,
+          trustedOrigins: options.trustedOrigins,
+          clientIpHeader: CLIENT_IP_HEADER,
+          signupOpen: () => options.allowSignup || store.accounts.count() === 0,
+        }),
+        isAuthRefusal: m.isAuthRefusal,
+      };
+      return loaded;
+    }).catch((err) => {
+      // The next request tries again rather than failing for the process's life.
+      loading = null;
+      throw err;
+    });
+    return loading.then((l) => l.auth);
+  }
+
+  /** Whether `err` is a refusal better-auth raised (only once it is loaded can it raise one). */
+  function isAuthRefusal(err: unknown): err is Error & { statusCode: number; body?: unknown } {
+    return loaded?.isAuthRefusal(err) ?? false;
+  }
 
   // The hook's check that sign-up is open and the insert it lets through are
   // awaits apart, so two first sign-ups at once could both find no account.
@@ -139,11 +102,11 @@ export async function createAuth(options: AuthOptions) {
    * a time. A closed sign-up is refused before better-auth looks the email
    * up, which would answer USER_ALREADY_EXISTS for an email with an account.
    */
-  function handler(req: Request): Promise<Response> {
+  async function handler(req: Request): Promise<Response> {
     const signingUp = new URL(req.url).pathname.includes("/sign-up/");
-    if (!signingUp) return auth.handler(req);
-    return oneSignUpAtATime(() =>
-      signUpClosed() ? Promise.resolve(signUpClosedResponse()) : auth.handler(req)
+    if (!signingUp) return (await betterAuth()).handler(req);
+    return oneSignUpAtATime(async () =>
+      signUpClosed() ? signUpClosedResponse() : (await betterAuth()).handler(req)
     );
   }
 
@@ -154,7 +117,7 @@ export async function createAuth(options: AuthOptions) {
    * accounts. Unlike a sign-in, it starts no browser session.
    */
   async function checkPassword(email: string, password: string): Promise<string | null> {
-    const ctx = await auth.$context;
+    const ctx = await (await betterAuth()).$context;
     const found = await ctx.internalAdapter.findUserByEmail(email.toLowerCase(), {
       includeAccounts: true,
     });
@@ -179,7 +142,7 @@ export async function createAuth(options: AuthOptions) {
       if (signUpClosed()) return { ok: false, reason: "closed" } as const;
       // better-auth would answer a made-up user for an email it has (see autoSignIn).
       if (store.accounts.idByEmail(body.email)) return { ok: false, reason: "exists" } as const;
-      const res = await auth.api.signUpEmail({ body });
+      const res = await (await betterAuth()).api.signUpEmail({ body });
       return { ok: true, userId: res.user.id } as const;
     });
   }
@@ -202,7 +165,7 @@ export async function createAuth(options: AuthOptions) {
     const hit = cookieCache.get(cookie);
     if (hit && hit.until > now) return hit.principal;
     const asked = changesSeen;
-    const s = await auth.api.getSession({ headers });
+    const s = await (await betterAuth()).api.getSession({ headers });
     if (!s) return null;
     // A sign-out (or password change) of this user finished while we asked:
     // the session better-auth found may be gone now, and must not be cached.
@@ -285,11 +248,11 @@ export async function createAuth(options: AuthOptions) {
   }
 
   return {
-    auth,
     handler,
     signUpClosed,
     checkPassword,
     signUpEmail,
+    isAuthRefusal,
     authenticate,
     principalFromKey,
     userIdByEmail,

@@ -166,3 +166,54 @@ Deno.test("module boundaries hold across the source tree", async (t) => {
     }
   });
 });
+
+/** Deno's module graph from `root`: what its static imports load, and what only a dynamic one does. */
+async function loadedAtStart(root: string): Promise<{ start: Set<string>; later: Set<string> }> {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["info", "--json", root],
+    cwd: ROOT,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.ok(out.success, new TextDecoder().decode(out.stderr));
+  const info = JSON.parse(new TextDecoder().decode(out.stdout)) as {
+    roots: string[];
+    redirects?: Record<string, string>;
+    modules: {
+      specifier: string;
+      dependencies?: { code?: { specifier: string }; isDynamic?: boolean }[];
+    }[];
+  };
+  const deps = new Map(info.modules.map((m) => [m.specifier, m.dependencies ?? []]));
+  const name = (s: string) => {
+    const r = info.redirects?.[s] ?? s;
+    return r.startsWith("file:") ? relative(ROOT, fileURLToPath(r)).replaceAll("\\", "/") : r;
+  };
+  const start = new Set<string>();
+  const later = new Set<string>();
+  const walk = (spec: string, dynamic: boolean) => {
+    const resolved = info.redirects?.[spec] ?? spec;
+    const into = dynamic ? later : start;
+    if (start.has(name(resolved)) || into.has(name(resolved))) return;
+    into.add(name(resolved));
+    for (const d of deps.get(resolved) ?? []) {
+      if (d.code) walk(d.code.specifier, dynamic || d.isDynamic === true);
+    }
+  };
+  for (const r of info.roots) walk(r, false);
+  for (const s of start) later.delete(s);
+  return { start, later };
+}
+
+Deno.test("baton relay loads better-auth only on first use, and never the runner", async () => {
+  // Each would be memory an idle relay holds for nothing (docs/performance.md,
+  // "Idle relay memory"): better-auth ~30 MB, the runner's daemon (through
+  // cli/_args.ts once) its WebSocket client and ~4 MB more.
+  const { start, later } = await loadedAtStart("cli/relay.ts");
+  const unwanted = [...start].filter((s) =>
+    /^npm:\/(better-auth|@better-auth\/|@mariozechner\/)/.test(s) || s.startsWith("runner/")
+  );
+  assert.deepEqual(unwanted, []);
+  assert.ok(later.has("relay/_better_auth.ts"), "better-auth is still there to load on first use");
+  assert.ok([...later].some((s) => s.startsWith("npm:/better-auth@")));
+});

@@ -13,7 +13,6 @@ import { INPUT_KINDS, type InputKind, MAX_SESSION_TITLE } from "../../shared/pro
 import { invalid } from "../errors.ts";
 import { principal, readJson, type RelayEnv } from "../_http.ts";
 import { assertRunnerInScope } from "../scopes.ts";
-import { eventsFrame } from "../fanout.ts";
 import { eventPage, PAGE_BYTES, PAGE_EVENTS } from "../event_pages.ts";
 import type { Hub } from "../hub.ts";
 import { requestSchema, routeDoc, RUNNER_ERRORS } from "./_openapi.ts";

@@ -214,6 +214,38 @@ const MIGRATIONS: Migration[] = [
     name: "webhooks may require replay protection",
     sql: `
       ALTER TABLE webhooks ADD COLUMN require_replay_protection INTEGER NOT NULL DEFAULT 0;
+      `,
+  },
+  {
+    // better-auth's tables, exactly as better-auth 1.7.25 creates them (its
+    // getMigrations), so that the relay need not load better-auth at start to
+    // create them (~30 MB it loads on first use instead; relay/auth.ts).
+    // Before this, better-auth created them at every start: on such a
+    // database they are there already. relay/auth_test.ts checks that
+    // better-auth finds nothing missing; a better-auth upgrade that wants
+    // more gets a migration of its own.
+    version: 8,
+    name: "account tables",
+    sql: `
+      CREATE TABLE IF NOT EXISTS "user" ("id" text not null primary key, "name" text not null,
+        "email" text not null unique, "emailVerified" integer not null, "image" text,
+        "createdAt" date not null, "updatedAt" date not null);
+      CREATE TABLE IF NOT EXISTS "session" ("id" text not null primary key,
+        "expiresAt" date not null, "token" text not null unique, "createdAt" date not null,
+        "updatedAt" date not null, "ipAddress" text, "userAgent" text,
+        "userId" text not null references "user" ("id") on delete cascade);
+      CREATE TABLE IF NOT EXISTS "account" ("id" text not null primary key,
+        "accountId" text not null, "providerId" text not null,
+        "userId" text not null references "user" ("id") on delete cascade, "accessToken" text,
+        "refreshToken" text, "idToken" text, "accessTokenExpiresAt" date,
+        "refreshTokenExpiresAt" date, "scope" text, "password" text, "createdAt" date not null,
+        "updatedAt" date not null);
+      CREATE TABLE IF NOT EXISTS "verification" ("id" text not null primary key,
+        "identifier" text not null, "value" text not null, "expiresAt" date not null,
+        "createdAt" date not null, "updatedAt" date not null);
+      CREATE INDEX IF NOT EXISTS "session_userId_idx" on "session" ("userId");
+      CREATE INDEX IF NOT EXISTS "account_userId_idx" on "account" ("userId");
+      CREATE INDEX IF NOT EXISTS "verification_identifier_idx" on "verification" ("identifier");
     `,
   },
 ];
@@ -271,64 +303,6 @@ export function migrate(
       log?.(`Database at version ${m.version} (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
     }
   }
-}
-
-// The checkpointer's code, run in a worker thread from a blob URL so that it
-// needs no file of its own at run time (bundles, compiled binaries).
-const CHECKPOINTER = `
-import { DatabaseSync } from "node:sqlite";
-let db = null;
-let timer = null;
-self.onmessage = (e) => {
-  const m = e.data;
-  if (m.open) {
-    db = new DatabaseSync(m.open);
-    db.exec("PRAGMA busy_timeout = 5000");
-    timer = setInterval(() => {
-      try { db.exec("PRAGMA wal_checkpoint(PASSIVE)"); } catch { /* busy: next time */ }
-    }, m.intervalMs);
-  } else if (m.stop) {
-    clearInterval(timer);
-    try { db?.exec("PRAGMA wal_checkpoint(TRUNCATE)"); } catch { /* the writer closes it too */ }
-    db?.close();
-    self.postMessage({ stopped: true });
-  }
-};`;
-
-/** A worker thread that checkpoints the WAL of a database (see {@linkcode startCheckpointer}). */
-export interface Checkpointer {
-  /** Runs a last checkpoint and stops the thread. */
-  stop(): Promise<void>;
-}
-
-/**
- * Moves WAL checkpoints off the main thread: the relay's connection stops
- * checkpointing by itself (each one copies pages and fsyncs the database,
- * which blocked the event loop) and a worker thread checkpoints every
- * `intervalMs` without blocking writers (PASSIVE).
- */
-export function startCheckpointer(db: Database, path: string, intervalMs = 200): Checkpointer {
-  db.exec("PRAGMA wal_autocheckpoint = 0");
-  const url = URL.createObjectURL(new Blob([CHECKPOINTER], { type: "application/javascript" }));
-  const worker = new Worker(url, { type: "module" });
-  URL.revokeObjectURL(url);
-  worker.postMessage({ open: path, intervalMs });
-  let stopping: Promise<void> | null = null;
-  return {
-    stop() {
-      stopping ??= new Promise<void>((resolve) => {
-        const done = () => {
-          clearTimeout(timer);
-          worker.terminate();
-          resolve();
-        };
-        const timer = setTimeout(done, 5000);
-        worker.onmessage = (e) => e.data?.stopped && done();
-        worker.postMessage({ stop: true });
-      });
-      return stopping;
-    },
-  };
 }
 
 /** Runs `fn` inside BEGIN/COMMIT, rolling back when it throws. */

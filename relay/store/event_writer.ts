@@ -1,6 +1,6 @@
 import process from "node:process";
 import type { SessionPatch } from "./sessions.ts";
-import { chunkEvents, type EventChunk, type StoredEvent } from "./events.ts";
+import type { EventChunk, StoredEvent } from "./events.ts";
 import type { Store } from "./mod.ts";
 
 /** One session's share of a commit: new events, its new last seq, its state change. */
@@ -60,7 +60,7 @@ const INLINE_BYTES = 2 * 1024 * 1024;
  */
 export function adaptiveCommit(
   store: Store,
-  writer: EventWriterThread,
+  writer: { commit: CommitEvents },
   gauge = new CpuGauge(),
 ): CommitEvents {
   const inline = inlineCommit(store);
@@ -115,8 +115,8 @@ export class CpuGauge {
 }
 
 /**
- * A session's share of a commit as the writer thread gets it: its events
- * already cut into chunks (see {@linkcode EventWriterThread}).
+ * A session's share of a commit as the store thread gets it: its events
+ * already cut into chunks (see `StoreThread` in store_thread.ts).
  */
 export interface ChunkedCommit extends Omit<EventCommit, "events"> {
   chunks: EventChunk[];
@@ -137,80 +137,5 @@ export function applyCommits(
       repos.sessions.update(c.sessionId, c.patch, c.at);
       repos.sessions.setLastSeq(c.sessionId, c.lastSeq);
     }
-  }
-}
-
-/**
- * The event log's writer in a worker thread with its own connection, so the
- * INSERTs of a busy stream do not run on the relay's event loop. Commits run
- * one at a time, in order.
- */
-export class EventWriterThread {
-  readonly #worker: Worker;
-  readonly #pending = new Map<number, { resolve: () => void; reject: (e: Error) => void }>();
-  #next = 1;
-  /** The last commit sent: close() waits for it (they complete in order). */
-  #last: Promise<void> = Promise.resolve();
-  #closed: Promise<void> | null = null;
-
-  constructor(dbPath: string) {
-    this.#worker = new Worker(new URL("./_event_writer_worker.ts", import.meta.url).href, {
-      type: "module",
-    });
-    this.#worker.onmessage = (e: MessageEvent<{ id: number; error?: string }>) => {
-      const p = this.#pending.get(e.data.id);
-      if (!p) return;
-      this.#pending.delete(e.data.id);
-      if (e.data.error === undefined) p.resolve();
-      else p.reject(new Error(e.data.error));
-    };
-    this.#worker.onerror = (e) => {
-      e.preventDefault();
-      for (const p of this.#pending.values()) {
-        p.reject(new Error(`Event writer failed: ${e.message}`));
-      }
-      this.#pending.clear();
-    };
-    this.#worker.postMessage({ open: dbPath });
-  }
-
-  commit: CommitEvents = (batch) => {
-    if (this.#closed) return Promise.reject(new Error("Event writer is closed"));
-    let chunked: ChunkedCommit[];
-    try {
-      // The thread gets each session's events as the few strings it stores,
-      // not an object per event: with ~1,500 events a commit, its part fell
-      // from ~1.7 to ~1.1 ms and the round trip from ~4.4 to ~3 ms.
-      chunked = batch.map(({ events, ...rest }) => ({ ...rest, chunks: chunkEvents(events) }));
-    } catch (err) {
-      return Promise.reject(err);
-    }
-    const id = this.#next++;
-    const done = new Promise<void>((resolve, reject) => {
-      this.#pending.set(id, { resolve, reject });
-      this.#worker.postMessage({ id, batch: chunked });
-    });
-    this.#last = done.catch(() => {});
-    return done;
-  };
-
-  /** Waits for the commits in flight, then stops the thread. */
-  close(): Promise<void> {
-    this.#closed ??= (async () => {
-      await this.#last;
-      const done = new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, 5000);
-        this.#worker.onmessage = (e) => {
-          if (e.data?.closed) {
-            clearTimeout(timer);
-            resolve();
-          }
-        };
-      });
-      this.#worker.postMessage({ close: true });
-      await done;
-      this.#worker.terminate();
-    })();
-    return this.#closed;
   }
 }

@@ -2,13 +2,8 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { openDatabase } from "./db.ts";
-import {
-  adaptiveCommit,
-  CpuGauge,
-  type EventCommit,
-  EventWriterThread,
-  INLINE_EVENTS,
-} from "./event_writer.ts";
+import { adaptiveCommit, CpuGauge, type EventCommit, INLINE_EVENTS } from "./event_writer.ts";
+import { StoreThread } from "./store_thread.ts";
 import { Store } from "./mod.ts";
 
 /** A gauge that reads as told, one answer per commit (then idle). */
@@ -30,12 +25,12 @@ function commitOf(sessionId: string, from: number, count: number): EventCommit[]
 }
 
 async function withRelayDb(
-  fn: (store: Store, writer: EventWriterThread, path: string) => Promise<void>,
+  fn: (store: Store, writer: StoreThread, path: string) => Promise<void>,
 ): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "baton-writer-" });
   const path = join(dir, "relay.db");
   const db = openDatabase(path);
-  const writer = new EventWriterThread(path);
+  const writer = new StoreThread(db, path);
   try {
     await fn(new Store(db), writer, path);
   } finally {

@@ -1,5 +1,7 @@
 /**
- * Scenario 5: relay memory. RSS per idle connection (1,000 viewers, 100
+ * Scenario 5: relay memory. RSS of an idle relay as `baton relay` starts it
+ * (and after a first sign-in with a browser connected), against a bare
+ * `Deno.serve`; RSS per idle connection (1,000 viewers, 100
  * runners) against the bare broadcaster's per-socket cost; and RSS after a
  * viewer that never reads has been sent 100 MB of events, against the bare
  * broadcaster that queues everything for it; 1,000 viewers catching up at
@@ -7,6 +9,9 @@
  *
  * @module
  */
+import { join } from "node:path";
+import { signUp } from "../../harness/client.ts";
+import { ROOT } from "../../harness/procs.ts";
 import { procStat } from "../_proc.ts";
 import type { BenchContext, GoalFigures } from "../_report.ts";
 import { mb } from "../_stats.ts";
@@ -423,9 +428,160 @@ async function catchUpBurst(ctx: BenchContext): Promise<void> {
   }
 }
 
+/** The relay's idle memory goal (issue 17): an embedded relay that nobody uses yet. */
+const IDLE_GOAL = 60 * MiB;
+
+/** RSS of `pid` after `ms` to settle (median of 3 reads, 200 ms apart). */
+async function settledRss(pid: number, ms: number): Promise<number> {
+  await settle(ms);
+  const reads: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    reads.push(procStat(pid).rss);
+    await settle(200);
+  }
+  return reads.sort((a, b) => a - b)[1]!;
+}
+
+/**
+ * `baton relay` (or `deno task relay`) started as a user starts it, with a
+ * fresh data folder under a temporary HOME; resolves once it listens.
+ */
+async function startUserRelay(
+  ctx: BenchContext,
+  how: "run" | "task",
+): Promise<{ child: Deno.ChildProcess; url: string; home: string }> {
+  const home = await Deno.makeTempDir({ prefix: "baton-bench-idle-" });
+  const [command, ...prefix] = [...ctx.pinning.serverPrefix(), Deno.execPath()];
+  const args = how === "run" ? ["run", "-A", "main.ts", "relay"] : ["task", "-q", "relay"];
+  const child = new Deno.Command(command!, {
+    args: [...prefix, ...args, "--port", "0"],
+    cwd: ROOT,
+    env: {
+      NO_COLOR: "1",
+      HOME: home,
+      // The temporary HOME must not send Deno to an empty cache (it would
+      // download every npm package again, and that memory would be counted).
+      DENO_DIR: Deno.env.get("DENO_DIR") ?? join(Deno.env.get("HOME") ?? "", ".cache", "deno"),
+    },
+    stdout: "piped",
+    stderr: "null",
+  }).spawn();
+  let out = "";
+  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  const deadline = setTimeout(() => child.kill("SIGKILL"), 60_000);
+  while (!/listening on (\S+)/.test(out)) {
+    const r = await reader.read();
+    if (r.done) throw new Error(`baton relay (${how}) exited before listening:\n${out}`);
+    out += r.value;
+  }
+  clearTimeout(deadline);
+  // Keep reading so that the relay never blocks on a full pipe.
+  (async () => {
+    while (!(await reader.read()).done) { /* discard */ }
+  })().catch(() => {});
+  return { child, url: out.match(/listening on (\S+)/)![1]!, home };
+}
+
+async function stopUserRelay(r: { child: Deno.ChildProcess; home: string }): Promise<void> {
+  // The relay under `deno task` first: the wrapper need not pass the signal on.
+  for (const pid of [...childrenOf(r.child.pid), r.child.pid]) {
+    try {
+      Deno.kill(pid, "SIGTERM");
+    } catch {
+      // Already gone.
+    }
+  }
+  await r.child.status;
+  await Deno.remove(r.home, { recursive: true }).catch(() => {});
+}
+
+/** The pids of `pid`'s children (Linux). */
+function childrenOf(pid: number): number[] {
+  try {
+    const text = Deno.readTextFileSync(`/proc/${pid}/task/${pid}/children`).trim();
+    return text ? text.split(/\s+/).map(Number) : [];
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * RSS of an idle relay on the embedded default, as the process a user runs
+ * (`deno run -A main.ts relay`, what `baton relay` is from source), then
+ * after a first sign-up and sign-in with a viewer connected; against a bare
+ * `Deno.serve` broadcaster. What the `deno task relay` wrapper process adds
+ * is in the note.
+ */
+async function idleRelay(ctx: BenchContext): Promise<void> {
+  const settleFor = ctx.quick ? 1000 : 3000;
+  const relay = await startUserRelay(ctx, "run");
+  let idle = 0;
+  let signedIn = 0;
+  try {
+    idle = await settledRss(relay.child.pid, settleFor);
+    const user = await signUp(relay.url);
+    const viewer = new WebSocket(`${relay.url.replace(/^http/, "ws")}/_viewer`, {
+      headers: { cookie: user.cookie, origin: relay.url },
+    });
+    await new Promise((resolve, reject) => {
+      viewer.onopen = resolve;
+      viewer.onerror = () => reject(new Error("viewer socket failed"));
+    });
+    await (await user.web("/api/sessions")).body?.cancel();
+    signedIn = await settledRss(relay.child.pid, settleFor);
+    viewer.close();
+  } finally {
+    await stopUserRelay(relay);
+  }
+  // The task runner in front of it: its own process, the relay its child.
+  const task = await startUserRelay(ctx, "task");
+  let wrapper = 0;
+  let wrapped = 0;
+  try {
+    wrapper = await settledRss(task.child.pid, settleFor);
+    const kids = childrenOf(task.child.pid);
+    wrapped = kids.reduce((sum, pid) => sum + procStat(pid).rss, 0);
+  } finally {
+    await stopUserRelay(task);
+  }
+  const bare = await startServer(ctx, "bare");
+  let bareIdle = 0;
+  try {
+    bareIdle = await settledRss(bare.proc.pid, settleFor);
+  } finally {
+    await bare.proc.stop();
+  }
+  ctx.log(
+    `idle relay: ${mb(idle)} → ${mb(signedIn)} signed in; deno task wrapper ${mb(wrapper)} ` +
+      `(+ relay ${mb(wrapped)}); bare Deno.serve ${mb(bareIdle)}`,
+  );
+  ctx.row({
+    scenario: "5 memory",
+    case: "idle relay (`deno run -A main.ts relay`, new data folder)",
+    metric: "RSS",
+    baton: { name: "baton", value: idle, text: mb(idle) },
+    baselines: [{ name: "(a) bare Deno.serve", value: bareIdle, text: mb(bareIdle) }],
+    goal: { text: "< 60 MB", test: (f) => f.baton < IDLE_GOAL },
+    note: `\`deno task relay\` adds its own process: ${mb(wrapper)} (the relay under it ${
+      mb(wrapped)
+    })`,
+    detail: { idle, bareIdle, wrapper, wrapped },
+  });
+  ctx.row({
+    scenario: "5 memory",
+    case: "the same relay after a first sign-up and sign-in, a browser's viewer connected",
+    metric: "RSS",
+    baton: { name: "baton", value: signedIn, text: mb(signedIn) },
+    baselines: [{ name: "(a) bare Deno.serve", value: bareIdle, text: mb(bareIdle) }],
+    note: "better-auth is loaded on the first request that needs it",
+    detail: { idle, signedIn },
+  });
+}
+
 /** Runs the memory scenario. */
 export async function memory(ctx: BenchContext): Promise<void> {
   settleMs = ctx.quick ? 250 : 500;
+  await idleRelay(ctx);
   await idleConnections(ctx);
   await catchUpBurst(ctx);
   await stalledViewerRun(ctx);

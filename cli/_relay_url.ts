@@ -1,0 +1,28 @@
+/**
+ * What the commands that call a relay share. Apart from `_args.ts` so that
+ * `baton relay`, which imports that, does not load the runner (and its
+ * WebSocket client) with it.
+ *
+ * @module
+ */
+import { join } from "node:path";
+import { normalizeRelayUrl, readUserConfig } from "../runner/mod.ts";
+import { homeDir, UsageError } from "./_args.ts";
+
+/**
+ * The relay a command talks to: its flag (or variable) when given, else
+ * `relayUrl` in `~/.baton/config.json`, else the local default.
+ */
+export async function relayUrlFrom(flag: string | undefined): Promise<string> {
+  const saved = await readUserConfig(join(homeDir(), ".baton")).catch(
+    () => ({} as Record<string, unknown>),
+  );
+  const raw = flag ??
+    (typeof saved.relayUrl === "string" && saved.relayUrl !== "off" ? saved.relayUrl : undefined) ??
+    "http://127.0.0.1:7420";
+  try {
+    return normalizeRelayUrl(raw);
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}

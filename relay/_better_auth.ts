@@ -1,0 +1,116 @@
+/**
+ * better-auth as the relay configures it. Loaded on first use only
+ * ({@linkcode createAuth} in auth.ts imports it when a request first needs
+ * it): the package and its dependencies are about 30 MB of the relay's
+ * memory, which a relay that only runners (API keys) talk to never needs.
+ * Its tables are created with the relay's own (store/db.ts, migration 8).
+ *
+ * @module
+ */
+import { betterAuth } from "better-auth";
+import { APIError } from "better-auth/api";
+import { getMigrations } from "better-auth/db/migration";
+import { NodeSqliteDialect } from "@better-auth/kysely-adapter/node-sqlite-dialect";
+import type { DatabaseSync } from "node:sqlite";
+import { countingStore } from "./rate_limit.ts";
+
+/** What {@linkcode authConfig} needs from the relay. */
+export interface AuthConfigOptions {
+  db: DatabaseSync;
+  baseUrl: string;
+  secret: string;
+  /** The origins that may call the auth endpoints (the base URL's among them). */
+  trustedOrigins: string[];
+  /** The header that carries the client's address (the relay sets it, dropping a client's copy). */
+  clientIpHeader: string;
+  /** Whether one more account may sign up now. */
+  signupOpen: () => boolean;
+}
+
+/** The relay's better-auth options (the schema of its tables follows from them). */
+export function authConfig(options: AuthConfigOptions) {
+  return {
+    // better-auth's queries are async and its transactions span awaits; on the
+    // connection the relay writes to synchronously, one of those would swallow
+    // (or break) the relay's own transactions, so it runs without them.
+    database: {
+      dialect: new NodeSqliteDialect({ database: options.db }),
+      type: "sqlite" as const,
+      transaction: false,
+    },
+    secret: options.secret,
+    baseURL: options.baseUrl,
+    basePath: "/api/auth",
+    logger: { disabled: true },
+    telemetry: { enabled: false },
+    // The base URL's, the loopback names' and the configured ones; never
+    // "whatever Host the request names" (DNS rebinding would pass that).
+    trustedOrigins: options.trustedOrigins,
+    emailAndPassword: {
+      enabled: true,
+      minPasswordLength: 8,
+      maxPasswordLength: 256,
+      // A sign-up does not sign in: better-auth then answers a sign-up with an
+      // email that has an account as it answers a new one (a made-up user, no
+      // session, after the same password hash), so sign-up does not tell
+      // which emails have accounts. The client signs in next.
+      autoSignIn: false,
+    },
+    session: {
+      expiresIn: 60 * 60 * 24 * 30,
+      updateAge: 60 * 60 * 24,
+    },
+    rateLimit: {
+      enabled: true,
+      // This relay's own counts (better-auth's memory store is process-wide).
+      customStorage: countingStore(),
+      window: 60,
+      max: 300,
+      customRules: {
+        "/sign-in/*": { window: 60, max: 20 },
+        "/sign-up/*": { window: 60, max: 10 },
+      },
+    },
+    advanced: {
+      ipAddress: { ipAddressHeaders: [options.clientIpHeader] },
+      useSecureCookies: options.baseUrl.startsWith("https:"),
+      cookiePrefix: "baton",
+    },
+    databaseHooks: {
+      user: {
+        create: {
+          // deno-lint-ignore require-await
+          before: async (user: { email: string }) => {
+            if (!options.signupOpen()) {
+              throw new APIError("FORBIDDEN", {
+                code: "SIGNUP_CLOSED",
+                message: "Sign-up is closed on this relay (start it with --allow-signup)",
+              });
+            }
+            return { data: { ...user, email: user.email.toLowerCase() } };
+          },
+        },
+      },
+    },
+  };
+}
+
+/**
+ * better-auth on the relay's database. Its tables come with the relay's own
+ * (store/db.ts); should this version want more of them (a test checks it
+ * does not), they are added first, as they were before the relay had them.
+ */
+export async function startBetterAuth(options: AuthConfigOptions) {
+  const config = authConfig(options);
+  const { toBeCreated, toBeAdded, runMigrations } = await getMigrations(config);
+  if (toBeCreated.length || toBeAdded.length) await runMigrations();
+  return betterAuth(config);
+}
+
+/** The relay's better-auth instance. */
+export type BetterAuth = Awaited<ReturnType<typeof startBetterAuth>>;
+
+/** Whether `err` is a refusal better-auth raised (it keeps its status and code). */
+export function isAuthRefusal(err: unknown): err is APIError {
+  return err instanceof APIError;
+}
