@@ -21,6 +21,7 @@ import {
   timeout,
 } from "./errors.ts";
 import { RateLimiter } from "./rate_limit.ts";
+import { replayKey } from "./webhook_replay.ts";
 import type { RunnerPresence } from "./runner_registry.ts";
 import type { SecretBox } from "./secret_box.ts";
 import type { SessionControl } from "./session_service.ts";
@@ -202,7 +203,7 @@ export class Webhooks {
     const now = this.#clock.now();
     const v = await verifyWebhook(await this.#secret(w), headers, raw, now);
     if (!v.ok) throw new RelayError("unauthorized", "bad_signature", v.message);
-    const bodyKey = this.#replayCheck(w, v, headers);
+    const bodyKey = replayKey(w, v, headers);
     const limited = this.#fires.hit(w.id);
     if (!limited.ok) {
       throw new RateLimited(
@@ -270,35 +271,6 @@ export class Webhooks {
     } finally {
       if (this.#inflight.get(key) === attempt) this.#inflight.delete(key);
     }
-  }
-
-  /**
-   * With `requireReplayProtection`, refuses legacy (body-only) signatures and GitHub's without a
-   * delivery id; for a GitHub delivery, the key its body is remembered under; else null.
-   */
-  #replayCheck(
-    w: WebhookRecord,
-    v: { mode: string; deliveryId?: string },
-    headers: Headers,
-  ): string | null {
-    if (!w.requireReplayProtection) return null;
-    if (v.mode === "legacy") {
-      throw new RelayError(
-        "unauthorized",
-        "replay_protection_required",
-        "This webhook does not take legacy signatures (they can be replayed): sign with " +
-          "X-Webhook-Timestamp and X-Webhook-Nonce, or turn off its replay protection",
-      );
-    }
-    if (v.mode !== "github") return null;
-    if (!v.deliveryId) {
-      throw new RelayError(
-        "unauthorized",
-        "replay_protection_required",
-        "This webhook takes GitHub deliveries only with X-GitHub-Delivery",
-      );
-    }
-    return `github:${headers.get("x-hub-signature-256")!.toLowerCase()}`;
   }
 
   /** Everything after the signature: JSON, filters, then the session. */
