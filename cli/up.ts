@@ -4,7 +4,7 @@ import { supervise } from "../runner/mod.ts";
 import { encodeBase64Url } from "../shared/mod.ts";
 import { homeDir, parseFlags, parseHttpUrl, parsePort, UsageError } from "./_args.ts";
 import { ask, askSecret, interactive } from "./_prompt.ts";
-import { untilSignal } from "./relay.ts";
+import { retentionFromEnv, untilSignal } from "./relay.ts";
 import { webClient } from "../web/mod.ts";
 
 export const UP_HELP = `Usage: baton up [options]
@@ -26,6 +26,7 @@ Options:
 
 Environment:
   BATON_OWNER_PASSWORD   Owner password on first start (else asked or generated)
+  BATON_RETENTION_*      Retention of ended sessions, as for 'baton relay'
   Runner variables (BATON_WORKSPACE_ROOTS, BATON_NO_*, ...) apply to the local runner,
   which connects to --base-url. Stopping that runner (POST /api/runners/stop)
   ends 'up', relay included.
@@ -48,6 +49,7 @@ export async function upMain(argv: string[]): Promise<number> {
     port: values.port !== undefined ? parsePort(values.port) : 7420,
     dataDir,
     ...(values["base-url"] ? { baseUrl: parseHttpUrl(values["base-url"], "--base-url") } : {}),
+    retention: retentionFromEnv(),
     log: (line) => console.error(`[relay] ${line}`),
   });
   const { relay, url } = served;

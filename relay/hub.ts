@@ -21,6 +21,7 @@ import { type Committed, EventPipeline } from "./event_pipeline.ts";
 import { Fanout, type Subscription } from "./fanout.ts";
 import { type RunnerConnection, RunnerRegistry } from "./runner_registry.ts";
 import { SessionService } from "./session_service.ts";
+import { Retention, type RetentionPolicy } from "./retention.ts";
 import { isEnded } from "./session_state.ts";
 import { StateFeed } from "./state_feed.ts";
 import type { RunnerHub } from "./runner_link.ts";
@@ -44,8 +45,13 @@ export interface HubOptions {
    * CREDENTIAL_SWEEP_MS.
    */
   principalLive?: (c: Credential) => boolean;
+  /** What retention keeps (default DEFAULT_RETENTION). */
+  retention?: RetentionPolicy;
   clock?: Clock;
 }
+
+/** How long a deletion waits for a running session's runner to end it (ms). */
+const END_BEFORE_DELETE_MS = 10_000;
 
 /** The relay's services, wired together; {@linkcode Hub.start} starts their timers. */
 export class Hub implements RunnerHub, ViewerHub {
@@ -56,6 +62,7 @@ export class Hub implements RunnerHub, ViewerHub {
   readonly feed: StateFeed;
   readonly sessions: SessionService;
   readonly credentials: CredentialSweeps;
+  readonly retention: Retention;
   readonly #log: (line: string) => void;
   #closed = false;
 
@@ -101,12 +108,22 @@ export class Hub implements RunnerHub, ViewerHub {
       ...(options.principalLive ? { principalLive: options.principalLive } : {}),
       clock,
     });
+    this.retention = new Retention({
+      store,
+      events: this.events,
+      fanout: this.fanout,
+      feed: this.feed,
+      ...(options.retention ? { policy: options.retention } : {}),
+      log: this.#log,
+      clock,
+    });
   }
 
   /** Catches stored last seqs up with the log and starts the services' timers. */
   start(): void {
     this.events.start();
     this.credentials.start();
+    this.retention.start();
   }
 
   log(line: string): void {
@@ -186,6 +203,33 @@ export class Hub implements RunnerHub, ViewerHub {
 
   // Credentials, the feed, shutdown -------------------------------------------
 
+  /**
+   * Deletes a session of `userId` with its events and triggers (unknown and
+   * foreign ids throw the same 404). One that runs is ended first: its
+   * runner is asked to end it (and waited for up to END_BEFORE_DELETE_MS);
+   * an offline runner learns of it when it reconnects.
+   */
+  async deleteSession(userId: string, sessionId: string): Promise<void> {
+    const s = this.sessions.owned(userId, sessionId);
+    if (!isEnded(this.events.statusOf(sessionId) ?? s.status)) {
+      const link = this.runners.link(s.runnerId);
+      // A runner that cannot end it (it lost the session) is told again when
+      // it next sends its events (unknown_session) or reconnects.
+      const asked = link
+        ? await link.request("input", { sessionId, kind: "end", text: "" }, END_BEFORE_DELETE_MS)
+          .then(() => true, (err) => {
+            this.#log(`ending session ${sessionId} to delete it: ${err}`);
+            return false;
+          })
+        : false;
+      if (asked) await this.sessions.waitEnded(sessionId, END_BEFORE_DELETE_MS);
+    }
+    // Deleted meanwhile (a second request): answer as for any missing one.
+    const now = this.sessions.owned(userId, sessionId);
+    await this.retention.remove(now);
+    this.feed.runnerChanged(userId, s.runnerId);
+  }
+
   /** Tells the owner's feed that a session changed outside the event log. */
   sessionChanged(sessionId: string): void {
     this.feed.sessionChanged(sessionId);
@@ -204,6 +248,7 @@ export class Hub implements RunnerHub, ViewerHub {
   /** Stores what is pending, closes every socket and stops the timers. */
   async close(): Promise<void> {
     if (this.#closed) return;
+    await this.retention.close();
     await this.events.close();
     this.#closed = true;
     this.fanout.close();

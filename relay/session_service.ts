@@ -152,10 +152,23 @@ export class SessionService implements SessionControl {
    * stored), with "ended" if it ends first and "timeout" after `timeoutMs`.
    */
   waitRunning(sessionId: string, timeoutMs: number): Promise<StartState> {
+    return this.#waitStatus(sessionId, timeoutMs, (s) => s.status === "running");
+  }
+
+  /** Resolves once the session's end is stored (or it is gone), or after `timeoutMs`. */
+  async waitEnded(sessionId: string, timeoutMs: number): Promise<boolean> {
+    return await this.#waitStatus(sessionId, timeoutMs, () => false) === "ended";
+  }
+
+  #waitStatus(
+    sessionId: string,
+    timeoutMs: number,
+    running: (s: SessionRecord) => boolean,
+  ): Promise<StartState> {
     const state = () => {
       const s = this.#store.sessions.get(sessionId);
       if (!s || isEnded(s.status)) return "ended";
-      return s.status === "running" ? "running" : null;
+      return running(s) ? "running" : null;
     };
     const now = state();
     if (now) return Promise.resolve(now);

@@ -6,6 +6,7 @@
  */
 import { DatabaseSync } from "node:sqlite";
 import { transaction } from "./db.ts";
+import { WAL_SIZE_LIMIT } from "./vacuum.ts";
 import { applyCommits, type ChunkedCommit } from "./event_writer.ts";
 import { EventsRepo } from "./events.ts";
 import { SessionsRepo } from "./sessions.ts";
@@ -26,6 +27,7 @@ scope.onmessage = (e: MessageEvent) => {
     db.exec("PRAGMA synchronous = NORMAL");
     // The checkpointer thread does the checkpoints.
     db.exec("PRAGMA wal_autocheckpoint = 0");
+    db.exec(`PRAGMA journal_size_limit = ${WAL_SIZE_LIMIT}`);
     repos = { events: new EventsRepo(db), sessions: new SessionsRepo(db) };
   } else if (m.batch && m.id !== undefined) {
     try {
