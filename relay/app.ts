@@ -142,6 +142,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     baseUrl,
     principalLive: auth.principalLive,
     ...(options.retention ? { retention: options.retention } : {}),
+    truncateWal: () => checkpointer.truncate(),
     ...(options.log ? { log: options.log } : {}),
   });
   hub.start();

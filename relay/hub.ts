@@ -47,6 +47,8 @@ export interface HubOptions {
   principalLive?: (c: Credential) => boolean;
   /** What retention keeps (default DEFAULT_RETENTION). */
   retention?: RetentionPolicy;
+  /** Empties the WAL file after space was given back (the checkpointer's thread does it). */
+  truncateWal?: () => void;
   clock?: Clock;
 }
 
@@ -114,6 +116,7 @@ export class Hub implements RunnerHub, ViewerHub {
       fanout: this.fanout,
       feed: this.feed,
       ...(options.retention ? { policy: options.retention } : {}),
+      ...(options.truncateWal ? { truncateWal: options.truncateWal } : {}),
       log: this.#log,
       clock,
     });

@@ -296,6 +296,10 @@ self.onmessage = (e) => {
     timer = setInterval(() => {
       try { db.exec("PRAGMA wal_checkpoint(PASSIVE)"); } catch { /* busy: next time */ }
     }, m.intervalMs);
+  } else if (m.truncate) {
+    // After a reclaim: the WAL holds every page it moved; cut it back now
+    // rather than at the next writer's restart of it.
+    try { db?.exec("PRAGMA wal_checkpoint(TRUNCATE)"); } catch { /* busy: the limit cuts it later */ }
   } else if (m.stop) {
     clearInterval(timer);
     try { db?.exec("PRAGMA wal_checkpoint(TRUNCATE)"); } catch { /* the writer closes it too */ }
@@ -306,6 +310,8 @@ self.onmessage = (e) => {
 
 /** A worker thread that checkpoints the WAL of a database (see {@linkcode startCheckpointer}). */
 export interface Checkpointer {
+  /** Checkpoints everything and empties the WAL file, on the thread (after a reclaim). */
+  truncate(): void;
   /** Runs a last checkpoint and stops the thread. */
   stop(): Promise<void>;
 }
@@ -324,6 +330,9 @@ export function startCheckpointer(db: Database, path: string, intervalMs = 200):
   worker.postMessage({ open: path, intervalMs });
   let stopping: Promise<void> | null = null;
   return {
+    truncate() {
+      if (!stopping) worker.postMessage({ truncate: true });
+    },
     stop() {
       stopping ??= new Promise<void>((resolve) => {
         const done = () => {
