@@ -52,7 +52,7 @@ export interface HubOptions {
   clock?: Clock;
 }
 
-/** How long a deletion waits for a running session's runner to end it (ms). */
+/** How long the request to end a session being deleted may take (ms); nothing waits for it. */
 const END_BEFORE_DELETE_MS = 10_000;
 
 /** The relay's services, wired together; {@linkcode Hub.start} starts their timers. */
@@ -209,27 +209,21 @@ export class Hub implements RunnerHub, ViewerHub {
   /**
    * Deletes a session of `userId` with its events and triggers (unknown and
    * foreign ids throw the same 404). One that runs is ended first: its
-   * runner is asked to end it (and waited for up to END_BEFORE_DELETE_MS);
-   * an offline runner learns of it when it reconnects.
+   * runner is asked to end it, and the session is deleted without waiting
+   * for its end to be stored (it would be deleted with the rest). A runner
+   * that does not get the request stops the session when the relay answers
+   * its next events with `unknown_session`, or when it reconnects.
    */
   async deleteSession(userId: string, sessionId: string): Promise<void> {
     const s = this.sessions.owned(userId, sessionId);
     if (!isEnded(this.events.statusOf(sessionId) ?? s.status)) {
-      const link = this.runners.link(s.runnerId);
-      // A runner that cannot end it (it lost the session) is told again when
-      // it next sends its events (unknown_session) or reconnects.
-      const asked = link
-        ? await link.request("input", { sessionId, kind: "end", text: "" }, END_BEFORE_DELETE_MS)
-          .then(() => true, (err) => {
-            this.#log(`ending session ${sessionId} to delete it: ${err}`);
-            return false;
-          })
-        : false;
-      if (asked) await this.sessions.waitEnded(sessionId, END_BEFORE_DELETE_MS);
+      this.runners.link(s.runnerId)?.request(
+        "input",
+        { sessionId, kind: "end", text: "" },
+        END_BEFORE_DELETE_MS,
+      ).catch((err) => this.#log(`ending session ${sessionId} to delete it: ${err}`));
     }
-    // Deleted meanwhile (a second request): answer as for any missing one.
-    const now = this.sessions.owned(userId, sessionId);
-    await this.retention.remove(now);
+    await this.retention.remove(s);
     this.feed.runnerChanged(userId, s.runnerId);
   }
 

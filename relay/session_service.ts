@@ -155,11 +155,6 @@ export class SessionService implements SessionControl {
     return this.#waitStatus(sessionId, timeoutMs, (s) => s.status === "running");
   }
 
-  /** Resolves once the session's end is stored (or it is gone), or after `timeoutMs`. */
-  async waitEnded(sessionId: string, timeoutMs: number): Promise<boolean> {
-    return await this.#waitStatus(sessionId, timeoutMs, () => false) === "ended";
-  }
-
   #waitStatus(
     sessionId: string,
     timeoutMs: number,

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import { join } from "node:path";
 import type { SessionListResponse, SessionResponse } from "../shared/api.ts";
-import type { ControlRequest, SessionEventBody } from "../shared/protocol.ts";
+import type { SessionEventBody } from "../shared/protocol.ts";
 import { json, signUp, type User, Viewer } from "./harness/client.ts";
 import { FakeRunner, runnerToken, spawnSession, textDelta } from "./harness/fake_runner.ts";
 import { startTestRelay } from "./harness/in_process.ts";
@@ -123,28 +123,26 @@ Deno.test("deleting a session removes it and its events, tells its viewers and g
   }
 });
 
-Deno.test("deleting a running session ends it on its runner first", async () => {
+Deno.test("deleting a running session asks its runner to end it, and its later events are refused", async () => {
   await using relay = await startTestRelay();
   const owner = await signUp(relay.url);
   const runner = await FakeRunner.connect(relay.url, { apiKey: await runnerToken(owner) });
   try {
     const id = await spawnSession(owner, runner.runnerId);
     await fill(runner, id, 5, 10, false);
-    // Like a daemon: an `end` input makes the worker send its session_end.
-    runner.answer = (req: ControlRequest) => {
-      const data = req.data as { kind?: string; sessionId?: string };
-      if (req.op === "input" && data.kind === "end") {
-        runner.sendEvents(id, [{ seq: 7, ts: Date.now(), e: END }]);
-      }
-      return { ok: true, data: {} };
-    };
     const del = await owner.api(`/api/sessions/${id}`, { method: "DELETE" });
     assert.equal(del.status, 200);
     await del.body?.cancel();
+    await runner.until(() => runner.requests.some((r) => r.op === "input"), "the end request");
     const asked = runner.requests.filter((r) => r.op === "input");
-    assert.deepEqual(asked.map((r) => (r.data as { kind: string }).kind), ["end"]);
-    assert.equal(runner.acked(id), 7, "its end was stored before it went");
+    assert.deepEqual(asked.map((r) => r.data), [{ sessionId: id, kind: "end", text: "" }]);
     assert.deepEqual(await listed(owner), []);
+    // Like a daemon: the worker's end comes after; the relay no longer knows the session.
+    runner.sendEvents(id, [{ seq: 7, ts: Date.now(), e: END }]);
+    await runner.until(
+      () => runner.errors.some((e) => e.sessionId === id && e.code === "unknown_session"),
+      "unknown_session",
+    );
   } finally {
     await runner.close();
   }
