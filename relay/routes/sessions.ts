@@ -141,9 +141,9 @@ export function sessionRoutes(
   const deleteDoc = routeDoc({
     tag: "Sessions",
     summary: "Delete a session with its events and triggers",
-    description: "A session that runs is ended first (its runner is asked to end it and " +
-      "waited for up to 10 s). Its viewers get `session_deleted`. Answers once its events " +
-      "are deleted; the space goes back to the file system shortly after.",
+    description: "A session that runs is ended first (its runner is told to end it). " +
+      "Its viewers get `session_deleted`. Answers once its events are deleted; the space " +
+      "goes back to the file system shortly after.",
     auth: "principal",
     ok: "`{ok: true}`",
     errors: NOT_FOUND,
