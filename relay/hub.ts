@@ -52,8 +52,8 @@ export interface HubOptions {
   clock?: Clock;
 }
 
-/** How long the request to end a session being deleted may take (ms); nothing waits for it. */
-const END_BEFORE_DELETE_MS = 10_000;
+/** How long a runner may take to forget a deleted session (ms); nothing waits for it. */
+const RUNNER_FORGET_MS = 30_000;
 
 /** The relay's services, wired together; {@linkcode Hub.start} starts their timers. */
 export class Hub implements RunnerHub, ViewerHub {
@@ -117,6 +117,7 @@ export class Hub implements RunnerHub, ViewerHub {
       feed: this.feed,
       ...(options.retention ? { policy: options.retention } : {}),
       ...(options.truncateWal ? { truncateWal: options.truncateWal } : {}),
+      tellRunner: (runnerId, sessionId) => this.#tellRunnerDeleted(runnerId, sessionId),
       log: this.#log,
       clock,
     });
@@ -208,23 +209,32 @@ export class Hub implements RunnerHub, ViewerHub {
 
   /**
    * Deletes a session of `userId` with its events and triggers (unknown and
-   * foreign ids throw the same 404). One that runs is ended first: its
-   * runner is asked to end it, and the session is deleted without waiting
-   * for its end to be stored (it would be deleted with the rest). A runner
-   * that does not get the request stops the session when the relay answers
-   * its next events with `unknown_session`, or when it reconnects.
+   * foreign ids throw the same 404). Its runner is told (see
+   * tellRunnerDeleted): one that runs is ended there.
    */
   async deleteSession(userId: string, sessionId: string): Promise<void> {
     const s = this.sessions.owned(userId, sessionId);
-    if (!isEnded(this.events.statusOf(sessionId) ?? s.status)) {
-      this.runners.link(s.runnerId)?.request(
-        "input",
-        { sessionId, kind: "end", text: "" },
-        END_BEFORE_DELETE_MS,
-      ).catch((err) => this.#log(`ending session ${sessionId} to delete it: ${err}`));
-    }
     await this.retention.remove(s);
     this.feed.runnerChanged(userId, s.runnerId);
+  }
+
+  /**
+   * Tells a deleted session's runner, if connected (`delete_session`): it
+   * stops the worker if it runs and deletes its conversation file. A runner
+   * from before that request is asked to end the session instead. Nothing
+   * waits for the answer; a runner that missed it stops a running session
+   * when the relay answers its next events with `unknown_session`, or when
+   * it reconnects (the session is then in the welcome's `ended`).
+   */
+  #tellRunnerDeleted(runnerId: string, sessionId: string): void {
+    const link = this.runners.link(runnerId);
+    if (!link) return;
+    const failed = (err: unknown) => this.#log(`telling runner of deleted ${sessionId}: ${err}`);
+    link.request("delete_session", { sessionId }, RUNNER_FORGET_MS).catch((err) => {
+      if ((err as { code?: string }).code !== "unknown_op") return failed(err);
+      link.request("input", { sessionId, kind: "end", text: "" }, RUNNER_FORGET_MS)
+        .catch(() => {/* ended already, or not on it: nothing to stop */});
+    });
   }
 
   /** Tells the owner's feed that a session changed outside the event log. */

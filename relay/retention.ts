@@ -57,6 +57,8 @@ export interface RetentionOptions {
   policy?: RetentionPolicy;
   /** Empties the WAL file once space was given back (it holds the pages moved). */
   truncateWal?: () => void;
+  /** Tells the session's runner it was deleted (it stops it and deletes its conversation). */
+  tellRunner?: (runnerId: string, sessionId: string) => void;
   /** Runs the sweep this often (ms); default RETENTION_SWEEP_MS. */
   sweepEveryMs?: number;
   log?: (line: string) => void;
@@ -116,6 +118,7 @@ export class Retention {
    */
   async remove(s: { sessionId: string; userId: string }): Promise<void> {
     const { sessionId, userId } = s;
+    const runnerId = this.#store.sessions.get(sessionId)?.runnerId;
     this.#store.tx(() =>
       this.#store.retention.beginDeletion(sessionId, userId, isoNow(this.#clock))
     );
@@ -125,6 +128,7 @@ export class Retention {
     this.#opts.events.drop(sessionId);
     this.#opts.feed.bump(userId);
     this.#opts.fanout.sessionDeleted(userId, sessionId);
+    if (runnerId !== undefined) this.#opts.tellRunner?.(runnerId, sessionId);
     await this.#opts.events.inFlight();
     await this.#queueEvents(sessionId);
   }

@@ -11,8 +11,9 @@ import type { SessionListResponse, SessionResponse } from "../shared/api.ts";
 import type { SessionEventBody } from "../shared/protocol.ts";
 import { json, signUp, type User, Viewer } from "./harness/client.ts";
 import { FakeRunner, runnerToken, spawnSession, textDelta } from "./harness/fake_runner.ts";
-import { startTestRelay } from "./harness/in_process.ts";
+import { startTestRelay, withStack } from "./harness/in_process.ts";
 import { RelayProcess } from "./harness/procs.ts";
+import { MODEL } from "./harness/mock_llm.ts";
 import { eventually } from "./harness/wait.ts";
 
 const START: SessionEventBody = { type: "session_start", cwd: "/fake" };
@@ -123,7 +124,7 @@ Deno.test("deleting a session removes it and its events, tells its viewers and g
   }
 });
 
-Deno.test("deleting a running session asks its runner to end it, and its later events are refused", async () => {
+Deno.test("deleting a running session tells its runner, and its later events are refused", async () => {
   await using relay = await startTestRelay();
   const owner = await signUp(relay.url);
   const runner = await FakeRunner.connect(relay.url, { apiKey: await runnerToken(owner) });
@@ -133,9 +134,9 @@ Deno.test("deleting a running session asks its runner to end it, and its later e
     const del = await owner.api(`/api/sessions/${id}`, { method: "DELETE" });
     assert.equal(del.status, 200);
     await del.body?.cancel();
-    await runner.until(() => runner.requests.some((r) => r.op === "input"), "the end request");
-    const asked = runner.requests.filter((r) => r.op === "input");
-    assert.deepEqual(asked.map((r) => r.data), [{ sessionId: id, kind: "end", text: "" }]);
+    await runner.until(() => runner.requests.some((r) => r.op === "delete_session"), "the news");
+    const told = runner.requests.filter((r) => r.op === "delete_session");
+    assert.deepEqual(told.map((r) => r.data), [{ sessionId: id }]);
     assert.deepEqual(await listed(owner), []);
     // Like a daemon: the worker's end comes after; the relay no longer knows the session.
     runner.sendEvents(id, [{ seq: 7, ts: Date.now(), e: END }]);
@@ -146,6 +147,64 @@ Deno.test("deleting a running session asks its runner to end it, and its later e
   } finally {
     await runner.close();
   }
+});
+
+/** Every pi conversation file under `dir`. */
+async function conversations(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  for await (const e of Deno.readDir(dir)) {
+    const path = join(dir, e.name);
+    if (e.isDirectory) out.push(...await conversations(path));
+    else if (e.name.endsWith(".jsonl")) out.push(path);
+  }
+  return out;
+}
+
+Deno.test("a runner deletes the conversation file of a session deleted on the relay, running or ended", async () => {
+  await withStack({}, async (s) => {
+    const viewer = await Viewer.connect(s.relay.url, { apiKey: s.user.apiKey });
+    try {
+      const ids: string[] = [];
+      for (const prompt of ["first", "second"]) {
+        const res = await s.user.api(
+          "/api/runners/spawn",
+          json("POST", { runnerId: s.runnerId, cwd: s.home, model: MODEL, prompt }),
+        );
+        const { sessionId } = await res.json();
+        viewer.subscribe(sessionId);
+        await viewer.waitForEvent(sessionId, "agent_end");
+        ids.push(sessionId);
+      }
+      const [ended, running] = ids as [string, string];
+      const end = await s.user.api(`/api/sessions/${ended}/input`, json("POST", { kind: "end" }));
+      assert.equal(end.status, 200);
+      await end.body?.cancel();
+      await viewer.waitForEvent(ended, "session_end");
+      const batonDir = join(s.home, ".baton");
+      const before = await conversations(batonDir);
+      assert.equal(before.length, 2, before.join("\n"));
+
+      for (const id of [ended, running]) {
+        const del = await s.user.api(`/api/sessions/${id}`, { method: "DELETE" });
+        assert.equal(del.status, 200);
+        await del.body?.cancel();
+      }
+      await eventually("the conversation files to go", async () => {
+        return (await conversations(batonDir)).length === 0 ? true : undefined;
+      });
+      // The running one's worker was stopped.
+      await s.runner.proc.waitFor(new RegExp(`session ${running} was deleted on the relay`));
+      // Nothing of them is left in the runner's registry either.
+      for (const sub of ["sessions", "conversations"]) {
+        const dir = join(batonDir, "runner", sub);
+        const left: string[] = [];
+        for await (const e of Deno.readDir(dir)) left.push(e.name);
+        assert.deepEqual(left.filter((n) => ids.some((id) => n.startsWith(id))), [], sub);
+      }
+    } finally {
+      await viewer.close();
+    }
+  });
 });
 
 Deno.test("PATCH pins and unpins a session, alone or with a new title", async () => {

@@ -141,7 +141,8 @@ export function sessionRoutes(
   const deleteDoc = routeDoc({
     tag: "Sessions",
     summary: "Delete a session with its events and triggers",
-    description: "A session that runs is ended first (its runner is told to end it). " +
+    description:
+      "Its runner is told (it stops a session that runs and deletes its conversation). " +
       "Its viewers get `session_deleted`. Answers once its events are deleted; the space " +
       "goes back to the file system shortly after.",
     auth: "principal",
