@@ -14,8 +14,9 @@ export const WAL_SIZE_LIMIT = 64 * 1024 * 1024;
  * Turns on incremental auto-vacuum in a database made before it was the
  * default, so that deleted sessions give their space back to the file
  * system without stopping the relay. That takes one VACUUM, which rewrites
- * the whole file (measured here: 123 MB in 2.9 s) and needs as much free
- * disk again for the time it runs; it is done once, at start, and logged.
+ * the whole file (measured here: 123 MB in 2.9 s) and needs free disk of
+ * twice its size while it runs (a temporary copy, then the WAL); it is done
+ * once, at start, and logged.
  * When it fails (a full disk), the relay runs on: freed pages are reused by
  * new events, the file just does not shrink.
  */
