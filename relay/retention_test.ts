@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { type Clock, systemClock } from "./_clock.ts";
-import { Retention, type RetentionPolicy } from "./retention.ts";
+import { Retention, RETENTION_SWEEP_MS, type RetentionPolicy } from "./retention.ts";
+import { FakeClock } from "./testdata/fakes.ts";
 import { openDatabase } from "./store/db.ts";
 import { Store } from "./store/mod.ts";
 
@@ -20,13 +21,17 @@ interface World {
   ids(): string[];
 }
 
-async function withWorld(policy: RetentionPolicy, fn: (w: World) => Promise<void>) {
+async function withWorld(
+  policy: RetentionPolicy,
+  fn: (w: World) => Promise<void>,
+  clockOf: (now: () => number) => Clock = (now) => ({ ...systemClock, now }),
+) {
   const dir = await Deno.makeTempDir({ prefix: "baton-retention-" });
   const db = openDatabase(join(dir, "relay.db"));
   const store = new Store(db);
   const told: string[] = [];
-  // Real timers (the steps yield to the loop), a fixed "now".
-  const clock: Clock = { ...systemClock, now: () => NOW };
+  // Real timers (the steps yield to the loop) and a fixed "now", unless told otherwise.
+  const clock = clockOf(() => NOW);
   const retention = new Retention({
     store,
     events: { drop() {}, inFlight: () => null, storeTails: () => true },
@@ -145,4 +150,32 @@ Deno.test("a deletion cut short by a stop is finished at the next start", async 
     assert.equal(w.store.events.maxSeq("half"), 0);
     assert.deepEqual(w.store.retention.pendingDeletions(), []);
   });
+});
+
+Deno.test("the sweep runs again every hour on the injected clock, and removes what aged meanwhile", async () => {
+  const clock = new FakeClock(NOW);
+  await withWorld({ maxAgeDays: 30, userMaxBytes: 0, maxBytes: 0 }, async (w) => {
+    w.add("ages", { endedDaysAgo: 29 });
+    w.add("pinned", { endedDaysAgo: 29, pinned: true });
+    /** Lets the sweep's steps (which yield on the clock) run to the end. */
+    const settle = async () => {
+      for (let i = 0; i < 20; i++) {
+        clock.advance(0);
+        await new Promise((r) => setTimeout(r, 0));
+      }
+    };
+    w.retention.start();
+    await settle();
+    assert.deepEqual(w.ids(), ["ages", "pinned"], "29 days: kept at start");
+    clock.advance(RETENTION_SWEEP_MS - 1);
+    await settle();
+    assert.deepEqual(w.ids(), ["ages", "pinned"]);
+    // A day later by the clock (hour by hour), an hourly sweep finds it 30 days old.
+    for (let h = 0; h < 25; h++) {
+      clock.advance(RETENTION_SWEEP_MS);
+      await settle();
+    }
+    assert.deepEqual(w.ids(), ["pinned"]);
+    assert.equal(w.store.events.maxSeq("ages"), 0);
+  }, () => clock);
 });
