@@ -152,18 +152,10 @@ export class SessionService implements SessionControl {
    * stored), with "ended" if it ends first and "timeout" after `timeoutMs`.
    */
   waitRunning(sessionId: string, timeoutMs: number): Promise<StartState> {
-    return this.#waitStatus(sessionId, timeoutMs, (s) => s.status === "running");
-  }
-
-  #waitStatus(
-    sessionId: string,
-    timeoutMs: number,
-    running: (s: SessionRecord) => boolean,
-  ): Promise<StartState> {
     const state = () => {
       const s = this.#store.sessions.get(sessionId);
       if (!s || isEnded(s.status)) return "ended";
-      return running(s) ? "running" : null;
+      return s.status === "running" ? "running" : null;
     };
     const now = state();
     if (now) return Promise.resolve(now);
