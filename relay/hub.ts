@@ -1,6 +1,7 @@
 /**
  * The relay's live state, composed: runner registry, event pipeline,
- * fan-out, state feed, credential sweeps and the session service. The hub
+ * fan-out, state feed, credential sweeps, the session service and
+ * retention (deleting sessions). The hub
  * wires them to one another and is what the runner and viewer sockets talk
  * to; each concern lives in its own module. Everything durable goes through
  * the store.
