@@ -127,7 +127,7 @@ export class EventPipeline {
         userId: s.userId,
         runnerId: s.runnerId,
         lastSeq,
-        eventBytes: s.eventBytes ?? 0,
+        eventBytes: s.eventBytes ?? this.#opts.store.sessions.get(s.sessionId)?.eventBytes ?? 0,
         receivedSeq: lastSeq,
         pending: [],
         pendingPatch: null,

@@ -68,7 +68,8 @@ function fromRow(r: SessionRow): SessionRecord {
     endReason: r.end_reason,
     lastSeq: r.last_seq,
     isPinned: r.pinned === 1,
-    eventBytes: r.event_bytes ?? 0,
+    // Listings leave it out: undefined, not 0, so nobody takes it for a size.
+    ...(r.event_bytes !== undefined ? { eventBytes: r.event_bytes } : {}),
   };
 }
 
