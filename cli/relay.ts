@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import { serveRelay } from "../relay/mod.ts";
+import { DEFAULT_RETENTION, type RetentionPolicy, serveRelay } from "../relay/mod.ts";
 import {
   homeDir,
   parseFlags,
@@ -7,6 +7,7 @@ import {
   parseHttpUrl,
   parsePort,
   parsePositiveInt,
+  UsageError,
 } from "./_args.ts";
 import { webClient } from "../web/mod.ts";
 
@@ -34,6 +35,11 @@ Environment:
   BATON_TRUSTED_ORIGINS           Extra browser origins allowed, comma separated
   BATON_WEBHOOK_CONNECT_TIMEOUT_MS  How long a webhook fire waits for its session (15000)
   BATON_WEBHOOK_RATE_LIMIT        Signed fires each webhook takes per minute (60)
+  BATON_RETENTION_MAX_AGE_DAYS    Delete ended, unpinned sessions this many days after
+                                  they ended (default 90; 0 keeps them)
+  BATON_RETENTION_USER_MAX_MB     Most event-log MB per user; oldest ended, unpinned
+                                  sessions go first (default 0: no limit)
+  BATON_RETENTION_MAX_MB          The same for all users together (default 0: no limit)
 `;
 
 /** Resolved relay settings from flags and environment. */
@@ -73,6 +79,25 @@ export function relaySettings(argv: string[]) {
     trustedOrigins: origins
       ? origins.split(",").map((o) => parseHttpUrl(o.trim(), "BATON_TRUSTED_ORIGINS"))
       : [],
+    retention: retentionFromEnv(),
+  };
+}
+
+/** The retention policy from `BATON_RETENTION_*` (also read by `baton up`). */
+export function retentionFromEnv(): RetentionPolicy {
+  const read = (name: string, max: number, fallback: number): number => {
+    const v = Deno.env.get(name);
+    if (v === undefined || v === "") return fallback;
+    if (!/^\d+$/.test(v) || Number(v) > max) {
+      throw new UsageError(`Invalid ${name}: '${v}' (expected an integer from 0 to ${max})`);
+    }
+    return Number(v);
+  };
+  const MB = 1024 * 1024;
+  return {
+    maxAgeDays: read("BATON_RETENTION_MAX_AGE_DAYS", 36_500, DEFAULT_RETENTION.maxAgeDays),
+    userMaxBytes: read("BATON_RETENTION_USER_MAX_MB", 100_000_000, 0) * MB,
+    maxBytes: read("BATON_RETENTION_MAX_MB", 100_000_000, 0) * MB,
   };
 }
 

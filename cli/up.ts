@@ -11,7 +11,7 @@ import {
   UsageError,
 } from "./_args.ts";
 import { ask, askSecret, interactive } from "./_prompt.ts";
-import { untilSignal } from "./relay.ts";
+import { retentionFromEnv, untilSignal } from "./relay.ts";
 import { webClient } from "../web/mod.ts";
 
 export const UP_HELP = `Usage: baton up [options]
@@ -35,6 +35,7 @@ Options:
 
 Environment:
   BATON_OWNER_PASSWORD   Owner password on first start (else asked or generated)
+  BATON_RETENTION_*      Retention of ended sessions, as for 'baton relay'
   Runner variables (BATON_WORKSPACE_ROOTS, BATON_NO_*, ...) apply to the local runner,
   which connects to --base-url. Stopping that runner (POST /api/runners/stop)
   ends 'up', relay included.
@@ -61,6 +62,7 @@ export async function upMain(argv: string[]): Promise<number> {
     ...(values["allowed-hosts"]
       ? { allowedHosts: parseHostList(values["allowed-hosts"], "--allowed-hosts") }
       : {}),
+    retention: retentionFromEnv(),
     log: (line) => console.error(`[relay] ${line}`),
   });
   const { relay, url } = served;

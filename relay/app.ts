@@ -15,6 +15,7 @@ import {
   relayErrorResponse,
 } from "./_http.ts";
 import { Hub } from "./hub.ts";
+import type { RetentionPolicy } from "./retention.ts";
 import { browserAccess, requirePrincipal } from "./principal.ts";
 import { scopeGuard } from "./scopes.ts";
 import { openApiRoute, routeDoc } from "./routes/_openapi.ts";
@@ -65,6 +66,8 @@ export interface RelayOptions {
   authSecret?: string;
   /** Receives one line per notable incident. */
   log?: (line: string) => void;
+  /** What retention keeps (default: ended sessions 90 days, no size limit). */
+  retention?: RetentionPolicy;
   /** How long a webhook fire waits for its session to start (default 15 s). */
   webhookConnectTimeoutMs?: number;
   /** Signed fires each webhook takes per minute (default 60). */
@@ -162,6 +165,8 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     eventBufferSize: options.eventBufferSize ?? 1000,
     baseUrl,
     principalLive: auth.principalLive,
+    ...(options.retention ? { retention: options.retention } : {}),
+    truncateWal: () => storeThread.truncateWal(),
     ...(options.log ? { log: options.log } : {}),
   });
   hub.start();

@@ -28,6 +28,8 @@ export interface LiveSession {
   readonly runnerId: string;
   /** Highest seq committed to the database (what acks and viewers see). */
   lastSeq: number;
+  /** Size of the committed events' JSON (the row's `eventBytes` lags it; see storeTails). */
+  eventBytes: number;
   /** Highest seq received from the runner: committed, or pending in `pending`. */
   receivedSeq: number;
   /** Events received but not yet committed; the next flush stores, acks and fans them out. */
@@ -51,6 +53,15 @@ export interface Committed {
   /** How they changed the session's listed state. */
   patch: SessionPatch | null;
 }
+
+/** One session's share of the commit in flight. */
+type CommitWork = {
+  live: LiveSession;
+  events: StoredEvent[];
+  patch: SessionPatch | null;
+  seq: number;
+  bytes: number;
+};
 
 /** The runner side of the pipeline: acks go out through it. */
 export type IngestLink = Pick<RunnerConnection, "runnerId" | "userId" | "send">;
@@ -116,6 +127,7 @@ export class EventPipeline {
         userId: s.userId,
         runnerId: s.runnerId,
         lastSeq,
+        eventBytes: s.eventBytes ?? this.#opts.store.sessions.get(s.sessionId)?.eventBytes ?? 0,
         receivedSeq: lastSeq,
         pending: [],
         pendingPatch: null,
@@ -259,8 +271,10 @@ export class EventPipeline {
     this.#flushScheduled = false;
     if (this.#committing || this.#dirty.size === 0 || this.#closed) return;
     const at = isoNow(this.#clock);
-    const work = [...this.#dirty].map((live) => {
-      const w = { live, events: live.pending, patch: live.pendingPatch, seq: live.receivedSeq };
+    const work = [...this.#dirty].map((live): CommitWork => {
+      const { pending: events, pendingPatch: patch, receivedSeq: seq } = live;
+      const w = { live, events, patch, seq, bytes: live.eventBytes };
+      for (const e of events) w.bytes += e.json.length;
       live.pending = [];
       live.pendingPatch = null;
       return w;
@@ -270,6 +284,7 @@ export class EventPipeline {
       sessionId: w.live.id,
       events: w.events,
       lastSeq: w.seq,
+      eventBytes: w.bytes,
       patch: w.patch,
       at,
     }))).then(
@@ -294,11 +309,10 @@ export class EventPipeline {
     }
   }
 
-  #committed(
-    work: { live: LiveSession; events: StoredEvent[]; patch: SessionPatch | null; seq: number }[],
-  ): void {
-    for (const { live, events, patch, seq } of work) {
+  #committed(work: CommitWork[]): void {
+    for (const { live, events, patch, seq, bytes } of work) {
       live.lastSeq = seq;
+      live.eventBytes = bytes;
       live.touchedAt = this.#clock.now();
       for (const f of events) live.ring.push(f);
       this.#opts.runners.link(live.runnerId)?.send({ t: "ack", sessionId: live.id, seq });
@@ -352,7 +366,9 @@ export class EventPipeline {
     const { store } = this.#opts;
     try {
       store.tx(() => {
-        for (const live of list) store.sessions.setLastSeq(live.id, live.lastSeq);
+        for (const live of list) {
+          store.sessions.setLastSeq(live.id, live.lastSeq, live.eventBytes);
+        }
       });
       return true;
     } catch (err) {
@@ -360,6 +376,14 @@ export class EventPipeline {
       this.#log(`storing sessions' last seq failed: ${err}`);
       return false;
     }
+  }
+
+  /**
+   * Writes the last seq and log size of every session in memory to its row,
+   * so that the rows answer for every session (retention weighs them).
+   */
+  storeTails(): boolean {
+    return this.#storeLastSeqs(this.#live.values());
   }
 
   /** Stores what is pending and every session's last seq, and stops. */

@@ -348,3 +348,29 @@ Deno.test("start catches stored last seqs up with the log; close writes them and
   w.clock.endTurn();
   assert.equal(w.batches.length, 1, "a closed pipeline commits nothing more");
 });
+
+Deno.test("a session's log size follows its committed events: in memory at once, in its row with a state change or storeTails", async () => {
+  await using w = await world();
+  const size = (from: number, to: number, e?: SessionEventBody) =>
+    events(from, to, e).reduce((n, ev) => n + JSON.stringify(ev).length, 0);
+  const row = () => w.store.sessions.get("s1")!.eventBytes;
+  w.send("s1", events(1, 3));
+  await settled(w);
+  const three = size(1, 3);
+  assert.equal(w.pipeline.get("s1")!.eventBytes, three);
+  assert.equal(row(), 0, "no row write for events alone (see applyCommits)");
+  // A state change writes the row, with the size at that seq.
+  const end: SessionEventBody = { type: "session_end", reason: "ended" };
+  w.send("s1", events(4, 4, end));
+  await settled(w);
+  assert.equal(row(), three + size(4, 4, end));
+  // Re-sent events add nothing.
+  w.send("s1", events(2, 4, end));
+  await settled(w);
+  assert.equal(w.pipeline.get("s1")!.eventBytes, three + size(4, 4, end));
+  w.send("s2", events(1, 2));
+  await settled(w);
+  assert.equal(w.store.sessions.get("s2")!.eventBytes, 0);
+  assert.equal(w.pipeline.storeTails(), true);
+  assert.equal(w.store.sessions.get("s2")!.eventBytes, size(1, 2));
+});

@@ -205,6 +205,17 @@ export class Fanout<V extends FanoutViewer = FanoutViewer> {
     if (sub.viewer.subs.get(sub.sessionId) === sub) sub.viewer.subs.delete(sub.sessionId);
   }
 
+  /**
+   * Ends a deleted session's subscriptions and tells every viewer of its
+   * user (a list on one tab, the open session on another).
+   */
+  sessionDeleted(userId: string, sessionId: string): void {
+    for (const sub of [...this.#subs.get(sessionId) ?? []]) this.unsubscribe(sub);
+    for (const v of this.#viewersByUser.get(userId) ?? []) {
+      v.send({ t: "session_deleted", sessionId });
+    }
+  }
+
   /** Sends newly committed events (in seq order) to the session's live viewers. */
   broadcast(sessionId: string, fresh: StoredEvent[]): void {
     const subs = this.#subs.get(sessionId);

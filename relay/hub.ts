@@ -1,6 +1,7 @@
 /**
  * The relay's live state, composed: runner registry, event pipeline,
- * fan-out, state feed, credential sweeps and the session service. The hub
+ * fan-out, state feed, credential sweeps, the session service and
+ * retention (deleting sessions). The hub
  * wires them to one another and is what the runner and viewer sockets talk
  * to; each concern lives in its own module. Everything durable goes through
  * the store.
@@ -21,6 +22,7 @@ import { type Committed, EventPipeline } from "./event_pipeline.ts";
 import { Fanout, type Subscription } from "./fanout.ts";
 import { type RunnerConnection, RunnerRegistry } from "./runner_registry.ts";
 import { SessionService } from "./session_service.ts";
+import { Retention, type RetentionPolicy } from "./retention.ts";
 import { isEnded } from "./session_state.ts";
 import { StateFeed } from "./state_feed.ts";
 import type { RunnerHub } from "./runner_link.ts";
@@ -44,8 +46,15 @@ export interface HubOptions {
    * CREDENTIAL_SWEEP_MS.
    */
   principalLive?: (c: Credential) => boolean;
+  /** What retention keeps (default DEFAULT_RETENTION). */
+  retention?: RetentionPolicy;
+  /** Empties the WAL file after space was given back (the checkpointer's thread does it). */
+  truncateWal?: () => void;
   clock?: Clock;
 }
+
+/** How long a runner may take to forget a deleted session (ms); nothing waits for it. */
+const RUNNER_FORGET_MS = 30_000;
 
 /** The relay's services, wired together; {@linkcode Hub.start} starts their timers. */
 export class Hub implements RunnerHub, ViewerHub {
@@ -56,6 +65,7 @@ export class Hub implements RunnerHub, ViewerHub {
   readonly feed: StateFeed;
   readonly sessions: SessionService;
   readonly credentials: CredentialSweeps;
+  readonly retention: Retention;
   readonly #log: (line: string) => void;
   #closed = false;
 
@@ -101,12 +111,24 @@ export class Hub implements RunnerHub, ViewerHub {
       ...(options.principalLive ? { principalLive: options.principalLive } : {}),
       clock,
     });
+    this.retention = new Retention({
+      store,
+      events: this.events,
+      fanout: this.fanout,
+      feed: this.feed,
+      ...(options.retention ? { policy: options.retention } : {}),
+      ...(options.truncateWal ? { truncateWal: options.truncateWal } : {}),
+      tellRunner: (runnerId, sessionId) => this.#tellRunnerDeleted(runnerId, sessionId),
+      log: this.#log,
+      clock,
+    });
   }
 
   /** Catches stored last seqs up with the log and starts the services' timers. */
   start(): void {
     this.events.start();
     this.credentials.start();
+    this.retention.start();
   }
 
   log(line: string): void {
@@ -186,6 +208,36 @@ export class Hub implements RunnerHub, ViewerHub {
 
   // Credentials, the feed, shutdown -------------------------------------------
 
+  /**
+   * Deletes a session of `userId` with its events and triggers (unknown and
+   * foreign ids throw the same 404). Its runner is told (see
+   * tellRunnerDeleted): one that runs is ended there.
+   */
+  async deleteSession(userId: string, sessionId: string): Promise<void> {
+    const s = this.sessions.owned(userId, sessionId);
+    await this.retention.remove(s);
+    this.feed.runnerChanged(userId, s.runnerId);
+  }
+
+  /**
+   * Tells a deleted session's runner, if connected (`delete_session`): it
+   * stops the worker if it runs and deletes its conversation file. A runner
+   * from before that request is asked to end the session instead. Nothing
+   * waits for the answer; a runner that missed it stops a running session
+   * when the relay answers its next events with `unknown_session`, or when
+   * it reconnects (the session is then in the welcome's `ended`).
+   */
+  #tellRunnerDeleted(runnerId: string, sessionId: string): void {
+    const link = this.runners.link(runnerId);
+    if (!link) return;
+    const failed = (err: unknown) => this.#log(`telling runner of deleted ${sessionId}: ${err}`);
+    link.request("delete_session", { sessionId }, RUNNER_FORGET_MS).catch((err) => {
+      if ((err as { code?: string }).code !== "unknown_op") return failed(err);
+      link.request("input", { sessionId, kind: "end", text: "" }, RUNNER_FORGET_MS)
+        .catch(() => {/* ended already, or not on it: nothing to stop */});
+    });
+  }
+
   /** Tells the owner's feed that a session changed outside the event log. */
   sessionChanged(sessionId: string): void {
     this.feed.sessionChanged(sessionId);
@@ -209,6 +261,7 @@ export class Hub implements RunnerHub, ViewerHub {
   /** Stores what is pending, closes every socket and stops the timers. */
   async close(): Promise<void> {
     if (this.#closed) return;
+    await this.retention.close();
     await this.events.close();
     this.#closed = true;
     this.fanout.close();

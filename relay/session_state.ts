@@ -20,7 +20,7 @@ export function assertNotEnded(s: { status: SessionStatus }): void {
 
 /** A session as clients see it: without owner and prompt, with the relay's last seq. */
 export function sessionInfo(s: SessionRecord, lastSeq: number): SessionInfo {
-  const { userId: _u, prompt: _p, ...info } = s;
+  const { userId: _u, prompt: _p, eventBytes: _b, ...info } = s;
   return { ...info, lastSeq };
 }
 

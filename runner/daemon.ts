@@ -278,6 +278,10 @@ export class Daemon {
   #onWorkerMessage(s: DaemonSession, msg: WorkerToDaemon): void {
     switch (msg.t) {
       case "started":
+        if (msg.piSessionFile && msg.piSessionFile !== s.entry.piSessionFile) {
+          this.#registry.saveConversation(s.entry.sessionId, msg.piSessionFile)
+            .catch((e) => this.#opts.log(`registry: ${e}`));
+        }
         s.entry.piSessionFile = msg.piSessionFile;
         if (msg.model) s.entry.model = msg.model;
         this.#saveEntry(s);
@@ -579,6 +583,8 @@ export class Daemon {
         return this.#trigger(data as TriggerRequest);
       case "models":
         return listModels(this.#opts.config.batonDir).then((r) => r);
+      case "delete_session":
+        return this.#deleteSession(data as { sessionId?: unknown });
       case "stop":
         setTimeout(() => this.stop(DaemonExit.stopped), 50);
         return Promise.resolve({});
@@ -588,6 +594,49 @@ export class Daemon {
       default:
         return Promise.reject(new RequestError("unknown_op", `Unknown request: '${op}'`));
     }
+  }
+
+  /**
+   * The relay deleted a session: stop its worker if it runs, forget it, and
+   * delete its pi conversation file (pi's `.jsonl` only). The workspace is
+   * left as it is.
+   */
+  async #deleteSession(req: { sessionId?: unknown }): Promise<{ deleted: boolean }> {
+    const id = req?.sessionId;
+    if (typeof id !== "string" || !SESSION_ID.test(id)) {
+      throw new RequestError("bad_request", "Invalid sessionId");
+    }
+    const s = this.#sessions.get(id);
+    let file = await this.#registry.conversationOf(id);
+    if (s) {
+      file = s.entry.piSessionFile ?? file;
+      s.ended = true;
+      s.queue = [];
+      s.unacked = [];
+      this.#clearSleep(s);
+      const worker = s.worker;
+      if (worker) {
+        worker.kill("SIGTERM");
+        // It may still be writing the conversation.
+        await Promise.race([worker.exited, new Promise((r) => setTimeout(r, 5000))]);
+      }
+      this.#sessions.delete(id);
+      await this.#registry.remove(id);
+    }
+    let deleted = false;
+    if (file && file.endsWith(".jsonl")) {
+      try {
+        await Deno.remove(file);
+        deleted = true;
+      } catch (err) {
+        if (!(err instanceof Deno.errors.NotFound)) throw err;
+      }
+    }
+    await this.#registry.removeConversation(id);
+    this.#opts.log(
+      `session ${id} was deleted on the relay${deleted ? "; its conversation too" : ""}`,
+    );
+    return { deleted };
   }
 
   async #spawn(req: SpawnRequest): Promise<SpawnResult> {

@@ -17,12 +17,48 @@ export interface SessionEntry {
   asleep?: boolean;
 }
 
-/** `<home>/.baton/runner/sessions/<id>.json`, one file per live session. */
+/**
+ * `<home>/.baton/runner/sessions/<id>.json`, one file per live session, and
+ * `<home>/.baton/runner/conversations/<id>.json`, where each session's pi
+ * conversation file is (kept after the session ends, until the relay deletes
+ * the session: see {@linkcode SessionRegistry.conversationOf}).
+ */
 export class SessionRegistry {
   readonly dir: string;
+  readonly conversationsDir: string;
 
   constructor(batonDir: string) {
     this.dir = join(batonDir, "runner", "sessions");
+    this.conversationsDir = join(batonDir, "runner", "conversations");
+  }
+
+  /** Remembers a session's conversation file, for when the relay deletes the session. */
+  async saveConversation(sessionId: string, file: string): Promise<void> {
+    await Deno.mkdir(this.conversationsDir, { recursive: true, mode: 0o700 });
+    const path = join(this.conversationsDir, `${sessionId}.json`);
+    const tmp = `${path}.${crypto.randomUUID()}.tmp`;
+    await Deno.writeTextFile(tmp, JSON.stringify({ piSessionFile: file }) + "\n", { mode: 0o600 });
+    await Deno.rename(tmp, path);
+  }
+
+  /** The conversation file remembered for a session, if any. */
+  async conversationOf(sessionId: string): Promise<string | null> {
+    try {
+      const text = await Deno.readTextFile(join(this.conversationsDir, `${sessionId}.json`));
+      const file = (JSON.parse(text) as { piSessionFile?: unknown }).piSessionFile;
+      return typeof file === "string" ? file : null;
+    } catch (err) {
+      if (err instanceof Deno.errors.NotFound || err instanceof SyntaxError) return null;
+      throw err;
+    }
+  }
+
+  async removeConversation(sessionId: string): Promise<void> {
+    try {
+      await Deno.remove(join(this.conversationsDir, `${sessionId}.json`));
+    } catch (err) {
+      if (!(err instanceof Deno.errors.NotFound)) throw err;
+    }
   }
 
   async list(): Promise<SessionEntry[]> {

@@ -192,10 +192,15 @@ export interface SessionResponse {
   session: SessionInfo;
 }
 
-/** `PATCH /api/sessions/{id}`. */
-export interface RenameSessionRequest {
-  title: string;
+/** `PATCH /api/sessions/{id}`: a new title, a pin, or both (at least one). */
+export interface UpdateSessionRequest {
+  title?: string;
+  /** Pinned sessions are listed first and never removed by retention. */
+  pinned?: boolean;
 }
+
+/** `PATCH /api/sessions/{id}` with a new title. */
+export type RenameSessionRequest = UpdateSessionRequest & { title: string };
 
 /** `PUT` and `DELETE /api/sessions/{id}/pin`. */
 export interface PinResponse {

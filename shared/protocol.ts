@@ -346,5 +346,10 @@ export type RelayToViewer =
   | { t: "sessions"; sessions: SessionInfo[] }
   | { t: "runner"; runner: RunnerInfo }
   | { t: "session"; session: SessionInfo }
+  /**
+   * The session was deleted (by its owner or by retention): drop it from
+   * lists, and close it if open; its subscription has ended.
+   */
+  | { t: "session_deleted"; sessionId: string }
   | { t: "pong" }
   | ErrorMessage;

@@ -336,6 +336,24 @@ Deno.test("baton rejects command-line mistakes with exit code 2 and one line", a
       env: { BATON_RELAY_EVENT_BUFFER_SIZE: "0" },
       re: /BATON_RELAY_EVENT_BUFFER_SIZE/,
     },
+    {
+      name: "BATON_RETENTION_MAX_AGE_DAYS that is not a number of days",
+      args: relay,
+      env: { BATON_RETENTION_MAX_AGE_DAYS: "-1" },
+      re: /Invalid BATON_RETENTION_MAX_AGE_DAYS: '-1' \(expected an integer from 0 to 36500\)/,
+    },
+    {
+      name: "BATON_RETENTION_USER_MAX_MB with a unit",
+      args: relay,
+      env: { BATON_RETENTION_USER_MAX_MB: "2GB" },
+      re: /Invalid BATON_RETENTION_USER_MAX_MB: '2GB'/,
+    },
+    {
+      name: "BATON_RETENTION_MAX_MB of up that is not a number",
+      args: ["up", "--port", "0", "--data-dir", dataDir, "--no-runner"],
+      env: { BATON_RETENTION_MAX_MB: "lots" },
+      re: /Invalid BATON_RETENTION_MAX_MB: 'lots'/,
+    },
     { name: "a stray positional argument", args: [...relay, "extra"], re: /extra/ },
     {
       name: "an allowed host with a path",

@@ -319,8 +319,19 @@ interface World {
   /** A's runner that gives hostile answers, and a session on it. */
   hostile: FakeRunner;
   hostileSession: string;
+  /**
+   * Sessions of A that `DELETE /api/sessions/{id}` may delete: a delete of
+   * one the other steps need goes to one of these instead.
+   */
+  spareSessions: string[];
   /** What accepted requests created, for the database check. */
-  created: { keys: number; deletedKeys: number; sessions: number; runners: Set<string> };
+  created: {
+    keys: number;
+    deletedKeys: number;
+    sessions: number;
+    deletedSessions: number;
+    runners: Set<string>;
+  };
   settingsWritten: Set<string>;
   hiddenModels: Map<string, unknown>;
   initial: { keys: number; sessions: number; runners: number };
@@ -364,6 +375,8 @@ Deno.test("the relay survives hostile input on every route and channel with a co
     const controlSession = await spawnSession(a.user, control.runnerId);
     const hostile = await FakeRunner.connect(relay.url, { apiKey: await runnerToken(a.user) });
     const hostileSession = await spawnSession(a.user, hostile.runnerId);
+    const spareSessions: string[] = [];
+    for (let i = 0; i < 3; i++) spareSessions.push(await spawnSession(a.user, a.fake.runnerId));
     const keysOf = async (u: User) => (await (await u.api("/api/keys")).json()).keys.length;
     const sessionsOf = async (u: User) => {
       const list = await (await u.api("/api/sessions")).json();
@@ -380,7 +393,8 @@ Deno.test("the relay survives hostile input on every route and channel with a co
       controlSession,
       hostile,
       hostileSession,
-      created: { keys: 0, deletedKeys: 0, sessions: 0, runners: new Set() },
+      spareSessions,
+      created: { keys: 0, deletedKeys: 0, sessions: 0, deletedSessions: 0, runners: new Set() },
       settingsWritten: new Set(),
       hiddenModels: new Map(),
       initial: {
@@ -691,6 +705,7 @@ function httpCase(w: World, routes: { method: string; path: string }[]): fc.Arbi
     }),
     query: queryArb,
     contentType: fc.constantFrom(...CONTENT_TYPES),
+    spare: fc.constantFrom(...w.spareSessions),
   }).chain((r) => {
     const routeKey = `${r.route.method} ${r.route.path}`;
     return bodyArb(w, routeKey).map((body): HttpCase => {
@@ -704,11 +719,14 @@ function httpCase(w: World, routes: { method: string; path: string }[]): fc.Arbi
       const headers = authHeaders(w, auth, r.origin);
       if (r.contentType) headers["content-type"] = r.contentType;
       const method = r.otherMethod ?? r.route.method;
+      // The sessions the other steps need are never deleted: a spare one is.
+      const kept = method === "DELETE" && path === `/api/sessions/${r.seg.id}` &&
+        sessionIds.includes(r.seg.id);
       return {
         kind: "http",
         route: routeKey,
         method,
-        target: targetSafe(path + r.query),
+        target: targetSafe((kept ? `/api/sessions/${r.spare}` : path) + r.query),
         auth,
         headers,
         ...(body !== undefined && method !== "GET" && method !== "HEAD"
@@ -954,6 +972,9 @@ function recordAccepted(w: World, c: HttpCase, res: RawResponse): void {
       break;
     case "POST /api/runners/spawn":
       w.created.sessions++;
+      break;
+    case "DELETE /api/sessions/:id":
+      w.created.deletedSessions++;
       break;
     case "PUT /api/settings/hidden-models":
       w.settingsWritten.add(`${who} hiddenModels`);
@@ -1814,8 +1835,8 @@ function checkDatabase(w: World): void {
     const sessions = one<{ n: number }>("SELECT COUNT(*) AS n FROM sessions").n;
     assert.equal(
       sessions,
-      w.initial.sessions + w.created.sessions,
-      "sessions: only accepted spawns",
+      w.initial.sessions + w.created.sessions - w.created.deletedSessions,
+      "sessions: only accepted spawns and deletes",
     );
     const runners = one<{ n: number }>("SELECT COUNT(*) AS n FROM runners").n;
     assert.equal(

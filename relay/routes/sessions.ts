@@ -4,10 +4,10 @@ import type {
   OkResponse,
   PinnedSessionsResponse,
   PinResponse,
-  RenameSessionRequest,
   SessionInputRequest,
   SessionListResponse,
   SessionResponse,
+  UpdateSessionRequest,
 } from "../../shared/api.ts";
 import { INPUT_KINDS, type InputKind, MAX_SESSION_TITLE } from "../../shared/protocol.ts";
 import { invalid } from "../errors.ts";
@@ -23,19 +23,27 @@ const Input = requestSchema<SessionInputRequest>()(z.object({
   text: z.string().optional().default(""),
 }));
 
-const Rename = requestSchema<RenameSessionRequest>()(z.object({
-  title: z.string()
-    .trim()
-    .min(1, "Title must not be empty")
-    .max(MAX_SESSION_TITLE, `Title must have at most ${MAX_SESSION_TITLE} characters`)
-    // Line breaks, tabs and other control characters would break the one-line lists.
-    .regex(/^[^\p{Cc}\u2028\u2029]*$/u, "Title must not contain control characters"),
-}));
+const Update = requestSchema<UpdateSessionRequest>()(
+  z.object({
+    title: z.string()
+      .trim()
+      .min(1, "Title must not be empty")
+      .max(MAX_SESSION_TITLE, `Title must have at most ${MAX_SESSION_TITLE} characters`)
+      // Line breaks, tabs and other control characters would break the one-line lists.
+      .regex(/^[^\p{Cc}\u2028\u2029]*$/u, "Title must not contain control characters")
+      .optional(),
+    pinned: z.boolean().optional(),
+  }).refine((b) => b.title !== undefined || b.pinned !== undefined, {
+    message: "Give a title, pinned, or both",
+  }),
+);
 
 const NOT_FOUND = { 404: "`not_found`: no such session, or not the caller's" } as const;
 
 /** `/api/sessions`: listing, pins, renaming, input and the stored event log. */
-export function sessionRoutes(hub: Pick<Hub, "store" | "sessions" | "feed">): Hono<RelayEnv> {
+export function sessionRoutes(
+  hub: Pick<Hub, "store" | "sessions" | "feed" | "deleteSession">,
+): Hono<RelayEnv> {
   const app = new Hono<RelayEnv>();
   const { store, sessions, feed } = hub;
 
@@ -117,18 +125,40 @@ export function sessionRoutes(hub: Pick<Hub, "store" | "sessions" | "feed">): Ho
     return c.json({ session: sessions.sessionInfo(s) } satisfies SessionResponse);
   });
 
-  const renameDoc = routeDoc({
+  const updateDoc = routeDoc({
     tag: "Sessions",
-    summary: "Rename a session",
+    summary: "Rename a session, pin or unpin it",
     auth: "principal",
-    body: Rename,
-    ok: "`{session: {...}}` with the new title",
+    body: Update,
+    ok: "`{session: {...}}` as it now is",
     errors: NOT_FOUND,
   });
-  app.patch("/:id", renameDoc, async (c) => {
-    const body = await readJson(c, Rename);
-    const session = await sessions.rename(principal(c).userId, c.req.param("id"), body.title);
+  app.patch("/:id", updateDoc, async (c) => {
+    const body = await readJson(c, Update);
+    const userId = principal(c).userId;
+    const id = c.req.param("id");
+    sessions.owned(userId, id);
+    if (body.pinned !== undefined) sessions.setPinned(userId, id, body.pinned);
+    const session = body.title !== undefined
+      ? await sessions.rename(userId, id, body.title)
+      : sessions.sessionInfo(sessions.owned(userId, id));
     return c.json({ session } satisfies SessionResponse);
+  });
+
+  const deleteDoc = routeDoc({
+    tag: "Sessions",
+    summary: "Delete a session with its events and triggers",
+    description:
+      "Its runner is told (it stops a session that runs and deletes its conversation). " +
+      "Its viewers get `session_deleted`. Answers once its events are deleted; the space " +
+      "goes back to the file system shortly after.",
+    auth: "principal",
+    ok: "`{ok: true}`",
+    errors: NOT_FOUND,
+  });
+  app.delete("/:id", deleteDoc, async (c) => {
+    await hub.deleteSession(principal(c).userId, c.req.param("id"));
+    return c.json({ ok: true } satisfies OkResponse);
   });
 
   for (const [method, pinned] of [["put", true], ["delete", false]] as const) {

@@ -8,6 +8,7 @@
  */
 import { DatabaseSync } from "node:sqlite";
 import { transaction } from "./db.ts";
+import { WAL_SIZE_LIMIT } from "./vacuum.ts";
 import { applyCommits, type ChunkedCommit } from "./event_writer.ts";
 import { EventsRepo } from "./events.ts";
 import { SessionsRepo } from "./sessions.ts";
@@ -24,6 +25,7 @@ interface Message {
   id?: number;
   batch?: ChunkedCommit[];
   close?: boolean;
+  truncate?: boolean;
 }
 
 let db: DatabaseSync | null = null;
@@ -75,6 +77,7 @@ scope.onmessage = (e: MessageEvent<Message>) => {
     db.exec("PRAGMA synchronous = NORMAL");
     // This thread checkpoints on its timer, not inside commits.
     db.exec("PRAGMA wal_autocheckpoint = 0");
+    db.exec(`PRAGMA journal_size_limit = ${WAL_SIZE_LIMIT}`);
     repos = { events: new EventsRepo(db), sessions: new SessionsRepo(db) };
     idleMs = m.idleMs ?? idleMs;
     timer = setInterval(checkpoint, m.checkpointMs ?? 200);
@@ -85,6 +88,13 @@ scope.onmessage = (e: MessageEvent<Message>) => {
       scope.postMessage({ id: m.id });
     } catch (err) {
       scope.postMessage({ id: m.id, error: err instanceof Error ? err.message : String(err) });
+    }
+  } else if (m.truncate) {
+    active();
+    try {
+      db?.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+    } catch {
+      // Busy: the idle checkpoint empties it later.
     }
   } else if (m.close) {
     clearInterval(timer);

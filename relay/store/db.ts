@@ -1,4 +1,5 @@
 import { DatabaseSync } from "node:sqlite";
+import { convertToIncrementalVacuum, WAL_SIZE_LIMIT } from "./vacuum.ts";
 
 /** One schema step; applied once, in order, inside a transaction. */
 interface Migration {
@@ -246,6 +247,27 @@ const MIGRATIONS: Migration[] = [
       CREATE INDEX IF NOT EXISTS "session_userId_idx" on "session" ("userId");
       CREATE INDEX IF NOT EXISTS "account_userId_idx" on "account" ("userId");
       CREATE INDEX IF NOT EXISTS "verification_identifier_idx" on "verification" ("identifier");
+      `,
+  },
+  {
+    // Retention (relay/retention.ts) weighs sessions by the size of their
+    // logs without reading them: each row carries its log's size, kept with
+    // its last seq (see EventPipeline). A deletion leaves a row in
+    // session_deletions until its events are gone, so one cut short by a
+    // stop is finished at the next start.
+    version: 9,
+    name: "event log sizes and session deletions",
+    sql: `
+      ALTER TABLE sessions ADD COLUMN event_bytes INTEGER NOT NULL DEFAULT 0;
+      UPDATE sessions SET event_bytes = (
+        SELECT COALESCE(SUM(length(body)), 0) FROM session_event_chunks
+        WHERE session_id = sessions.id AND first_seq <= sessions.last_seq);
+      CREATE INDEX sessions_ended ON sessions (status, pinned, ended_at);
+      CREATE TABLE session_deletions (
+        session_id TEXT PRIMARY KEY,
+        user_id TEXT NOT NULL,
+        at TEXT NOT NULL
+      );
     `,
   },
 ];
@@ -260,13 +282,20 @@ export type Database = DatabaseSync;
  */
 export function openDatabase(path: string, log?: (line: string) => void): Database {
   const db = new DatabaseSync(path);
+  // Must come before the first table: a new database frees space as it goes
+  // (see reclaimSpace); an older one is converted once below.
+  db.exec("PRAGMA auto_vacuum = INCREMENTAL");
   db.exec("PRAGMA journal_mode = WAL");
+  // After a checkpoint the WAL is cut back to this: a reclaim or a VACUUM
+  // writes as much WAL as it moves, which would otherwise stay on disk.
+  db.exec(`PRAGMA journal_size_limit = ${WAL_SIZE_LIMIT}`);
   // NORMAL in WAL mode survives a killed process; only an OS crash can lose
   // the last commits, and the runner re-sends unacknowledged events anyway.
   db.exec("PRAGMA synchronous = NORMAL");
   db.exec("PRAGMA busy_timeout = 5000");
   db.exec("PRAGMA foreign_keys = ON");
   migrate(db, { log });
+  convertToIncrementalVacuum(db, path, log);
   return db;
 }
 
@@ -276,7 +305,7 @@ export function openDatabase(path: string, log?: (line: string) => void): Databa
  * stopped there left behind).
  */
 export function migrate(
-  db: Database,
+  db: DatabaseSync,
   { log, through = Infinity }: { log?: (line: string) => void; through?: number } = {},
 ): void {
   db.exec(`CREATE TABLE IF NOT EXISTS baton_migrations (

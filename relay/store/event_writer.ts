@@ -8,6 +8,8 @@ export interface EventCommit {
   sessionId: string;
   events: StoredEvent[];
   lastSeq: number;
+  /** Size of the session's stored events once this commit is in (see SessionRecord). */
+  eventBytes: number;
   patch: SessionPatch | null;
   /** When the state changed (ISO), for `updated_at`. */
   at: string;
@@ -135,7 +137,7 @@ export function applyCommits(
     // where the last seq is; see Hub, storeLastSeqs).
     if (c.patch) {
       repos.sessions.update(c.sessionId, c.patch, c.at);
-      repos.sessions.setLastSeq(c.sessionId, c.lastSeq);
+      repos.sessions.setLastSeq(c.sessionId, c.lastSeq, c.eventBytes);
     }
   }
 }

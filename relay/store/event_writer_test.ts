@@ -21,7 +21,7 @@ function commitOf(sessionId: string, from: number, count: number): EventCommit[]
     seq: from + i,
     json: JSON.stringify({ seq: from + i, ts: 0, e: { type: "text_delta", delta: "x" } }),
   }));
-  return [{ sessionId, events, lastSeq: from + count - 1, patch: null, at: "" }];
+  return [{ sessionId, events, lastSeq: from + count - 1, eventBytes: 0, patch: null, at: "" }];
 }
 
 async function withRelayDb(

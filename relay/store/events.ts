@@ -120,6 +120,20 @@ export class EventsRepo {
   deleteSession(sessionId: string): void {
     this.#sql.sql("DELETE FROM session_event_chunks WHERE session_id = ?").run(sessionId);
   }
+
+  /**
+   * Deletes up to `chunks` of a session's oldest stored chunks (each at most
+   * CHUNK_BYTES, or one large event); returns how many went. A long log goes
+   * in several short transactions, so no one of them stalls the relay.
+   */
+  deleteSome(sessionId: string, chunks: number): number {
+    const res = this.#sql.sql(
+      `DELETE FROM session_event_chunks WHERE session_id = ? AND first_seq IN (
+         SELECT first_seq FROM session_event_chunks WHERE session_id = ?
+         ORDER BY first_seq LIMIT ?)`,
+    ).run(sessionId, sessionId, chunks);
+    return Number(res.changes);
+  }
 }
 
 /** A run of one session's events as one stored row (see {@linkcode EventsRepo}). */

@@ -8,6 +8,7 @@ import { type Database, transaction } from "./db.ts";
 import { AccountsRepo } from "./accounts.ts";
 import { EventsRepo } from "./events.ts";
 import { KeysRepo } from "./keys.ts";
+import { RetentionRepo } from "./retention.ts";
 import { RunnersRepo } from "./runners.ts";
 import { SessionsRepo } from "./sessions.ts";
 import { SettingsRepo } from "./settings.ts";
@@ -16,6 +17,7 @@ import { WebhooksRepo } from "./webhooks.ts";
 
 export type { AccountRecord } from "./accounts.ts";
 export type { KeyRecord } from "./keys.ts";
+export type { Deletable } from "./retention.ts";
 export type { RunnerRecord } from "./runners.ts";
 export type { SessionPatch, SessionRecord } from "./sessions.ts";
 export type { StoredEvent } from "./events.ts";
@@ -32,6 +34,7 @@ export class Store {
   readonly settings: SettingsRepo;
   readonly triggers: TriggersRepo;
   readonly webhooks: WebhooksRepo;
+  readonly retention: RetentionRepo;
 
   constructor(readonly db: Database) {
     this.accounts = new AccountsRepo(db);
@@ -42,6 +45,7 @@ export class Store {
     this.settings = new SettingsRepo(db);
     this.triggers = new TriggersRepo(db);
     this.webhooks = new WebhooksRepo(db);
+    this.retention = new RetentionRepo(db);
   }
 
   /** Runs `fn` in one transaction. */

@@ -11,6 +11,11 @@ import type {
 export interface SessionRecord extends SessionInfo {
   userId: string;
   prompt: string;
+  /**
+   * Size of its stored events' JSON (characters, about bytes), as of
+   * `lastSeq` in the row; in memory the pipeline's count is ahead of it.
+   */
+  eventBytes?: number;
 }
 
 interface SessionRow {
@@ -29,6 +34,7 @@ interface SessionRow {
   end_reason: string | null;
   last_seq: number;
   pinned: number;
+  event_bytes?: number;
 }
 
 /** Parsed models by their JSON: a listing has thousands of rows but few distinct models. */
@@ -62,6 +68,8 @@ function fromRow(r: SessionRow): SessionRecord {
     endReason: r.end_reason,
     lastSeq: r.last_seq,
     isPinned: r.pinned === 1,
+    // Listings leave it out: undefined, not 0, so nobody takes it for a size.
+    ...(r.event_bytes !== undefined ? { eventBytes: r.event_bytes } : {}),
   };
 }
 
@@ -188,17 +196,17 @@ export class SessionsRepo {
     );
   }
 
-  setLastSeq(id: string, seq: number): void {
-    this.#sql.sql("UPDATE sessions SET last_seq = ? WHERE id = ? AND last_seq < ?").run(
-      seq,
-      id,
-      seq,
-    );
+  /** Moves the row's last seq forward, with its log's size at that seq. */
+  setLastSeq(id: string, seq: number, eventBytes: number): void {
+    this.#sql.sql(
+      "UPDATE sessions SET last_seq = ?, event_bytes = ? WHERE id = ? AND last_seq < ?",
+    ).run(seq, eventBytes, id, seq);
   }
 
   /**
    * Brings every session's `last_seq` up to the highest seq in its event log
-   * (they lag it after a crash: see Hub). One index lookup per session.
+   * (they lag it after a crash: see Hub), and its size with it (only the
+   * chunks past the old last seq are read). One index lookup per session.
    */
   catchUpLastSeqs(): number {
     const res = this.#sql.sql(
@@ -206,12 +214,17 @@ export class SessionsRepo {
          SELECT id, (SELECT last_seq FROM session_event_chunks WHERE session_id = sessions.id
                      ORDER BY first_seq DESC LIMIT 1) AS seq
          FROM sessions)
-       UPDATE sessions SET last_seq = tail.seq FROM tail
+       UPDATE sessions SET last_seq = tail.seq,
+         event_bytes = event_bytes + (SELECT COALESCE(SUM(length(body)), 0)
+           FROM session_event_chunks
+           WHERE session_id = sessions.id AND first_seq > sessions.last_seq)
+       FROM tail
        WHERE tail.id = sessions.id AND sessions.last_seq < tail.seq`,
     ).run();
     return Number(res.changes);
   }
 
+  /** Pins or unpins a session of `userId`; false when it is not theirs or not there. */
   setPinned(userId: string, id: string, pinned: boolean): boolean {
     const res = this.#sql.sql("UPDATE sessions SET pinned = ? WHERE id = ? AND user_id = ?").run(
       pinned ? 1 : 0,

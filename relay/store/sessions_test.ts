@@ -35,6 +35,9 @@ Deno.test("after a crash, each session's last_seq catches up with its stored eve
     const sessions = new SessionsRepo(db);
     assert.equal(sessions.catchUpLastSeqs(), 1, "only the session that lagged changed");
     assert.deepEqual(last(), { behind: 9, current: 7, empty: 0 });
+    // Its size grows by the chunks past its old last seq (two of 2 events: 19 characters each).
+    assert.equal(sessions.get("behind")!.eventBytes, 38);
+    assert.equal(sessions.get("current")!.eventBytes, 0, "a row that did not lag keeps its size");
     assert.equal(sessions.catchUpLastSeqs(), 0, "a second pass finds nothing to do");
   } finally {
     db.close();

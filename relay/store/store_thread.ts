@@ -97,6 +97,16 @@ export class StoreThread {
     return done;
   };
 
+  /**
+   * Empties the WAL now, on the thread (started for it if need be): after a
+   * reclaim it holds every page that moved, which would otherwise wait for
+   * the thread's next idle checkpoint.
+   */
+  truncateWal(): void {
+    if (this.#closed) return;
+    (this.#worker ?? this.#start()).postMessage({ truncate: true });
+  }
+
   /** Waits for the commits in flight, checkpoints a last time and stops the thread. */
   close(): Promise<void> {
     this.#closed ??= (async () => {

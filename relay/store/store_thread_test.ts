@@ -15,7 +15,8 @@ function commitOf(sessionId: string, from: number, count: number, size = 10): Ev
       e: { type: "text_delta", delta: "x".repeat(size) },
     }),
   }));
-  return [{ sessionId, events, lastSeq: from + count - 1, patch: null, at: "" }];
+  const eventBytes = events.reduce((n, e) => n + e.json.length, 0);
+  return [{ sessionId, events, lastSeq: from + count - 1, eventBytes, patch: null, at: "" }];
 }
 
 async function until(what: string, ok: () => boolean, ms = 5000): Promise<void> {

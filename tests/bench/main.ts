@@ -3,7 +3,7 @@
  * machine, in one run, and prints ratios. See docs/performance.md.
  *
  *   deno task bench [--quick] [--rounds N]
- *                   [--only fanout,replay,durability,spawn,memory,http,ui,sessions,sleep]
+ *                   [--only fanout,replay,durability,spawn,memory,http,ui,sessions,sleep,disk]
  *                   [--client native|ws] [--out file.json] [--unpinned]
  *
  * Every scenario runs `--rounds` times (3, or 1 with `--quick`), round by
@@ -28,6 +28,7 @@ import { Pinning } from "./_pinning.ts";
 import { BENCH_DIR } from "./_proc.ts";
 import { type BenchContext, mergeRounds, renderTable, type ResultRow } from "./_report.ts";
 import type { ClientImpl } from "./clients/viewers.ts";
+import { disk } from "./scenarios/disk.ts";
 import { durability } from "./scenarios/durability.ts";
 import { fanout } from "./scenarios/fanout.ts";
 import { hasWrk, http } from "./scenarios/http.ts";
@@ -48,6 +49,7 @@ const SCENARIOS = [
   "ui",
   "sessions",
   "sleep",
+  "disk",
 ] as const;
 type Scenario = (typeof SCENARIOS)[number];
 /**
@@ -55,7 +57,7 @@ type Scenario = (typeof SCENARIOS)[number];
  * client's relay runs in-process with the page driver): they run on every
  * allowed CPU, as before pinning.
  */
-const UNPINNED: readonly Scenario[] = ["ui"];
+const UNPINNED: readonly Scenario[] = ["ui", "disk"];
 
 async function main(): Promise<number> {
   const { values } = parseArgs({
@@ -214,6 +216,8 @@ async function run(s: Scenario, ctx: BenchContext, client: ClientImpl): Promise<
       return await sessions(ctx);
     case "sleep":
       return await sleepScenario(ctx);
+    case "disk":
+      return await disk(ctx);
   }
 }
 

@@ -154,6 +154,11 @@ export async function takeScreenshots(): Promise<string[]> {
       await page.waitForSelector("text=all 42 tests pass");
       await page.locator("details.tool summary").first().click();
       await shot(page, `session-desktop${suffix}`);
+      // The question a delete asks first (answered Keep: nothing is deleted).
+      await page.getByRole("button", { name: "Delete session" }).click();
+      await page.getByRole("group", { name: "Delete session" }).waitFor();
+      await shot(page, `session-delete-desktop${suffix}`);
+      await page.getByRole("button", { name: "Keep" }).click();
       await page.getByRole("button", { name: "Triggers" }).click();
       await page.waitForSelector(".history li");
       await page.locator(".msg.trigger").scrollIntoViewIfNeeded();
@@ -217,6 +222,10 @@ export async function takeScreenshots(): Promise<string[]> {
     await phone.goto(`${relay.url}/session/${main}`);
     await phone.waitForSelector("text=all 42 tests pass");
     await shot(phone, "session-phone");
+    await phone.getByRole("button", { name: "Delete session" }).click();
+    await phone.getByRole("group", { name: "Delete session" }).waitFor();
+    await shot(phone, "session-delete-phone");
+    await phone.getByRole("button", { name: "Keep" }).click();
     await phone.goto(`${relay.url}/session/${failing}`);
     await phone.waitForSelector("text=three cases");
     await shot(phone, "tool-failed-phone");

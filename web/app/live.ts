@@ -33,6 +33,8 @@ export interface FeedHandler {
   runner(r: RunnerInfo): void;
   sessions(list: SessionInfo[]): void;
   session(s: SessionInfo): void;
+  /** A session was deleted (here or anywhere else): it is gone for good. */
+  sessionDeleted(sessionId: string): void;
   /** The socket was closed because the sign-in ended (sign-out, revoked). */
   signedOut(): void;
 }
@@ -143,6 +145,10 @@ export class LiveLink {
         return this.feed.sessions(msg.sessions);
       case "session":
         return this.feed.session(msg.session);
+      case "session_deleted":
+        // The relay ended the subscription: do not ask for it again on a reconnect.
+        this.#streams.delete(msg.sessionId);
+        return this.feed.sessionDeleted(msg.sessionId);
       case "subscribed":
         return this.#streams.get(msg.sessionId)?.info(msg.session);
       case "events":

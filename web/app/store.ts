@@ -74,8 +74,29 @@ export const link = new LiveLink({
     const open = streams.get(s.sessionId);
     if (open) open.info.value = s;
   },
+  sessionDeleted: (id) => forgetSession(id),
   signedOut: () => void stillSignedIn(),
 });
+
+/** Drops a deleted session from the lists; a view of it says it was deleted. */
+function forgetSession(id: string): void {
+  batch(() => {
+    sessions.value = sessions.value.filter((x) => x.sessionId !== id);
+    // Kept (marked) so that a view of it says so instead of asking again.
+    const open = streams.get(id);
+    if (open) open.deleted.value = true;
+  });
+}
+
+/**
+ * Deletes a session (one that runs is ended first): it leaves the list at
+ * once, and the app goes home; other tabs hear it from the feed.
+ */
+export async function deleteSession(id: string): Promise<void> {
+  await api(`/api/sessions/${id}`, { method: "DELETE" });
+  forgetSession(id);
+  navigate("/");
+}
 
 /** A change of the account's password in flight (see changePassword). */
 let passwordChange: Promise<unknown> | null = null;
@@ -140,6 +161,8 @@ export interface OpenSession {
   /** True once every stored event up to the subscription was received. */
   caughtUp: Signal<boolean>;
   error: Signal<string | null>;
+  /** True once the session was deleted (here or in another tab). */
+  deleted: Signal<boolean>;
 }
 
 const streams = new Map<string, OpenSession>();
@@ -163,6 +186,7 @@ export function openSession(id: string): OpenSession {
     conv: signal(emptyConversation()),
     caughtUp: signal(false),
     error: signal(null),
+    deleted: signal(false),
   };
   s = open;
   streams.set(id, open);

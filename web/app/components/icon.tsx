@@ -14,6 +14,7 @@ const PATHS = {
   x: "M6 6l12 12M18 6L6 18",
   check: "M5 12l5 5 9-10",
   pencil: "M4 20h4L19 9l-4-4L4 16zM13.5 6.5l4 4",
+  trash: "M4 7h16M10 11v6M14 11v6M6 7l1 13h10l1-13M9 7V4h6v3",
   copy: "M9 9h10v10H9zM5 15V5h10",
   folder: "M3 7a2 2 0 0 1 2-2h4l2 2h8a2 2 0 0 1 2 2v8a2 2 0 0 1-2 2H5a2 2 0 0 1-2-2z",
   server: "M4 5h16v6H4zM4 13h16v6H4zM8 8h.01M8 16h.01",

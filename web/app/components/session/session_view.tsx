@@ -29,6 +29,7 @@ export function SessionView({ id }: { id: string }) {
     [id, working],
   );
 
+  if (open.deleted.value) return <SessionNotFound deleted />;
   if (open.error.value && !info) return <SessionNotFound />;
   return (
     <main class="session" aria-labelledby="session-title">
@@ -90,13 +91,17 @@ function useFollow(id: string, conv: Conversation) {
   return { scroller, stuck, setStuck };
 }
 
-function SessionNotFound() {
+function SessionNotFound({ deleted = false }: { deleted?: boolean }) {
   return (
     <main class="page narrow">
       <div class="card empty">
         <Icon name="alert" size={28} />
-        <h1>Session not found</h1>
-        <p>It does not exist, or it belongs to another account.</p>
+        <h1>{deleted ? "Session deleted" : "Session not found"}</h1>
+        <p>
+          {deleted
+            ? "It was deleted with its whole conversation."
+            : "It does not exist, or it belongs to another account."}
+        </p>
       </div>
     </main>
   );
