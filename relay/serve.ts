@@ -1,12 +1,38 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { Socket } from "node:net";
+import { MAX_VIEWER_MESSAGE_BYTES, MAX_WS_MESSAGE_BYTES } from "../shared/protocol.ts";
+import { MAX_RUNNER_HELLO_BYTES, MAX_VIEWER_AUTH_BYTES } from "../shared/protocol.ts";
+import { AddressCounter } from "./address_limits.ts";
 import { createRelay, type Relay, type RelayOptions } from "./app.ts";
+import {
+  connectionInfo,
+  peerAddress,
+  toRequest,
+  writeRawResponse,
+  writeResponse,
+} from "./_node_http.ts";
+import { WsTransport } from "./ws_transport.ts";
 
 /** Options of {@linkcode serveRelay}. */
-export interface ServeRelayOptions extends Omit<RelayOptions, "baseUrl"> {
+export interface ServeRelayOptions extends Omit<RelayOptions, "baseUrl" | "upgrade"> {
   hostname: string;
   port: number;
   /** Public address; default `http://<host>:<port>` after the port is known. */
   baseUrl?: string;
+  /** Time a client has to send a request's headers; default 15 s. */
+  headersTimeoutMs?: number;
+  /** Open TCP connections per client address (0: no limit); default 4096. */
+  maxConnectionsPerAddress?: number;
+  /** WebSockets not yet authenticated per client address (0: no limit); default 64. */
+  maxUnauthenticatedSocketsPerAddress?: number;
 }
+
+/** Defaults of the connection limits (docs/configuration.md). */
+export const CONNECTION_DEFAULTS = {
+  headersTimeoutMs: 15_000,
+  maxConnectionsPerAddress: 4096,
+  maxUnauthenticatedSocketsPerAddress: 64,
+} as const;
 
 /** A relay listening on a socket. */
 export interface ServedRelay {
@@ -56,24 +82,48 @@ export function environmentForChildren(): Record<string, string> {
 /**
  * Listens first (so port 0 resolves to a real port), then builds the relay
  * with a base URL that names that port.
+ *
+ * The relay is served by node:http, not Deno.serve: only there does a
+ * WebSocket upgrade come with its raw socket, which npm:ws needs to refuse
+ * a message over the limit from its frame header (see ws_transport.ts; the
+ * cost in HTTP throughput is measured in docs/performance.md). node:http
+ * also gives the header timeout and the per-address connection count.
  */
 export async function serveRelay(options: ServeRelayOptions): Promise<ServedRelay> {
   preferVectoredWebSocketWrites();
+  const log = options.log ?? (() => {});
+  const transport = new WsTransport({
+    maxMessageBytes: { viewer: MAX_VIEWER_MESSAGE_BYTES, runner: MAX_WS_MESSAGE_BYTES },
+    idleSeconds: { viewer: 60, runner: 30 },
+    firstMessageBytes: { viewer: MAX_VIEWER_AUTH_BYTES, runner: MAX_RUNNER_HELLO_BYTES },
+    unauthenticatedPerAddress: options.maxUnauthenticatedSocketsPerAddress ??
+      CONNECTION_DEFAULTS.maxUnauthenticatedSocketsPerAddress,
+  });
   let relay: Relay | null = null;
-  const server = Deno.serve({
-    hostname: options.hostname,
-    port: options.port,
-    onListen: () => {},
-  }, (req, info) => relay ? relay.fetch(req, info) : new Response("Starting", { status: 503 }));
-  const port = server.addr.port;
+  const server = listenHttp({
+    headersTimeoutMs: options.headersTimeoutMs ?? CONNECTION_DEFAULTS.headersTimeoutMs,
+    perAddress: new AddressCounter(
+      options.maxConnectionsPerAddress ?? CONNECTION_DEFAULTS.maxConnectionsPerAddress,
+    ),
+    log,
+    fetch: (req, info) =>
+      relay ? relay.fetch(req, info) : new Response("Starting", { status: 503 }),
+    transport,
+  });
+  const port = await listen(server, options.hostname, options.port);
   const shownHost = options.hostname.includes(":") ? `[${options.hostname}]` : options.hostname;
   const url = `http://${shownHost}:${port}`;
   const wildcard = options.hostname === "0.0.0.0" || options.hostname === "::";
   const baseUrl = options.baseUrl ?? (wildcard ? `http://localhost:${port}` : url);
   try {
-    relay = await createRelay({ ...options, baseUrl });
+    relay = await createRelay({
+      ...options,
+      baseUrl,
+      upgrade: (req, o) => transport.upgrade(req, o),
+    });
   } catch (err) {
-    await server.shutdown();
+    transport.close();
+    await stopHttp(server, 0);
     throw err;
   }
   const built = relay;
@@ -86,11 +136,128 @@ export async function serveRelay(options: ServeRelayOptions): Promise<ServedRela
     shutdown() {
       done ??= (async () => {
         await built.hub.close();
-        const deadline = new Promise<void>((r) => setTimeout(r, 5000));
-        await Promise.race([server.shutdown(), deadline]);
+        await stopHttp(server, 5000);
+        transport.close();
         await built.close();
       })();
       return done;
     },
   };
+}
+
+interface HttpOptions {
+  headersTimeoutMs: number;
+  perAddress: AddressCounter;
+  log: (line: string) => void;
+  fetch: (req: Request, info: Deno.ServeHandlerInfo<Deno.NetAddr>) => Response | Promise<Response>;
+  transport: WsTransport;
+}
+
+/** The node:http server: the header timeout, the per-address cap, requests and upgrades. */
+function listenHttp(options: HttpOptions): Server {
+  const { perAddress, transport } = options;
+  const server = createServer({
+    headersTimeout: options.headersTimeoutMs,
+    // Node's default of 5 minutes for a whole request (an upload included).
+    requestTimeout: 300_000,
+    // How often node looks for connections past the header timeout (default 30 s).
+    connectionsCheckingInterval: Math.min(1000, options.headersTimeoutMs),
+  }, (req, res) => serveRequest(req, res, options.fetch));
+  const lastLogged = new Map<string, number>();
+  server.on("connection", (socket: Socket) => {
+    const address = peerAddress(socket);
+    if (!perAddress.tryAcquire(address)) {
+      socket.destroy();
+      const now = Date.now();
+      if ((lastLogged.get(address) ?? 0) < now - 60_000) {
+        lastLogged.set(address, now);
+        options.log(
+          `refused connections from ${address}: ${perAddress.limit} already open ` +
+            "(BATON_MAX_CONNECTIONS_PER_ADDRESS)",
+        );
+      }
+      return;
+    }
+    socket.once("close", () => perAddress.release(address));
+  });
+  server.on("upgrade", (req: IncomingMessage, socket: Socket, head: Buffer) => {
+    socket.on("error", () => {});
+    const request = toRequest(req);
+    if (!request) {
+      socket.end("HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n");
+      return;
+    }
+    transport.hold(request, { req, socket, head });
+    Promise.resolve(options.fetch(request, connectionInfo(socket))).then(
+      (response) => transport.isUpgraded(request) ? undefined : writeRawResponse(response, socket),
+    ).catch((err) => {
+      options.log(`upgrade failed: ${err}`);
+      socket.destroy();
+    });
+  });
+  server.on("clientError", (err: Error & { code?: string }, socket: Socket) => {
+    // A malformed request or a header timeout: answer if the socket still takes it.
+    if (!socket.writable) return socket.destroy();
+    const status = err.code === "ERR_HTTP_REQUEST_TIMEOUT"
+      ? "408 Request Timeout"
+      : "400 Bad Request";
+    socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
+  });
+  return server;
+}
+
+async function serveRequest(
+  req: IncomingMessage,
+  res: ServerResponse,
+  fetch: HttpOptions["fetch"],
+): Promise<void> {
+  const aborted = new AbortController();
+  res.once("close", () => {
+    if (!res.writableFinished) aborted.abort();
+  });
+  const request = toRequest(req, aborted.signal);
+  if (!request) {
+    res.writeHead(400, { "content-type": "text/plain" }).end("Bad request target or headers");
+    return;
+  }
+  let response: Response;
+  try {
+    response = await fetch(request, connectionInfo(req.socket));
+  } catch {
+    response = new Response("Internal error", { status: 500 });
+  }
+  await writeResponse(response, res);
+}
+
+function listen(server: Server, hostname: string, port: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const onError = (err: Error & { code?: string }) => {
+      if (err.code === "EADDRINUSE") {
+        reject(new Deno.errors.AddrInUse(`Address already in use: '${hostname}:${port}'`));
+      } else if (err.code === "EACCES") {
+        reject(new Deno.errors.PermissionDenied(`Permission denied: '${hostname}:${port}'`));
+      } else reject(err);
+    };
+    server.once("error", onError);
+    server.listen(port, hostname, () => {
+      server.off("error", onError);
+      const addr = server.address();
+      resolve(typeof addr === "object" && addr ? addr.port : port);
+    });
+  });
+}
+
+/** Stops accepting, lets open requests finish for up to `graceMs`, then cuts the rest. */
+function stopHttp(server: Server, graceMs: number): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      server.closeAllConnections();
+      resolve();
+    }, graceMs);
+    server.close(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+    server.closeIdleConnections();
+  });
 }
