@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import { serveRelay } from "../relay/mod.ts";
+import { CONNECTION_DEFAULTS, serveRelay } from "../relay/mod.ts";
 import { homeDir, parseFlags, parseHttpUrl, parsePort, parsePositiveInt } from "./_args.ts";
 import { webClient } from "../web/mod.ts";
 
@@ -23,6 +23,12 @@ Environment:
   BATON_RELAY_EVENT_BUFFER_SIZE   Events kept in memory per session (default 1000)
   BATON_TRUSTED_ORIGINS           Extra browser origins allowed, comma separated
   BATON_WEBHOOK_CONNECT_TIMEOUT_MS  How long a webhook fire waits for its session (15000)
+  BATON_HEADERS_TIMEOUT_MS        Time a client has to send request headers (15000)
+  BATON_WS_AUTH_TIMEOUT_MS        Time a WebSocket has to authenticate (10000)
+  BATON_MAX_CONNECTIONS_PER_ADDRESS         Open connections per client address
+                                            (4096; 0: no limit)
+  BATON_MAX_UNAUTHENTICATED_WS_PER_ADDRESS  WebSockets not yet authenticated per
+                                            client address (256; 0: no limit)
 `;
 
 /** Resolved relay settings from flags and environment. */
@@ -38,6 +44,14 @@ export function relaySettings(argv: string[]) {
   const buffer = Deno.env.get("BATON_RELAY_EVENT_BUFFER_SIZE");
   const connect = Deno.env.get("BATON_WEBHOOK_CONNECT_TIMEOUT_MS");
   const origins = Deno.env.get("BATON_TRUSTED_ORIGINS");
+  const ms = (name: string, fallback: number) => {
+    const v = Deno.env.get(name);
+    return v ? parsePositiveInt(v, name, 600_000) : fallback;
+  };
+  const limit = (name: string, fallback: number) => {
+    const v = Deno.env.get(name);
+    return v === "0" ? 0 : v ? parsePositiveInt(v, name, 1_000_000) : fallback;
+  };
   return {
     port: values.port !== undefined ? parsePort(values.port) : 7420,
     hostname: values.host ?? "127.0.0.1",
@@ -51,6 +65,16 @@ export function relaySettings(argv: string[]) {
     webhookConnectTimeoutMs: connect
       ? parsePositiveInt(connect, "BATON_WEBHOOK_CONNECT_TIMEOUT_MS", 600_000)
       : 15_000,
+    headersTimeoutMs: ms("BATON_HEADERS_TIMEOUT_MS", CONNECTION_DEFAULTS.headersTimeoutMs),
+    wsAuthTimeoutMs: ms("BATON_WS_AUTH_TIMEOUT_MS", 10_000),
+    maxConnectionsPerAddress: limit(
+      "BATON_MAX_CONNECTIONS_PER_ADDRESS",
+      CONNECTION_DEFAULTS.maxConnectionsPerAddress,
+    ),
+    maxUnauthenticatedSocketsPerAddress: limit(
+      "BATON_MAX_UNAUTHENTICATED_WS_PER_ADDRESS",
+      CONNECTION_DEFAULTS.maxUnauthenticatedSocketsPerAddress,
+    ),
     trustedOrigins: origins
       ? origins.split(",").map((o) => parseHttpUrl(o.trim(), "BATON_TRUSTED_ORIGINS"))
       : [],

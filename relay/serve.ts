@@ -23,7 +23,7 @@ export interface ServeRelayOptions extends Omit<RelayOptions, "baseUrl" | "upgra
   headersTimeoutMs?: number;
   /** Open TCP connections per client address (0: no limit); default 4096. */
   maxConnectionsPerAddress?: number;
-  /** WebSockets not yet authenticated per client address (0: no limit); default 64. */
+  /** WebSockets not yet authenticated per client address (0: no limit); default 256. */
   maxUnauthenticatedSocketsPerAddress?: number;
 }
 
@@ -31,7 +31,7 @@ export interface ServeRelayOptions extends Omit<RelayOptions, "baseUrl" | "upgra
 export const CONNECTION_DEFAULTS = {
   headersTimeoutMs: 15_000,
   maxConnectionsPerAddress: 4096,
-  maxUnauthenticatedSocketsPerAddress: 64,
+  maxUnauthenticatedSocketsPerAddress: 256,
 } as const;
 
 /** A relay listening on a socket. */

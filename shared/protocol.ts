@@ -317,10 +317,11 @@ export const MAX_VIEWER_MESSAGE_BYTES = 1024 * 1024;
  */
 export const MAX_VIEWER_AUTH_BYTES = 16 * 1024;
 /**
- * What a runner socket may receive in all before its hello is accepted
- * (the hello lists the runner's sessions: ~150 bytes each); 1009 beyond it.
+ * What a runner socket may receive in all before its hello is accepted; 1009
+ * beyond it. The hello lists the runner's sessions (~150 bytes each, so
+ * about 1,500 of them) and its roots.
  */
-export const MAX_RUNNER_HELLO_BYTES = 1024 * 1024;
+export const MAX_RUNNER_HELLO_BYTES = 256 * 1024;
 
 // ---------------------------------------------------------------------------
 // Viewer channel (browser or CLI ↔ relay)
