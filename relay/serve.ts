@@ -45,38 +45,13 @@ export interface ServedRelay {
   shutdown(): Promise<void>;
 }
 
-/** Variables serveRelay set for the relay itself, not for the processes it starts. */
-const setForThisProcess = new Set<string>();
-
 /**
- * Deno's WebSocket server copies each frame into a per-socket write buffer
- * that keeps the size of the largest frame it ever sent for as long as the
- * socket lives: ~60 KB per viewer after one catch-up, so 1,000 viewers
- * opening a session at once left the relay 180 MB larger. With
- * `DENO_USE_WRITEV` set, it sends header and payload with one `writev`
- * instead and keeps nothing (+66 MB for the same 1,000). Deno reads the
- * variable when the process accepts its first WebSocket, so it is set before
- * listening; a value the operator set (an empty one turns it off) is kept.
- */
-function preferVectoredWebSocketWrites(): void {
-  try {
-    if (Deno.env.get("DENO_USE_WRITEV") !== undefined) return;
-    Deno.env.set("DENO_USE_WRITEV", "1");
-    setForThisProcess.add("DENO_USE_WRITEV");
-  } catch {
-    // No env permission: Deno's default (copying) writes.
-  }
-}
-
-/**
- * This process's environment without the variables serveRelay set for its
- * own use, for child processes (the local runner of `baton up`), which must
- * see the environment the operator gave.
+ * This process's environment, for child processes (the local runner of
+ * `baton up`). The relay sets no variable for itself (it did set
+ * `DENO_USE_WRITEV` while it served WebSockets with Deno's own server).
  */
 export function environmentForChildren(): Record<string, string> {
-  const env = Deno.env.toObject();
-  for (const name of setForThisProcess) delete env[name];
-  return env;
+  return Deno.env.toObject();
 }
 
 /**
@@ -90,7 +65,6 @@ export function environmentForChildren(): Record<string, string> {
  * also gives the header timeout and the per-address connection count.
  */
 export async function serveRelay(options: ServeRelayOptions): Promise<ServedRelay> {
-  preferVectoredWebSocketWrites();
   const log = options.log ?? (() => {});
   const transport = new WsTransport({
     maxMessageBytes: { viewer: MAX_VIEWER_MESSAGE_BYTES, runner: MAX_WS_MESSAGE_BYTES },
