@@ -9,7 +9,6 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
-import { Readable } from "node:stream";
 
 /** What `Deno.serve` passes as the second argument, rebuilt from a node socket. */
 export function connectionInfo(socket: Socket): Deno.ServeHandlerInfo<Deno.NetAddr> {
@@ -36,8 +35,14 @@ export function peerAddress(socket: Socket): string {
  * The Request for an IncomingMessage, or null when its target or headers
  * cannot make one (the caller answers 400). The URL is built as Deno.serve
  * builds it: `http://<Host header><target>`, the target not normalised.
+ * Call `release` once the answer is written: what the app left unread of
+ * the body is then read and dropped, so the client, still sending, gets to
+ * read that answer (node:http only does this for a body never touched).
  */
-export function toRequest(req: IncomingMessage, signal?: AbortSignal): Request | null {
+export function toRequest(
+  req: IncomingMessage,
+  signal?: AbortSignal,
+): { request: Request; release: () => void } | null {
   const target = req.url ?? "/";
   const host = req.headers.host ?? "localhost";
   let url: string;
@@ -49,22 +54,68 @@ export function toRequest(req: IncomingMessage, signal?: AbortSignal): Request |
   try {
     for (let i = 0; i + 1 < raw.length; i += 2) headers.append(raw[i]!, raw[i + 1]!);
     const method = req.method ?? "GET";
-    const hasBody = method !== "GET" && method !== "HEAD";
-    return new Request(url, {
+    const body = method !== "GET" && method !== "HEAD" ? bodyOf(req) : null;
+    const request = new Request(url, {
       method,
       headers,
       ...(signal ? { signal } : {}),
-      ...(hasBody
-        ? {
-          body: Readable.toWeb(req) as unknown as ReadableStream<Uint8Array>,
-          duplex: "half",
-        } as RequestInit
-        : {}),
+      ...(body ? { body: body.stream, duplex: "half" } as RequestInit : {}),
     });
+    return { request, release: body?.release ?? (() => {}) };
   } catch (err) {
     if (err instanceof TypeError) return null;
     throw err;
   }
+}
+
+/**
+ * The request body as a stream that reads from the socket only when the
+ * app reads (no read-ahead), so a body the app refuses stays in the kernel.
+ */
+function bodyOf(req: IncomingMessage): { stream: ReadableStream<Uint8Array>; release(): void } {
+  let attached = false;
+  let done = false;
+  let controller!: ReadableStreamDefaultController<Uint8Array>;
+  const onData = (chunk: Buffer) => {
+    controller.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+    if ((controller.desiredSize ?? 0) <= 0) req.pause();
+  };
+  const onEnd = () => {
+    if (done) return;
+    done = true;
+    controller.close();
+  };
+  const onError = (err: Error) => {
+    if (done) return;
+    done = true;
+    controller.error(err);
+  };
+  const release = () => {
+    done = true;
+    req.off("data", onData);
+    req.off("end", onEnd);
+    req.off("error", onError);
+    // Drop the rest, so the connection can carry the next request.
+    if (!req.complete) req.resume();
+  };
+  const stream = new ReadableStream<Uint8Array>({
+    start(c) {
+      controller = c;
+    },
+    pull() {
+      if (!attached) {
+        attached = true;
+        req.on("data", onData);
+        req.on("end", onEnd);
+        req.on("error", onError);
+      }
+      req.resume();
+    },
+    cancel() {
+      release();
+    },
+  }, { highWaterMark: 0 });
+  return { stream, release };
 }
 
 /** The header list of a Response for `writeHead`, every Set-Cookie kept apart. */

@@ -156,7 +156,7 @@ function listenHttp(options: HttpOptions): Server {
   });
   server.on("upgrade", (req: IncomingMessage, socket: Socket, head: Buffer) => {
     socket.on("error", () => {});
-    const request = toRequest(req);
+    const request = toRequest(req)?.request;
     if (!request) {
       socket.end("HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n");
       return;
@@ -189,18 +189,22 @@ async function serveRequest(
   res.once("close", () => {
     if (!res.writableFinished) aborted.abort();
   });
-  const request = toRequest(req, aborted.signal);
-  if (!request) {
+  const made = toRequest(req, aborted.signal);
+  if (!made) {
     res.writeHead(400, { "content-type": "text/plain" }).end("Bad request target or headers");
     return;
   }
   let response: Response;
   try {
-    response = await fetch(request, connectionInfo(req.socket));
+    response = await fetch(made.request, connectionInfo(req.socket));
   } catch {
     response = new Response("Internal error", { status: 500 });
   }
-  await writeResponse(response, res);
+  try {
+    await writeResponse(response, res);
+  } finally {
+    made.release();
+  }
 }
 
 function listen(server: Server, hostname: string, port: number): Promise<number> {
