@@ -39,26 +39,22 @@ export function peerAddress(socket: Socket): string {
  * the body is then read and dropped, so the client, still sending, gets to
  * read that answer (node:http only does this for a body never touched).
  */
-export function toRequest(
-  req: IncomingMessage,
-  signal?: AbortSignal,
-): { request: Request; release: () => void } | null {
+export function toRequest(req: IncomingMessage): { request: Request; release: () => void } | null {
   const target = req.url ?? "/";
   const host = req.headers.host ?? "localhost";
   let url: string;
   if (target.startsWith("/")) url = `http://${host}${target}`;
   else if (/^https?:\/\//i.test(target)) url = target;
   else return null;
-  const headers = new Headers();
+  const headers: [string, string][] = [];
   const raw = req.rawHeaders;
   try {
-    for (let i = 0; i + 1 < raw.length; i += 2) headers.append(raw[i]!, raw[i + 1]!);
+    for (let i = 0; i + 1 < raw.length; i += 2) headers.push([raw[i]!, raw[i + 1]!]);
     const method = req.method ?? "GET";
     const body = method !== "GET" && method !== "HEAD" ? bodyOf(req) : null;
     const request = new Request(url, {
       method,
       headers,
-      ...(signal ? { signal } : {}),
       ...(body ? { body: body.stream, duplex: "half" } as RequestInit : {}),
     });
     return { request, release: body?.release ?? (() => {}) };

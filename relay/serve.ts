@@ -185,11 +185,7 @@ async function serveRequest(
   res: ServerResponse,
   fetch: HttpOptions["fetch"],
 ): Promise<void> {
-  const aborted = new AbortController();
-  res.once("close", () => {
-    if (!res.writableFinished) aborted.abort();
-  });
-  const made = toRequest(req, aborted.signal);
+  const made = toRequest(req);
   if (!made) {
     res.writeHead(400, { "content-type": "text/plain" }).end("Bad request target or headers");
     return;
