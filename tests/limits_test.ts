@@ -222,8 +222,13 @@ Deno.test("a client sending its request headers one byte a second is cut off aft
     }
     if (closedAfter < 0) {
       // The write may succeed into a half-closed socket: the read side tells.
-      const n = await conn.read(new Uint8Array(1024)).catch(() => null);
-      closedAfter = n === null || n > 0 ? Date.now() - started : -1;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const n = await Promise.race([
+        conn.read(new Uint8Array(1024)).catch(() => null),
+        new Promise<"open">((r) => timer = setTimeout(() => r("open"), 3000)),
+      ]);
+      clearTimeout(timer);
+      closedAfter = n !== "open" ? Date.now() - started : -1;
     }
     conn.close();
     assert.ok(closedAfter > 0 && closedAfter < 6000, `closed after ${closedAfter} ms`);
