@@ -1,5 +1,10 @@
 import { join } from "node:path";
-import { DEFAULT_RETENTION, type RetentionPolicy, serveRelay } from "../relay/mod.ts";
+import {
+  CONNECTION_DEFAULTS,
+  DEFAULT_RETENTION,
+  type RetentionPolicy,
+  serveRelay,
+} from "../relay/mod.ts";
 import {
   homeDir,
   parseFlags,
@@ -40,6 +45,12 @@ Environment:
   BATON_RETENTION_USER_MAX_MB     Most event-log MB per user; oldest ended, unpinned
                                   sessions go first (default 0: no limit)
   BATON_RETENTION_MAX_MB          The same for all users together (default 0: no limit)
+  BATON_HEADERS_TIMEOUT_MS        Time a client has to send request headers (15000)
+  BATON_WS_AUTH_TIMEOUT_MS        Time a WebSocket has to authenticate (10000)
+  BATON_MAX_CONNECTIONS_PER_ADDRESS         Open connections per client address
+                                            (4096; 0: no limit)
+  BATON_MAX_UNAUTHENTICATED_WS_PER_ADDRESS  WebSockets not yet authenticated per
+                                            client address (256; 0: no limit)
 `;
 
 /** Resolved relay settings from flags and environment. */
@@ -57,6 +68,14 @@ export function relaySettings(argv: string[]) {
   const connect = Deno.env.get("BATON_WEBHOOK_CONNECT_TIMEOUT_MS");
   const fires = Deno.env.get("BATON_WEBHOOK_RATE_LIMIT");
   const origins = Deno.env.get("BATON_TRUSTED_ORIGINS");
+  const ms = (name: string, fallback: number) => {
+    const v = Deno.env.get(name);
+    return v ? parsePositiveInt(v, name, 600_000) : fallback;
+  };
+  const limit = (name: string, fallback: number) => {
+    const v = Deno.env.get(name);
+    return v === "0" ? 0 : v ? parsePositiveInt(v, name, 1_000_000) : fallback;
+  };
   return {
     port: values.port !== undefined ? parsePort(values.port) : 7420,
     hostname: values.host ?? "127.0.0.1",
@@ -76,6 +95,16 @@ export function relaySettings(argv: string[]) {
     ...(fires
       ? { webhookFiresPerMinute: parsePositiveInt(fires, "BATON_WEBHOOK_RATE_LIMIT", 1_000_000) }
       : {}),
+    headersTimeoutMs: ms("BATON_HEADERS_TIMEOUT_MS", CONNECTION_DEFAULTS.headersTimeoutMs),
+    wsAuthTimeoutMs: ms("BATON_WS_AUTH_TIMEOUT_MS", 10_000),
+    maxConnectionsPerAddress: limit(
+      "BATON_MAX_CONNECTIONS_PER_ADDRESS",
+      CONNECTION_DEFAULTS.maxConnectionsPerAddress,
+    ),
+    maxUnauthenticatedSocketsPerAddress: limit(
+      "BATON_MAX_UNAUTHENTICATED_WS_PER_ADDRESS",
+      CONNECTION_DEFAULTS.maxUnauthenticatedSocketsPerAddress,
+    ),
     trustedOrigins: origins
       ? origins.split(",").map((o) => parseHttpUrl(o.trim(), "BATON_TRUSTED_ORIGINS"))
       : [],

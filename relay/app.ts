@@ -34,7 +34,7 @@ import { Webhooks } from "./webhooks.ts";
 import { Store } from "./store/mod.ts";
 import { adaptiveCommit } from "./store/event_writer.ts";
 import { StoreThread } from "./store/store_thread.ts";
-import { socketRoutes } from "./sockets.ts";
+import { socketRoutes, type Upgrader } from "./sockets.ts";
 
 /** Options of {@linkcode createRelay}. */
 export interface RelayOptions {
@@ -72,6 +72,13 @@ export interface RelayOptions {
   webhookConnectTimeoutMs?: number;
   /** Signed fires each webhook takes per minute (default 60). */
   webhookFiresPerMinute?: number;
+  /**
+   * Completes WebSocket handshakes (serveRelay's transport); without it the
+   * channels refuse every upgrade (400), as when the app is called in-process.
+   */
+  upgrade?: Upgrader;
+  /** How long a WebSocket may stay unauthenticated (runner hello, viewer auth); default 10 s. */
+  wsAuthTimeoutMs?: number;
   /**
    * Builds the repositories over the opened database (the bench swaps in one
    * without a durable log); default {@linkcode Store}. A custom store also
@@ -275,7 +282,18 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   app.route("/api/settings", settingsRoutes(store));
   app.route("/api/webhooks", webhookRoutes(webhooks));
 
-  app.route("/", socketRoutes({ auth, hub, calls: runnerCalls, originAllowed }));
+  app.route(
+    "/",
+    socketRoutes({
+      auth,
+      hub,
+      calls: runnerCalls,
+      originAllowed,
+      trustProxy,
+      ...(options.upgrade ? { upgrade: options.upgrade } : {}),
+      ...(options.wsAuthTimeoutMs ? { authTimeoutMs: options.wsAuthTimeoutMs } : {}),
+    }),
+  );
   if (web) app.route("/", web.routes);
 
   let closed = false;

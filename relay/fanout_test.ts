@@ -10,6 +10,7 @@ import {
   viewerHighWater,
 } from "./fanout.ts";
 import { EventRing } from "./session_log.ts";
+import type { ChannelSocket } from "./ws_transport.ts";
 import type { StoredEvent } from "./store/mod.ts";
 import { FakeClock, FakeViewer, storedEvents } from "./testdata/fakes.ts";
 import { Viewer, VIEWER_MAX_UNREAD } from "./viewer.ts";
@@ -278,7 +279,7 @@ Deno.test("a viewer with more than 8 MB unread is closed with 4429 instead of se
     scope: "full" as const,
     runnerId: null,
   };
-  const v = new Viewer(socket as unknown as WebSocket, principal, (d) => dropped.push(d));
+  const v = new Viewer(socket as unknown as ChannelSocket, principal, (d) => dropped.push(d));
   const fanout = w.fanout as unknown as Fanout<Viewer>;
   fanout.addViewer(v);
   v.send({ t: "pong" });

@@ -8,6 +8,11 @@
 export { createRelay, type Relay, type RelayOptions } from "./app.ts";
 export { Hub } from "./hub.ts";
 export { DEFAULT_RETENTION, type RetentionPolicy } from "./retention.ts";
-export { environmentForChildren, type ServedRelay, serveRelay } from "./serve.ts";
+export {
+  CONNECTION_DEFAULTS,
+  environmentForChildren,
+  type ServedRelay,
+  serveRelay,
+} from "./serve.ts";
 export { createKey, hashKey } from "./keys.ts";
 export type { Store } from "./store/mod.ts";

@@ -14,8 +14,9 @@ import type { Principal } from "./auth.ts";
 import { type ErrorKind, offline, RelayError, timeout } from "./errors.ts";
 import type { RunnerConnection } from "./runner_registry.ts";
 import type { Store } from "./store/mod.ts";
+import type { ChannelSocket } from "./ws_transport.ts";
 
-/** How long a new runner socket may stay silent before its hello. */
+/** How long a new runner socket may stay silent before its hello (default). */
 export const HELLO_TIMEOUT_MS = 10_000;
 
 const RUNNER_ID = /^[A-Za-z0-9_-]{1,64}$/;
@@ -35,7 +36,7 @@ export class RunnerLink implements RunnerConnection {
   #closed = false;
 
   constructor(
-    readonly socket: WebSocket,
+    readonly socket: ChannelSocket,
     readonly runnerId: string,
     readonly userId: string,
     readonly keyId: string | null,
@@ -156,19 +157,26 @@ export interface AcceptRunnerOptions {
   calls: RunnerCalls;
   /** Resolves an API key or runner token to its owner. */
   principalFromKey: (key: string) => Promise<Principal | null>;
+  /** Called once the hello is accepted (lifts the transport's first-message limit). */
+  authenticated?: () => void;
+  /** How long the socket may stay without an accepted hello; default HELLO_TIMEOUT_MS. */
+  helloTimeoutMs?: number;
 }
 
 /**
  * Drives one runner control socket: waits for the hello, authenticates it,
  * then routes events, responses and pings until the socket closes.
  */
-export function acceptRunnerSocket(socket: WebSocket, options: AcceptRunnerOptions): void {
+export function acceptRunnerSocket(socket: ChannelSocket, options: AcceptRunnerOptions): void {
   const { hub } = options;
   let link: RunnerLink | null = null;
   let greeting = false;
+  const helloTimeoutMs = options.helloTimeoutMs ?? HELLO_TIMEOUT_MS;
   const helloTimer = setTimeout(() => {
-    if (!link) reject(CloseCode.badHello, "hello_timeout", "No hello within 10 s");
-  }, HELLO_TIMEOUT_MS);
+    if (!link) {
+      reject(CloseCode.badHello, "hello_timeout", `No hello within ${helloTimeoutMs / 1000} s`);
+    }
+  }, helloTimeoutMs);
 
   function reject(code: number, errCode: string, message: string): void {
     clearTimeout(helloTimer);
@@ -231,6 +239,7 @@ export function acceptRunnerSocket(socket: WebSocket, options: AcceptRunnerOptio
     }
     if (socket.readyState !== WebSocket.OPEN) return;
     clearTimeout(helloTimer);
+    options.authenticated?.();
     const now = new Date().toISOString();
     hub.store.runners.upsert({
       id: hello.runnerId,

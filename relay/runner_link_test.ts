@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { httpErrorOf, RelayError } from "./errors.ts";
 import { RunnerLink } from "./runner_link.ts";
+import type { ChannelSocket } from "./ws_transport.ts";
 
 /** A link over a socket that takes frames and never answers by itself. */
 function link() {
@@ -10,7 +11,7 @@ function link() {
     send: (f: string) => sent.push(JSON.parse(f)),
     close: () => {},
   };
-  return { link: new RunnerLink(socket as unknown as WebSocket, "r1", "u1", null), sent };
+  return { link: new RunnerLink(socket as unknown as ChannelSocket, "r1", "u1", null), sent };
 }
 
 /** The status and code a request fails with, given the runner's answer. */

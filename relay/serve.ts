@@ -1,12 +1,38 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { Socket } from "node:net";
+import { MAX_VIEWER_MESSAGE_BYTES, MAX_WS_MESSAGE_BYTES } from "../shared/protocol.ts";
+import { MAX_RUNNER_HELLO_BYTES, MAX_VIEWER_AUTH_BYTES } from "../shared/protocol.ts";
+import { AddressCounter } from "./address_limits.ts";
 import { createRelay, type Relay, type RelayOptions } from "./app.ts";
+import {
+  connectionInfo,
+  peerAddress,
+  toRequest,
+  writeRawResponse,
+  writeResponse,
+} from "./_node_http.ts";
+import { WsTransport } from "./ws_transport.ts";
 
 /** Options of {@linkcode serveRelay}. */
-export interface ServeRelayOptions extends Omit<RelayOptions, "baseUrl"> {
+export interface ServeRelayOptions extends Omit<RelayOptions, "baseUrl" | "upgrade"> {
   hostname: string;
   port: number;
   /** Public address; default `http://<host>:<port>` after the port is known. */
   baseUrl?: string;
+  /** Time a client has to send a request's headers; default 15 s. */
+  headersTimeoutMs?: number;
+  /** Open TCP connections per client address (0: no limit); default 4096. */
+  maxConnectionsPerAddress?: number;
+  /** WebSockets not yet authenticated per client address (0: no limit); default 256. */
+  maxUnauthenticatedSocketsPerAddress?: number;
 }
+
+/** Defaults of the connection limits (docs/configuration.md). */
+export const CONNECTION_DEFAULTS = {
+  headersTimeoutMs: 15_000,
+  maxConnectionsPerAddress: 4096,
+  maxUnauthenticatedSocketsPerAddress: 256,
+} as const;
 
 /** A relay listening on a socket. */
 export interface ServedRelay {
@@ -19,53 +45,46 @@ export interface ServedRelay {
   shutdown(): Promise<void>;
 }
 
-/** Variables serveRelay set for the relay itself, not for the processes it starts. */
-const setForThisProcess = new Set<string>();
-
 /**
- * Deno's WebSocket server copies each frame into a per-socket write buffer
- * that keeps the size of the largest frame it ever sent for as long as the
- * socket lives: ~60 KB per viewer after one catch-up, so 1,000 viewers
- * opening a session at once left the relay 180 MB larger. With
- * `DENO_USE_WRITEV` set, it sends header and payload with one `writev`
- * instead and keeps nothing (+66 MB for the same 1,000). Deno reads the
- * variable when the process accepts its first WebSocket, so it is set before
- * listening; a value the operator set (an empty one turns it off) is kept.
- */
-function preferVectoredWebSocketWrites(): void {
-  try {
-    if (Deno.env.get("DENO_USE_WRITEV") !== undefined) return;
-    Deno.env.set("DENO_USE_WRITEV", "1");
-    setForThisProcess.add("DENO_USE_WRITEV");
-  } catch {
-    // No env permission: Deno's default (copying) writes.
-  }
-}
-
-/**
- * This process's environment without the variables serveRelay set for its
- * own use, for child processes (the local runner of `baton up`), which must
- * see the environment the operator gave.
+ * This process's environment, for child processes (the local runner of
+ * `baton up`). The relay sets no variable for itself (it did set
+ * `DENO_USE_WRITEV` while it served WebSockets with Deno's own server).
  */
 export function environmentForChildren(): Record<string, string> {
-  const env = Deno.env.toObject();
-  for (const name of setForThisProcess) delete env[name];
-  return env;
+  return Deno.env.toObject();
 }
 
 /**
  * Listens first (so port 0 resolves to a real port), then builds the relay
  * with a base URL that names that port.
+ *
+ * The relay is served by node:http, not Deno.serve: only there does a
+ * WebSocket upgrade come with its raw socket, which npm:ws needs to refuse
+ * a message over the limit from its frame header (see ws_transport.ts; the
+ * cost in HTTP throughput is measured in docs/performance.md). node:http
+ * also gives the header timeout and the per-address connection count.
  */
 export async function serveRelay(options: ServeRelayOptions): Promise<ServedRelay> {
-  preferVectoredWebSocketWrites();
+  const log = options.log ?? (() => {});
+  const transport = new WsTransport({
+    maxMessageBytes: { viewer: MAX_VIEWER_MESSAGE_BYTES, runner: MAX_WS_MESSAGE_BYTES },
+    idleSeconds: { viewer: 60, runner: 30 },
+    firstMessageBytes: { viewer: MAX_VIEWER_AUTH_BYTES, runner: MAX_RUNNER_HELLO_BYTES },
+    unauthenticatedPerAddress: options.maxUnauthenticatedSocketsPerAddress ??
+      CONNECTION_DEFAULTS.maxUnauthenticatedSocketsPerAddress,
+  });
   let relay: Relay | null = null;
-  const server = Deno.serve({
-    hostname: options.hostname,
-    port: options.port,
-    onListen: () => {},
-  }, (req, info) => relay ? relay.fetch(req, info) : new Response("Starting", { status: 503 }));
-  const port = server.addr.port;
+  const server = listenHttp({
+    headersTimeoutMs: options.headersTimeoutMs ?? CONNECTION_DEFAULTS.headersTimeoutMs,
+    perAddress: new AddressCounter(
+      options.maxConnectionsPerAddress ?? CONNECTION_DEFAULTS.maxConnectionsPerAddress,
+    ),
+    log,
+    fetch: (req, info) =>
+      relay ? relay.fetch(req, info) : new Response("Starting", { status: 503 }),
+    transport,
+  });
+  const port = await listen(server, options.hostname, options.port);
   const shownHost = options.hostname.includes(":") ? `[${options.hostname}]` : options.hostname;
   const url = `http://${shownHost}:${port}`;
   const wildcard = options.hostname === "0.0.0.0" || options.hostname === "::";
@@ -74,9 +93,16 @@ export async function serveRelay(options: ServeRelayOptions): Promise<ServedRela
     // On a loopback address, only the relay's own names are answered: a
     // browser page cannot reach it under a name of its choosing.
     const loopback = /^(localhost|127\.\d+\.\d+\.\d+|::1|\[::1\])$/i.test(options.hostname);
-    relay = await createRelay({ hostCheck: loopback, ...options, baseUrl, port });
+    relay = await createRelay({
+      hostCheck: loopback,
+      ...options,
+      baseUrl,
+      port,
+      upgrade: (req, o) => transport.upgrade(req, o),
+    });
   } catch (err) {
-    await server.shutdown();
+    transport.close();
+    await stopHttp(server, 0);
     throw err;
   }
   const built = relay;
@@ -89,11 +115,128 @@ export async function serveRelay(options: ServeRelayOptions): Promise<ServedRela
     shutdown() {
       done ??= (async () => {
         await built.hub.close();
-        const deadline = new Promise<void>((r) => setTimeout(r, 5000));
-        await Promise.race([server.shutdown(), deadline]);
+        await stopHttp(server, 5000);
+        transport.close();
         await built.close();
       })();
       return done;
     },
   };
+}
+
+interface HttpOptions {
+  headersTimeoutMs: number;
+  perAddress: AddressCounter;
+  log: (line: string) => void;
+  fetch: (req: Request, info: Deno.ServeHandlerInfo<Deno.NetAddr>) => Response | Promise<Response>;
+  transport: WsTransport;
+}
+
+/** The node:http server: the header timeout, the per-address cap, requests and upgrades. */
+function listenHttp(options: HttpOptions): Server {
+  const { perAddress, transport } = options;
+  const server = createServer({
+    headersTimeout: options.headersTimeoutMs,
+    // Node's default of 5 minutes for a whole request (an upload included).
+    requestTimeout: 300_000,
+    // How often node looks for connections past the header timeout (default 30 s).
+    connectionsCheckingInterval: Math.min(1000, options.headersTimeoutMs),
+  }, (req, res) => serveRequest(req, res, options.fetch));
+  const lastLogged = new Map<string, number>();
+  server.on("connection", (socket: Socket) => {
+    const address = peerAddress(socket);
+    if (!perAddress.tryAcquire(address)) {
+      socket.destroy();
+      const now = Date.now();
+      if ((lastLogged.get(address) ?? 0) < now - 60_000) {
+        lastLogged.set(address, now);
+        options.log(
+          `refused connections from ${address}: ${perAddress.limit} already open ` +
+            "(BATON_MAX_CONNECTIONS_PER_ADDRESS)",
+        );
+      }
+      return;
+    }
+    socket.once("close", () => perAddress.release(address));
+  });
+  server.on("upgrade", (req: IncomingMessage, socket: Socket, head: Buffer) => {
+    socket.on("error", () => {});
+    const request = toRequest(req)?.request;
+    if (!request) {
+      socket.end("HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n");
+      return;
+    }
+    transport.hold(request, { req, socket, head });
+    Promise.resolve(options.fetch(request, connectionInfo(socket))).then(
+      (response) => transport.isUpgraded(request) ? undefined : writeRawResponse(response, socket),
+    ).catch((err) => {
+      options.log(`upgrade failed: ${err}`);
+      socket.destroy();
+    });
+  });
+  server.on("clientError", (err: Error & { code?: string }, socket: Socket) => {
+    // A malformed request or a header timeout: answer if the socket still takes it.
+    if (!socket.writable) return socket.destroy();
+    const status = err.code === "ERR_HTTP_REQUEST_TIMEOUT"
+      ? "408 Request Timeout"
+      : "400 Bad Request";
+    socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
+  });
+  return server;
+}
+
+async function serveRequest(
+  req: IncomingMessage,
+  res: ServerResponse,
+  fetch: HttpOptions["fetch"],
+): Promise<void> {
+  const made = toRequest(req);
+  if (!made) {
+    res.writeHead(400, { "content-type": "text/plain" }).end("Bad request target or headers");
+    return;
+  }
+  let response: Response;
+  try {
+    response = await fetch(made.request, connectionInfo(req.socket));
+  } catch {
+    response = new Response("Internal error", { status: 500 });
+  }
+  try {
+    await writeResponse(response, res);
+  } finally {
+    made.release();
+  }
+}
+
+function listen(server: Server, hostname: string, port: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const onError = (err: Error & { code?: string }) => {
+      if (err.code === "EADDRINUSE") {
+        reject(new Deno.errors.AddrInUse(`Address already in use: '${hostname}:${port}'`));
+      } else if (err.code === "EACCES") {
+        reject(new Deno.errors.PermissionDenied(`Permission denied: '${hostname}:${port}'`));
+      } else reject(err);
+    };
+    server.once("error", onError);
+    server.listen(port, hostname, () => {
+      server.off("error", onError);
+      const addr = server.address();
+      resolve(typeof addr === "object" && addr ? addr.port : port);
+    });
+  });
+}
+
+/** Stops accepting, lets open requests finish for up to `graceMs`, then cuts the rest. */
+function stopHttp(server: Server, graceMs: number): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      server.closeAllConnections();
+      resolve();
+    }, graceMs);
+    server.close(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+    server.closeIdleConnections();
+  });
 }

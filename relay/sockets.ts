@@ -1,12 +1,16 @@
 import { Hono } from "hono";
 import { RUNNER_WS_PATH, VIEWER_WS_PATH } from "../shared/protocol.ts";
 import type { Auth, Principal } from "./auth.ts";
-import { HttpError, type RelayEnv } from "./_http.ts";
+import { clientIp, HttpError, type RelayEnv } from "./_http.ts";
 import type { Hub } from "./hub.ts";
 import { acceptRunnerSocket } from "./runner_link.ts";
 import type { RunnerCalls } from "./runner_link.ts";
 import { acceptViewerSocket, VIEWER_SCOPE_MESSAGE } from "./viewer.ts";
 import { FORBIDDEN_SCOPE, isUnrestricted } from "./scopes.ts";
+import type { Channel, Upgraded, UpgradeOptions } from "./ws_transport.ts";
+
+/** Completes a WebSocket handshake (serve.ts's WsTransport); throws an HttpError when it cannot. */
+export type Upgrader = (req: Request, options: UpgradeOptions) => Upgraded;
 
 /** What the two WebSocket upgrades need. */
 export interface SocketRoutesOptions {
@@ -15,6 +19,12 @@ export interface SocketRoutesOptions {
   /** Answers the runner's calls (its agents' trigger tools). */
   calls: RunnerCalls;
   originAllowed: (req: Request) => boolean;
+  /** Completes handshakes; without one (the app served in-process) every upgrade is refused. */
+  upgrade?: Upgrader;
+  /** Take the client address from X-Forwarded-For (see clientIp). */
+  trustProxy?: boolean;
+  /** How long a socket may stay unauthenticated (runner hello, viewer auth); default 10 s. */
+  authTimeoutMs?: number;
 }
 
 /**
@@ -24,12 +34,26 @@ export interface SocketRoutesOptions {
  */
 export function socketRoutes(options: SocketRoutesOptions): Hono<RelayEnv> {
   const { auth, hub, calls, originAllowed } = options;
+  const authTimeoutMs = options.authTimeoutMs ?? 10_000;
   const app = new Hono<RelayEnv>();
+  const upgrade = (req: Request, channel: Channel, address: string, authenticated: boolean) => {
+    if (!options.upgrade) {
+      throw new HttpError(400, "bad_upgrade", "Invalid WebSocket handshake: not an upgrade");
+    }
+    return options.upgrade(req, { channel, address, authenticated });
+  };
 
   app.get(RUNNER_WS_PATH, (c) => {
     requireUpgrade(c.req.raw);
-    const { socket, response } = upgrade(c.req.raw, 30);
-    acceptRunnerSocket(socket, { hub, principalFromKey: auth.principalFromKey, calls });
+    const address = clientIp(c, options.trustProxy ?? false);
+    const { socket, response, authenticated } = upgrade(c.req.raw, "runner", address, false);
+    acceptRunnerSocket(socket, {
+      hub,
+      principalFromKey: auth.principalFromKey,
+      calls,
+      authenticated,
+      helloTimeoutMs: authTimeoutMs,
+    });
     return response;
   });
 
@@ -43,12 +67,15 @@ export function socketRoutes(options: SocketRoutesOptions): Hono<RelayEnv> {
       throw new HttpError(401, "unauthorized", "Invalid API key");
     }
     if (p && !isUnrestricted(p)) throw new HttpError(403, FORBIDDEN_SCOPE, VIEWER_SCOPE_MESSAGE);
-    const { socket, response } = upgrade(c.req.raw, 60);
+    const address = clientIp(c, options.trustProxy ?? false);
+    const { socket, response, authenticated } = upgrade(c.req.raw, "viewer", address, p !== null);
     acceptViewerSocket(socket, {
       hub,
       principal: p,
       principalFromKey: auth.principalFromKey,
       principalLive: auth.principalLive,
+      authenticated,
+      authTimeoutMs,
     });
     return response;
   });
@@ -59,15 +86,5 @@ export function socketRoutes(options: SocketRoutesOptions): Hono<RelayEnv> {
 function requireUpgrade(req: Request): void {
   if (req.headers.get("upgrade")?.toLowerCase() !== "websocket") {
     throw new HttpError(426, "upgrade_required", "Connect with a WebSocket");
-  }
-}
-
-/** Upgrades to a WebSocket; a malformed handshake is the client's fault (400), not ours. */
-function upgrade(req: Request, idleTimeout: number): { socket: WebSocket; response: Response } {
-  try {
-    return Deno.upgradeWebSocket(req, { idleTimeout });
-  } catch (err) {
-    if (!(err instanceof TypeError)) throw err;
-    throw new HttpError(400, "bad_upgrade", `Invalid WebSocket handshake: ${err.message}`);
   }
 }

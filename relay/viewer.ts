@@ -3,7 +3,7 @@ import {
   CloseCode,
   INPUT_KINDS,
   type InputKind,
-  MAX_WS_MESSAGE_BYTES,
+  MAX_VIEWER_MESSAGE_BYTES,
   PROTOCOL_VERSION,
   type RelayToViewer,
   type RunnerInfo,
@@ -13,10 +13,7 @@ import { parseMessage } from "./_message.ts";
 import type { Principal } from "./auth.ts";
 import { invalid, RelayError } from "./errors.ts";
 import type { FanoutViewer, Subscription } from "./fanout.ts";
-
-/** Largest message a viewer may send (inputs carry prompts). */
-const MAX_VIEWER_MESSAGE = 1024 * 1024;
-const AUTH_TIMEOUT_MS = 10_000;
+import type { ChannelSocket } from "./ws_transport.ts";
 /**
  * Unread bytes past which a viewer is closed (4429) instead of sent another
  * reply or notice. Event frames never get here (the hub stops sending them
@@ -32,7 +29,7 @@ export class Viewer implements FanoutViewer {
   closed = false;
 
   constructor(
-    readonly socket: WebSocket,
+    readonly socket: ChannelSocket,
     /** Replaced only when its browser session is carried over to a new one. */
     public principal: Principal,
     /** Called once when the relay gives up on this viewer (see VIEWER_MAX_UNREAD). */
@@ -93,6 +90,10 @@ export interface AcceptViewerOptions {
    * (a sign-out or a revocation may have finished since the upgrade).
    */
   principalLive: (p: Principal) => boolean;
+  /** Called once the socket has a principal (lifts the transport's first-message limit). */
+  authenticated?: () => void;
+  /** How long a socket without a principal may take to send its auth; default 10 s. */
+  authTimeoutMs?: number;
 }
 
 /** Why a read-only key, a key bound to a runner or a runner token cannot open a viewer. */
@@ -100,13 +101,14 @@ export const VIEWER_SCOPE_MESSAGE =
   "The viewer channel needs a browser session or a full API key (this key's scope is narrower)";
 
 /** Drives one viewer socket: authentication, subscriptions, input and the feed. */
-export function acceptViewerSocket(socket: WebSocket, options: AcceptViewerOptions): void {
+export function acceptViewerSocket(socket: ChannelSocket, options: AcceptViewerOptions): void {
   const { hub } = options;
   let viewer: Viewer | null = null;
   let authTimer: ReturnType<typeof setTimeout> | undefined;
 
   function start(principal: Principal): void {
     clearTimeout(authTimer);
+    options.authenticated?.();
     viewer = new Viewer(socket, principal, (v) => hub.removeViewer(v));
     hub.addViewer(viewer);
     viewer.send({
@@ -116,22 +118,21 @@ export function acceptViewerSocket(socket: WebSocket, options: AcceptViewerOptio
     });
   }
 
-  socket.onopen = () => {
-    if (options.principal && !options.principalLive(options.principal)) {
-      socket.close(CloseCode.revoked, "Signed out or key revoked");
-    } else if (options.principal) start(options.principal);
-    else {
-      authTimer = setTimeout(() => {
-        if (!viewer) socket.close(CloseCode.unauthorized, "Not authenticated");
-      }, AUTH_TIMEOUT_MS);
-    }
-  };
+  // The socket is open: the transport hands it over after the handshake.
+  if (options.principal && !options.principalLive(options.principal)) {
+    socket.close(CloseCode.revoked, "Signed out or key revoked");
+  } else if (options.principal) start(options.principal);
+  else {
+    authTimer = setTimeout(() => {
+      if (!viewer) socket.close(CloseCode.unauthorized, "Not authenticated");
+    }, options.authTimeoutMs ?? 10_000);
+  }
 
   let authenticating = false;
   socket.onmessage = (ev) => {
     if (
       typeof ev.data !== "string" ||
-      ev.data.length > Math.min(MAX_VIEWER_MESSAGE, MAX_WS_MESSAGE_BYTES)
+      ev.data.length > MAX_VIEWER_MESSAGE_BYTES
     ) {
       socket.close(CloseCode.tooBig, "Message too big or binary");
       return;
@@ -180,7 +181,7 @@ export function acceptViewerSocket(socket: WebSocket, options: AcceptViewerOptio
   socket.onerror = () => {};
 }
 
-function sendError(socket: WebSocket, code: string, message: string): void {
+function sendError(socket: ChannelSocket, code: string, message: string): void {
   if (socket.readyState === WebSocket.OPEN) {
     socket.send(JSON.stringify({ t: "error", code, message }));
   }

@@ -11,6 +11,7 @@
  * @module
  */
 import WebSocket from "ws";
+import { MAX_WS_MESSAGE_BYTES } from "../shared/protocol.ts";
 
 /** An open or opening connection to the relay. */
 export type RelaySocket = WebSocket;
@@ -20,5 +21,9 @@ export const OPEN = WebSocket.OPEN;
 
 /** Dials `url` (`ws(s)://host/_runner`); a handshake not done within `handshakeMs` fails. */
 export function openRelaySocket(url: string, handshakeMs = 15_000): RelaySocket {
-  return new WebSocket(url, { perMessageDeflate: false, handshakeTimeout: handshakeMs });
+  return new WebSocket(url, {
+    perMessageDeflate: false,
+    handshakeTimeout: handshakeMs,
+    maxPayload: MAX_WS_MESSAGE_BYTES,
+  });
 }

@@ -254,6 +254,7 @@ export const CloseCode = {
   /** A binary frame on a channel that only takes text. */
   unsupportedData: 1003,
   policy: 1008,
+  /** A message over the channel's limit, or a first message over the unauthenticated one. */
   tooBig: 1009,
   /** The relay failed (storing events, accepting a runner, authenticating). */
   internalError: 1011,
@@ -316,8 +317,25 @@ export type WorkerToDaemon =
   /** A request for the relay from the agent's trigger tools. */
   | { t: "call"; id: number; op: string; data: Record<string, unknown> };
 
-/** Maximum size of one WebSocket message the relay accepts, in bytes. */
+/**
+ * Largest WebSocket message the relay accepts on the runner channel, and the
+ * runner from the relay, in bytes. A larger one closes the socket with 1009
+ * as soon as its frame header arrives (nothing of it is buffered).
+ */
 export const MAX_WS_MESSAGE_BYTES = 8 * 1024 * 1024;
+/** Largest message a viewer may send (inputs carry prompts); 1009 beyond it. */
+export const MAX_VIEWER_MESSAGE_BYTES = 1024 * 1024;
+/**
+ * What a viewer socket without a cookie or key header may receive in all
+ * before its `auth` message is accepted; 1009 beyond it.
+ */
+export const MAX_VIEWER_AUTH_BYTES = 16 * 1024;
+/**
+ * What a runner socket may receive in all before its hello is accepted; 1009
+ * beyond it. The hello lists the runner's sessions (~150 bytes each, so
+ * about 1,500 of them) and its roots.
+ */
+export const MAX_RUNNER_HELLO_BYTES = 256 * 1024;
 
 // ---------------------------------------------------------------------------
 // Viewer channel (browser or CLI ↔ relay)
