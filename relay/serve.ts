@@ -1,7 +1,11 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
-import { MAX_VIEWER_MESSAGE_BYTES, MAX_WS_MESSAGE_BYTES } from "../shared/protocol.ts";
-import { MAX_RUNNER_HELLO_BYTES, MAX_VIEWER_AUTH_BYTES } from "../shared/protocol.ts";
+import {
+  MAX_RUNNER_HELLO_BYTES,
+  MAX_VIEWER_AUTH_BYTES,
+  MAX_VIEWER_MESSAGE_BYTES,
+  MAX_WS_MESSAGE_BYTES,
+} from "../shared/protocol.ts";
 import { AddressCounter } from "./address_limits.ts";
 import { createRelay, type Relay, type RelayOptions } from "./app.ts";
 import {
@@ -148,6 +152,8 @@ function listenHttp(options: HttpOptions): Server {
     if (!perAddress.tryAcquire(address)) {
       socket.destroy();
       const now = Date.now();
+      // Many addresses at their limit (a botnet, or IPv6): forget, rather than grow.
+      if (lastLogged.size > 1000) lastLogged.clear();
       if ((lastLogged.get(address) ?? 0) < now - 60_000) {
         lastLogged.set(address, now);
         options.log(
@@ -179,6 +185,8 @@ function listenHttp(options: HttpOptions): Server {
     if (!socket.writable) return socket.destroy();
     const status = err.code === "ERR_HTTP_REQUEST_TIMEOUT"
       ? "408 Request Timeout"
+      : err.code === "HPE_HEADER_OVERFLOW"
+      ? "431 Request Header Fields Too Large"
       : "400 Bad Request";
     socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
   });

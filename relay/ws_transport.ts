@@ -187,7 +187,7 @@ export class WsTransport {
     };
   }
 
-  /** Closes every socket (1001) and stops the liveness timers. */
+  /** Drops every socket still open (the hub has sent its close frames) and stops the pings. */
   close(): void {
     for (const t of this.#timers) clearInterval(t);
     for (const set of Object.values(this.#live)) {
