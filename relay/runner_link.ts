@@ -49,7 +49,11 @@ export class RunnerLink implements RunnerConnection {
 
   /** Sends a request and resolves with the runner's answer; rejects with a RelayError. */
   request(op: string, data: unknown, timeoutMs: number): Promise<unknown> {
-    if (this.#closed) return Promise.reject(offline());
+    // A socket already closing (its close frame came in) is offline: a request sent
+    // now would only wait for the close (502) instead of answering 503 at once.
+    if (this.#closed || this.socket.readyState !== WebSocket.OPEN) {
+      return Promise.reject(offline());
+    }
     const id = this.#nextId++;
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {

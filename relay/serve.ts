@@ -183,12 +183,16 @@ function listenHttp(options: HttpOptions): Server {
   server.on("clientError", (err: Error & { code?: string }, socket: Socket) => {
     // A malformed request or a header timeout: answer if the socket still takes it.
     if (!socket.writable) return socket.destroy();
-    const status = err.code === "ERR_HTTP_REQUEST_TIMEOUT"
-      ? "408 Request Timeout"
+    const [status, code, message] = err.code === "ERR_HTTP_REQUEST_TIMEOUT"
+      ? ["408 Request Timeout", "request_timeout", "Request headers did not arrive in time"]
       : err.code === "HPE_HEADER_OVERFLOW"
-      ? "431 Request Header Fields Too Large"
-      : "400 Bad Request";
-    socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
+      ? ["431 Request Header Fields Too Large", "headers_too_large", "Headers over 16 KB"]
+      : ["400 Bad Request", "bad_request", "Malformed HTTP request"];
+    const body = JSON.stringify({ error: { code, message } });
+    socket.end(
+      `HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-type: application/json\r\n` +
+        `content-length: ${body.length}\r\n\r\n${body}`,
+    );
   });
   return server;
 }

@@ -212,11 +212,15 @@ export class WsTransport {
       if (!stillPending()) return socket.off("data", onData);
       received += chunk.byteLength;
       if (received <= limit) return;
-      socket.off("data", onData);
-      socket.pause();
-      ws.close(CloseCode.tooBig, "Authenticate first, in a small message");
-      // No close frame will be read back from a paused socket.
-      setTimeout(() => ws.terminate(), 1000);
+      // Nothing more of this socket is parsed (ws's own listener goes too); what still
+      // arrives is read and dropped, so that closing does not reset the connection and
+      // lose the close frame on its way out.
+      socket.removeAllListeners("data");
+      socket.on("data", () => {});
+      const message = "Too much before authenticating: authenticate first, in a small message";
+      ws.send(JSON.stringify({ t: "error", code: "too_big", message }));
+      ws.close(CloseCode.tooBig, "Too much before authenticating");
+      setTimeout(() => ws.terminate(), 5000);
     };
     socket.prependListener("data", onData);
   }

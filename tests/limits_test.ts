@@ -74,6 +74,11 @@ Deno.test("ten unauthenticated viewers each streaming a 60 MB message are closed
       () => within(Promise.all(peers.map((p) => p.stream(60 * MB))), 60_000, "the streams end"),
     );
     const codes = await within(Promise.all(peers.map((p) => p.closed)), 10_000, "closes");
+    console.log(
+      `limits: 10 × 60 MB streamed, relay RSS ${(before / MB).toFixed(0)} MB → peak ` +
+        `${(peak / MB).toFixed(0)} MB; each stream cut after ` +
+        `${(Math.max(...sent) / MB).toFixed(1)} MB at most`,
+    );
     assert.deepEqual(codes, Array(10).fill(1009), "every socket is closed with 1009");
     assert.ok(
       sent.every((n) => n < 60 * MB),
@@ -258,6 +263,10 @@ Deno.test("connections past the per-address cap are refused, the relay's RSS sta
       const open = ended.filter((e) => !e).length;
       assert.ok(open <= 1000 && open >= 990, `${open} of 3000 connections stayed open`);
       const grown = rssOf(relay.proc.pid) - before;
+      console.log(
+        `limits: ${open} connections held open, ${3000 - open} refused; relay RSS ` +
+          `+${(grown / MB).toFixed(1)} MB (from ${(before / MB).toFixed(0)} MB)`,
+      );
       assert.ok(grown < 150 * MB, `relay RSS grew by ${(grown / MB).toFixed(0)} MB`);
       // The address at its cap gets nothing more; another address is served.
       const more = await fetch(`http://127.0.0.1:${relay.port}/health`).then(
