@@ -198,7 +198,7 @@ export class WsTransport {
 
   /**
    * Counts the bytes an unauthenticated socket receives; past the limit it
-   * stops reading and closes with 1009. The count is of raw bytes, before
+   * closes with 1009 and discards whatever else arrives until it is cut. The count is of raw bytes, before
    * ws parses them, so nothing larger is ever buffered for such a socket.
    */
   #capFirstMessage(
@@ -212,10 +212,14 @@ export class WsTransport {
       if (!stillPending()) return socket.off("data", onData);
       received += chunk.byteLength;
       if (received <= limit) return;
-      socket.off("data", onData);
-      socket.pause();
+      // Read on but drop what comes (ws no longer sees it): a client still
+      // writing a large first message (8 MB) would otherwise block on a
+      // paused socket, never read the close frame, and see an abnormal
+      // closure (code 0) instead of 1009 when the socket is cut.
+      socket.removeAllListeners("data");
+      socket.on("data", () => {});
       ws.close(CloseCode.tooBig, "Authenticate first, in a small message");
-      // No close frame will be read back from a paused socket.
+      // Its close frame would not be read back either: cut the socket after a second.
       setTimeout(() => ws.terminate(), 1000);
     };
     socket.prependListener("data", onData);
