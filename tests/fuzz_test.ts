@@ -894,6 +894,9 @@ const DEEP_BODY_ANSWERS: Record<string, (c: HttpCase, w: World) => boolean> = {
     c.headers.cookie !== undefined && c.headers.origin !== undefined &&
     c.headers.origin !== w.relay.url,
   "403 forbidden_scope": (c) => c.auth === "tokenA",
+  // A broadcast reaches other runners' listeners: it takes a key, never a browser's cookie.
+  "403 key_required": (c) =>
+    c.route === "POST /api/runners/:runnerId/trigger-broadcast" && c.headers.cookie !== undefined,
   "403 signup_closed": (c) => c.route === "POST /api/register",
   // An id that is missing or another account's is looked up before the body is read.
   "404 not_found": (c) => /:\w/.test(c.route),
