@@ -9,7 +9,7 @@ import {
   type WireError,
 } from "../shared/protocol.ts";
 import { MAX_LINK_DEPTH } from "../shared/json.ts";
-import { parseMessage } from "./_message.ts";
+import { parseMessage, shown } from "./_message.ts";
 import type { Principal } from "./auth.ts";
 import { type ErrorKind, offline, RelayError, timeout } from "./errors.ts";
 import type { RunnerConnection } from "./runner_registry.ts";
@@ -198,9 +198,7 @@ export function acceptRunnerSocket(socket: ChannelSocket, options: AcceptRunnerO
       return reject(
         CloseCode.badHello,
         "protocol_version",
-        `Unsupported protocol version: ${
-          String(hello.v).slice(0, 40)
-        } (relay speaks ${PROTOCOL_VERSION})`,
+        `Unsupported protocol version: ${shown(hello.v)} (relay speaks ${PROTOCOL_VERSION})`,
       );
     }
     if (typeof hello.runnerId !== "string" || !RUNNER_ID.test(hello.runnerId)) {
@@ -357,7 +355,7 @@ export function acceptRunnerSocket(socket: ChannelSocket, options: AcceptRunnerO
         link.send({
           t: "error",
           code: "unknown_type",
-          message: `Unknown message type: '${String(msg.t).slice(0, 40)}'`,
+          message: `Unknown message type: '${shown(msg.t)}'`,
         });
     }
   };

@@ -107,3 +107,43 @@ Deno.test("a hello refused with a message of many non-ASCII characters is still 
   assert.ok(sent[0]!.message.length < 100, "the version is not echoed whole");
   assert.equal((closed as { code: number } | null)?.code, 4400);
 });
+
+Deno.test("a message whose type is an object with a toString that is no function is answered, not thrown", () => {
+  const sent: { t: string; code?: string }[] = [];
+  const socket = {
+    readyState: WebSocket.OPEN,
+    send: (f: string) => sent.push(JSON.parse(f)),
+    close: () => {},
+  } as unknown as ChannelSocket;
+  // The socket of a runner whose hello was accepted: only its message handler is exercised.
+  const hub = {
+    store: {
+      runners: { get: () => null, upsert: () => {} },
+      keys: { bindRunner: (_: string, id: string) => id },
+    },
+    attachRunner: () => ({ acked: {}, ended: [] }),
+    detachRunner: () => {},
+    ingest: () => {},
+    log: () => {},
+  } as unknown as AcceptRunnerOptions["hub"];
+  acceptRunnerSocket(socket, {
+    hub,
+    calls: {} as AcceptRunnerOptions["calls"],
+    principalFromKey: () =>
+      Promise.resolve(
+        { userId: "u1", keyId: null, scope: "full", runnerId: null } as unknown as Awaited<
+          ReturnType<AcceptRunnerOptions["principalFromKey"]>
+        >,
+      ),
+    helloTimeoutMs: 60_000,
+  });
+  return (async () => {
+    socket.onmessage!({ data: JSON.stringify({ t: "hello", v: 1, apiKey: "k", runnerId: "r1" }) });
+    for (let i = 0; i < 5 && !sent.some((f) => f.t === "welcome"); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 0));
+    }
+    assert.equal(sent.at(-1)?.t, "welcome");
+    socket.onmessage!({ data: '{"t":{"toString":"/"}}' });
+    assert.equal(sent.at(-1)?.code, "unknown_type");
+  })();
+});
