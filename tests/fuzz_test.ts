@@ -825,6 +825,9 @@ async function sendHttp(w: World, c: HttpCase): Promise<void> {
     headers: c.headers,
     ...(c.body !== undefined ? { body: c.body } : {}),
     timeoutMs: REQUEST_TIMEOUT_MS,
+  }).catch((err) => {
+    const size = c.body === undefined ? 0 : c.body.length;
+    throw new Error(`${err} (${c.method} ${c.target.slice(0, 200)}, body ${size})`);
   });
   const what = `${c.method} ${c.target.slice(0, 200)} [${c.auth}] → ${describe(res)}`;
   w.tally.add(c.kind);
