@@ -37,3 +37,19 @@ export function parseMessage(text: string, maxDepth: number = MAX_JSON_DEPTH): P
   }
   return { ok: true, msg: msg as Record<string, unknown> };
 }
+
+/**
+ * A value from a message, shown in an error message: at most `max`
+ * characters, whatever it is. `String()` throws on an object whose
+ * `toString` is not a function (`{"toString": "/"}`), and a throw in a
+ * socket's message handler ended the relay process.
+ */
+export function shown(value: unknown, max = 40): string {
+  let text: string;
+  try {
+    text = typeof value === "string" ? value : JSON.stringify(value) ?? String(value);
+  } catch {
+    text = typeof value;
+  }
+  return text.slice(0, max);
+}

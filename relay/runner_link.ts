@@ -9,7 +9,7 @@ import {
   type WireError,
 } from "../shared/protocol.ts";
 import { MAX_LINK_DEPTH } from "../shared/json.ts";
-import { parseMessage } from "./_message.ts";
+import { parseMessage, shown } from "./_message.ts";
 import type { Principal } from "./auth.ts";
 import { type ErrorKind, offline, RelayError, timeout } from "./errors.ts";
 import type { RunnerConnection } from "./runner_registry.ts";
@@ -120,7 +120,9 @@ const RUNNER_ERROR_KINDS: Record<string, ErrorKind> = {
 /** The RelayError for an error the runner reported, keeping its code and message. */
 function runnerError(e: WireError | undefined): RelayError {
   const code = typeof e?.code === "string" ? e.code : "runner_error";
-  const message = typeof e?.message === "string" ? e.message : "Runner failed the request";
+  const message = typeof e?.message === "string" && e.message.trim() !== ""
+    ? e.message
+    : "Runner failed the request";
   return new RelayError(
     Object.hasOwn(RUNNER_ERROR_KINDS, code) ? RUNNER_ERROR_KINDS[code]! : "rejected",
     code,
@@ -186,7 +188,7 @@ export function acceptRunnerSocket(socket: ChannelSocket, options: AcceptRunnerO
     clearTimeout(helloTimer);
     try {
       socket.send(JSON.stringify({ t: "error", code: errCode, message }));
-      socket.close(code, message.slice(0, 120));
+      socket.close(code, closeReason(message));
     } catch {
       // The socket is already gone.
     }
@@ -200,7 +202,7 @@ export function acceptRunnerSocket(socket: ChannelSocket, options: AcceptRunnerO
       return reject(
         CloseCode.badHello,
         "protocol_version",
-        `Unsupported protocol version: ${hello.v} (relay speaks ${PROTOCOL_VERSION})`,
+        `Unsupported protocol version: ${shown(hello.v)} (relay speaks ${PROTOCOL_VERSION})`,
       );
     }
     if (typeof hello.runnerId !== "string" || !RUNNER_ID.test(hello.runnerId)) {
@@ -357,7 +359,7 @@ export function acceptRunnerSocket(socket: ChannelSocket, options: AcceptRunnerO
         link.send({
           t: "error",
           code: "unknown_type",
-          message: `Unknown message type: '${String(msg.t).slice(0, 40)}'`,
+          message: `Unknown message type: '${shown(msg.t)}'`,
         });
     }
   };
@@ -369,6 +371,17 @@ export function acceptRunnerSocket(socket: ChannelSocket, options: AcceptRunnerO
     }
   };
   socket.onerror = () => {};
+}
+
+/**
+ * `message` cut to a close frame's 123 bytes: ws throws on a longer reason, and
+ * a hello refused with 120 non-ASCII characters was left open, its timer cleared.
+ */
+function closeReason(message: string): string {
+  const bytes = new TextEncoder().encode(message);
+  if (bytes.byteLength <= 123) return message;
+  // Decoding a cut in the middle of a character leaves U+FFFD: drop it.
+  return new TextDecoder().decode(bytes.subarray(0, 120)).replace(/\uFFFD+$/, "");
 }
 
 function str(v: unknown, max: number): string {

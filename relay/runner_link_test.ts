@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { httpErrorOf, RelayError } from "./errors.ts";
-import { RunnerLink } from "./runner_link.ts";
+import { type AcceptRunnerOptions, acceptRunnerSocket, RunnerLink } from "./runner_link.ts";
 import type { ChannelSocket } from "./ws_transport.ts";
 
 /** A link over a socket that takes frames and never answers by itself. */
@@ -68,4 +68,82 @@ Deno.test("a request to a closed, vanished or silent runner fails as it always d
     await failure(() => {}, 1),
     "504 runner_timeout: Runner did not answer 'spawn' in time",
   );
+});
+
+Deno.test("a runner's empty error message reaches the client as the relay's own", async () => {
+  assert.equal(
+    await failure((l, id) =>
+      l.resolve({ t: "res", id, ok: false, error: { code: "busy", message: "" } })
+    ),
+    "409 busy: Runner failed the request",
+  );
+});
+
+Deno.test("a hello refused with a message of many non-ASCII characters is still closed", async () => {
+  const sent: { t: string; code: string; message: string }[] = [];
+  let closed: { code: number; reason: string } | null = null;
+  const socket = {
+    readyState: WebSocket.OPEN,
+    bufferedAmount: 0,
+    send: (f: string) => sent.push(JSON.parse(f)),
+    close(code: number, reason: string) {
+      // As ws does: a close frame's reason holds at most 123 bytes.
+      if (new TextEncoder().encode(reason).byteLength > 123) throw new RangeError("Too long");
+      closed = { code, reason };
+    },
+    onmessage: null,
+    onclose: null,
+    onerror: null,
+  } as unknown as ChannelSocket;
+  acceptRunnerSocket(socket, {
+    hub: {} as AcceptRunnerOptions["hub"],
+    calls: {} as AcceptRunnerOptions["calls"],
+    principalFromKey: () => Promise.resolve(null),
+    helloTimeoutMs: 60_000,
+  });
+  socket.onmessage!({ data: JSON.stringify({ t: "hello", v: "é".repeat(200) }) });
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  assert.equal(sent[0]?.code, "protocol_version");
+  assert.ok(sent[0]!.message.length < 100, "the version is not echoed whole");
+  assert.equal((closed as { code: number } | null)?.code, 4400);
+});
+
+Deno.test("a message whose type is an object with a toString that is no function is answered, not thrown", () => {
+  const sent: { t: string; code?: string }[] = [];
+  const socket = {
+    readyState: WebSocket.OPEN,
+    send: (f: string) => sent.push(JSON.parse(f)),
+    close: () => {},
+  } as unknown as ChannelSocket;
+  // The socket of a runner whose hello was accepted: only its message handler is exercised.
+  const hub = {
+    store: {
+      runners: { get: () => null, upsert: () => {} },
+      keys: { bindRunner: (_: string, id: string) => id },
+    },
+    attachRunner: () => ({ acked: {}, ended: [] }),
+    detachRunner: () => {},
+    ingest: () => {},
+    log: () => {},
+  } as unknown as AcceptRunnerOptions["hub"];
+  acceptRunnerSocket(socket, {
+    hub,
+    calls: {} as AcceptRunnerOptions["calls"],
+    principalFromKey: () =>
+      Promise.resolve(
+        { userId: "u1", keyId: null, scope: "full", runnerId: null } as unknown as Awaited<
+          ReturnType<AcceptRunnerOptions["principalFromKey"]>
+        >,
+      ),
+    helloTimeoutMs: 60_000,
+  });
+  return (async () => {
+    socket.onmessage!({ data: JSON.stringify({ t: "hello", v: 1, apiKey: "k", runnerId: "r1" }) });
+    for (let i = 0; i < 5 && !sent.some((f) => f.t === "welcome"); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 0));
+    }
+    assert.equal(sent.at(-1)?.t, "welcome");
+    socket.onmessage!({ data: '{"t":{"toString":"/"}}' });
+    assert.equal(sent.at(-1)?.code, "unknown_type");
+  })();
 });

@@ -169,7 +169,7 @@ function listenHttp(options: HttpOptions): Server {
     socket.on("error", () => {});
     const request = toRequest(req)?.request;
     if (!request) {
-      socket.end("HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n");
+      socket.end(rawJsonError("400 Bad Request", "bad_request", "Bad request target or headers"));
       return;
     }
     transport.hold(request, { req, socket, head });
@@ -184,15 +184,15 @@ function listenHttp(options: HttpOptions): Server {
     // A malformed request or a header timeout: answer if the socket still takes it.
     if (!socket.writable) return socket.destroy();
     const [status, code, message] = err.code === "ERR_HTTP_REQUEST_TIMEOUT"
-      ? ["408 Request Timeout", "request_timeout", "Request headers did not arrive in time"]
+      ? ["408 Request Timeout", "header_timeout", "Request headers took too long"]
       : err.code === "HPE_HEADER_OVERFLOW"
-      ? ["431 Request Header Fields Too Large", "headers_too_large", "Headers over 16 KB"]
+      ? [
+        "431 Request Header Fields Too Large",
+        "headers_too_large",
+        "Request target and headers are too large",
+      ]
       : ["400 Bad Request", "bad_request", "Malformed HTTP request"];
-    const body = JSON.stringify({ error: { code, message } });
-    socket.end(
-      `HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-type: application/json\r\n` +
-        `content-length: ${body.length}\r\n\r\n${body}`,
-    );
+    socket.end(rawJsonError(status, code, message));
   });
   return server;
 }
@@ -204,7 +204,8 @@ async function serveRequest(
 ): Promise<void> {
   const made = toRequest(req);
   if (!made) {
-    res.writeHead(400, { "content-type": "text/plain" }).end("Bad request target or headers");
+    const body = errorJson("bad_request", "Bad request target or headers");
+    res.writeHead(400, { "content-type": "application/json" }).end(body);
     return;
   }
   let response: Response;
@@ -218,6 +219,18 @@ async function serveRequest(
   } finally {
     made.release();
   }
+}
+
+/** The relay's `{error: {code, message}}` body, for answers written before Hono sees a request. */
+function errorJson(code: string, message: string): string {
+  return JSON.stringify({ error: { code, message } });
+}
+
+/** A whole HTTP/1.1 error answer with that body, for a socket node:http gave up on. */
+function rawJsonError(status: string, code: string, message: string): string {
+  const body = errorJson(code, message);
+  return `HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-type: application/json\r\n` +
+    `content-length: ${new TextEncoder().encode(body).byteLength}\r\n\r\n${body}`;
 }
 
 function listen(server: Server, hostname: string, port: number): Promise<number> {

@@ -9,7 +9,7 @@ import {
   type RunnerInfo,
   type SessionInfo,
 } from "../shared/protocol.ts";
-import { parseMessage } from "./_message.ts";
+import { parseMessage, shown } from "./_message.ts";
 import type { Principal } from "./auth.ts";
 import { invalid, RelayError } from "./errors.ts";
 import type { FanoutViewer, Subscription } from "./fanout.ts";
@@ -252,7 +252,7 @@ function handle(hub: ViewerHub, v: Viewer, msg: Record<string, unknown>): void {
       case "auth":
         return;
       default:
-        throw invalid(`Unknown message type: '${String(msg.t).slice(0, 40)}'`, "unknown_type");
+        throw invalid(`Unknown message type: '${shown(msg.t)}'`, "unknown_type");
     }
   } catch (err) {
     fail(err);

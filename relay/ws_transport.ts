@@ -198,7 +198,7 @@ export class WsTransport {
 
   /**
    * Counts the bytes an unauthenticated socket receives; past the limit it
-   * stops reading and closes with 1009. The count is of raw bytes, before
+   * closes with 1009 and discards whatever else arrives until it is cut. The count is of raw bytes, before
    * ws parses them, so nothing larger is ever buffered for such a socket.
    */
   #capFirstMessage(
@@ -212,15 +212,15 @@ export class WsTransport {
       if (!stillPending()) return socket.off("data", onData);
       received += chunk.byteLength;
       if (received <= limit) return;
-      // Nothing more of this socket is parsed (ws's own listener goes too); what still
-      // arrives is read and dropped, so that closing does not reset the connection and
-      // lose the close frame on its way out.
+      // Read on but drop what comes (ws no longer sees it): a client still
+      // writing a large first message (8 MB) would otherwise block on a
+      // paused socket, never read the close frame, and see an abnormal
+      // closure (code 0) instead of 1009 when the socket is cut.
       socket.removeAllListeners("data");
       socket.on("data", () => {});
-      const message = "Too much before authenticating: authenticate first, in a small message";
-      ws.send(JSON.stringify({ t: "error", code: "too_big", message }));
-      ws.close(CloseCode.tooBig, "Too much before authenticating");
-      setTimeout(() => ws.terminate(), 5000);
+      ws.close(CloseCode.tooBig, "Authenticate first, in a small message");
+      // Its close frame would not be read back either: cut the socket after a second.
+      setTimeout(() => ws.terminate(), 1000);
     };
     socket.prependListener("data", onData);
   }

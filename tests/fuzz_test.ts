@@ -15,8 +15,15 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { createRelay } from "../relay/app.ts";
-import { MAX_JSON_DEPTH, MAX_LINK_DEPTH } from "../shared/json.ts";
-import { INPUT_KINDS, type SessionEvent } from "../shared/protocol.ts";
+import { jsonTooDeep, MAX_JSON_DEPTH, MAX_LINK_DEPTH } from "../shared/json.ts";
+import {
+  INPUT_KINDS,
+  MAX_RUNNER_HELLO_BYTES,
+  MAX_VIEWER_AUTH_BYTES,
+  MAX_VIEWER_MESSAGE_BYTES,
+  MAX_WS_MESSAGE_BYTES,
+  type SessionEvent,
+} from "../shared/protocol.ts";
 import { json, signUp, type User, Viewer } from "./harness/client.ts";
 import {
   defaultAnswer,
@@ -128,6 +135,54 @@ function withDeep(value: unknown, levels: number): string {
     JSON.stringify(DEEP_MARK),
     "[".repeat(levels) + "]".repeat(levels),
   );
+}
+
+// ---------------------------------------------------------------------------
+// What the relay must answer to one WebSocket frame
+
+/** The limits each channel applies to a frame, in the order the relay applies them. */
+const CHANNEL_LIMITS = {
+  // ws refuses a message over `maxBytes` from its frame header; a socket that
+  // has not authenticated may receive only `firstBytes` in all (ws_transport.ts).
+  viewer: {
+    firstBytes: MAX_VIEWER_AUTH_BYTES,
+    maxBytes: MAX_VIEWER_MESSAGE_BYTES,
+    depth: MAX_JSON_DEPTH,
+    binary: 1009,
+  },
+  runner: {
+    firstBytes: MAX_RUNNER_HELLO_BYTES,
+    maxBytes: MAX_WS_MESSAGE_BYTES,
+    depth: MAX_LINK_DEPTH,
+    binary: 1003,
+  },
+} as const;
+
+/**
+ * What the relay must answer to a frame no matter its content: a close code
+ * (without an error frame: the transport closes before the channel reads
+ * the frame), an error frame, or both (a runner's hello nested too deep is
+ * refused and closed with 4400). Null: any answer the channel's checks allow.
+ */
+type FrameAnswer = { close: number; error?: undefined } | { error: string; close?: number };
+
+function expectedAnswer(
+  channel: keyof typeof CHANNEL_LIMITS,
+  authenticated: boolean,
+  frame: string | Uint8Array,
+): FrameAnswer | null {
+  const limits = CHANNEL_LIMITS[channel];
+  if (typeof frame !== "string") return { close: limits.binary };
+  // Limits count the UTF-8 bytes on the wire (a lone surrogate is sent as U+FFFD).
+  const bytes = new TextEncoder().encode(frame).byteLength;
+  if (!authenticated && bytes > limits.firstBytes) return { close: 1009 };
+  if (bytes > limits.maxBytes) return { close: 1009 };
+  if (jsonTooDeep(frame, limits.depth)) {
+    return channel === "runner" && !authenticated
+      ? { error: "too_deep", close: 4400 }
+      : { error: "too_deep" };
+  }
+  return null;
 }
 
 // ---------------------------------------------------------------------------
@@ -770,6 +825,9 @@ async function sendHttp(w: World, c: HttpCase): Promise<void> {
     headers: c.headers,
     ...(c.body !== undefined ? { body: c.body } : {}),
     timeoutMs: REQUEST_TIMEOUT_MS,
+  }).catch((err) => {
+    const size = c.body === undefined ? 0 : c.body.length;
+    throw new Error(`${err} (${c.method} ${c.target.slice(0, 200)}, body ${size})`);
   });
   const what = `${c.method} ${c.target.slice(0, 200)} [${c.auth}] → ${describe(res)}`;
   w.tally.add(c.kind);
@@ -819,21 +877,54 @@ async function sendHttp(w: World, c: HttpCase): Promise<void> {
   if (res.status < 300) recordAccepted(w, c, res);
 }
 
+const FIRE = "POST /api/webhooks/:id/fire";
+
+/**
+ * What a route that reads JSON may answer to a body nested past the cap:
+ * `too_deep`, or a refusal checked before the body is read (credentials,
+ * scope, Origin, the id, the media type, a rate limit, the request's size),
+ * each only where the case gives it a reason. Every one is a 4xx JSON error
+ * that changes nothing (the database check at the end holds it to that).
+ */
+const DEEP_BODY_ANSWERS: Record<string, (c: HttpCase, w: World) => boolean> = {
+  "400 too_deep": () => true,
+  // The fire route checks the media type (and the signature) before it reads anything.
+  "400 bad_content_type": (c) => c.route === FIRE,
+  "401 bad_signature": (c) => c.route === FIRE,
+  "401 replay_protection_required": (c) => c.route === FIRE,
+  "401 unauthorized": (c) => ["none", "badKey", "badCookie"].includes(c.auth),
+  "403 bad_origin": (c, w) =>
+    c.headers.cookie !== undefined && c.headers.origin !== undefined &&
+    c.headers.origin !== w.relay.url,
+  "403 forbidden_scope": (c) => c.auth === "tokenA",
+  // A broadcast reaches other runners' listeners: it takes a key, never a browser's cookie.
+  "403 key_required": (c) =>
+    c.route === "POST /api/runners/:runnerId/trigger-broadcast" && c.headers.cookie !== undefined,
+  "403 signup_closed": (c) => c.route === "POST /api/register",
+  // An id that is missing or another account's is looked up before the body is read.
+  "404 not_found": (c) => /:\w/.test(c.route),
+  "415 unsupported_media_type": (c) => !/^application\/json/i.test(c.headers["content-type"] ?? ""),
+  "429 rate_limited": (c) => c.route === "POST /api/register" || c.route === FIRE,
+  // node:http refuses a request target and headers over 16 KB before the app sees them.
+  "431 headers_too_large": (c) => c.target.length > 16_000,
+};
+
 /**
  * A body nested past the cap, sent to a route that reads JSON (or to
- * better-auth's) with its own method: never accepted, and a 400 says `too_deep`.
+ * better-auth's) with its own method: never accepted; answered as
+ * {@linkcode DEEP_BODY_ANSWERS} allows.
  */
 function checkDeep(w: World, c: HttpCase, res: RawResponse, what: string): void {
   const readsJson = c.route.startsWith(`${c.method} `) &&
     (w.jsonRoutes.has(routeKey(c.route)) || c.route === "POST /api/auth/*");
-  w.tally.add(`http.deep.${readsJson ? "json" : "other"}.${res.status}`);
+  const answer = `${res.status} ${
+    res.status >= 400 ? JSON.parse(res.text || "{}").error?.code : ""
+  }`;
+  w.tally.add(`http.deep.${readsJson ? "json" : "other"}.${answer.replace(" ", ".")}`);
   if (!readsJson) return;
   assert.ok(res.status >= 400, `a body nested too deep was accepted: ${what}`);
-  if (res.status === 400) {
-    // The fire route checks the media type before it reads anything.
-    const code = JSON.parse(res.text).error?.code;
-    assert.ok(code === "too_deep" || code === "bad_content_type", `${code}: ${what}`);
-  }
+  const allowed = DEEP_BODY_ANSWERS[answer];
+  assert.ok(allowed?.(c, w), `a body nested too deep answered ${answer}: ${what}`);
 }
 
 /** `POST /api/x/:id/y/:t?` and `POST /api/x/{id}/y/{t}` alike. */
@@ -868,7 +959,8 @@ async function everyRouteAndMessage(w: World, routes: { method: string; path: st
       .replace("/api/auth/*", "/api/auth/sign-in/email")
       .replace("/api/keys/:id", `/api/keys/${w.spareKeyIdB}`)
       .replace(":runnerId", w.a.fake.runnerId)
-      .replace(":id", w.a.sessionId)
+      // A DELETE reads no body and deletes: a spare session, not one the next steps need.
+      .replace(":id", route === "DELETE /api/sessions/:id" ? w.spareSessions[0]! : w.a.sessionId)
       .replace(/\/:target\??/, "/x");
     // Checked before the body: the webhook's existence and signature, the
     // registration rate limit (the fuzzing above may have used it up).
@@ -880,10 +972,12 @@ async function everyRouteAndMessage(w: World, routes: { method: string; path: st
         ["big", bigBody(ONE_MB + 1), 413, "body_too_large"],
       ] as const
     ) {
+      const headers = { "x-api-key": w.a.user.apiKey, "content-type": "application/json" };
+      const c: HttpCase = { kind: "http", route, method: r.method, target, auth: "keyA", headers };
       const res = await rawRequest(w.relay.port, {
         method: r.method,
         target,
-        headers: { "x-api-key": w.a.user.apiKey, "content-type": "application/json" },
+        headers,
         body,
         timeoutMs: REQUEST_TIMEOUT_MS,
       });
@@ -891,9 +985,12 @@ async function everyRouteAndMessage(w: World, routes: { method: string; path: st
       w.tally.add(`every.http.${kind}.${readsJson ? "json" : "other"}.${res.status}`);
       assert.ok(res.status < 500, what);
       if (res.status >= 400) assertErrorEnvelope(res, what);
+      else recordAccepted(w, c, res);
       if (!readsJson) continue;
-      if (earlier && res.status !== status) assert.ok(res.status >= 400, what);
-      else {
+      if (earlier && res.status !== status) {
+        if (kind === "deep") checkDeep(w, { ...c, body, deep: true }, res, what);
+        else assert.ok(res.status >= 400, what);
+      } else {
         assert.equal(res.status, status, what);
         assert.equal(JSON.parse(res.text).error.code, code, what);
       }
@@ -909,14 +1006,21 @@ async function everyRouteAndMessage(w: World, routes: { method: string; path: st
           conn,
           type: `${t}.deep`,
           frame: withDeep({ ...m, text: DEEP_MARK }, 200_000),
-          expectError: "too_deep",
+          // 400 KB is past what a socket may send before it authenticates.
+          meant: conn === "unauth" ? { close: 1009 } : { error: "too_deep" },
         });
       }
+      await viewers.run({
+        conn: "unauth",
+        type: `${t}.deep`,
+        frame: withDeep({ ...m, text: DEEP_MARK }, MAX_JSON_DEPTH + 1),
+        meant: { error: "too_deep" },
+      });
       await viewers.run({
         conn: "key",
         type: `${t}.oversized`,
         frame: JSON.stringify({ ...m, text: "x".repeat(ONE_MB) }),
-        expectClose: 1009,
+        meant: { close: 1009 },
       });
     }
   } finally {
@@ -933,22 +1037,27 @@ async function everyRouteAndMessage(w: World, routes: { method: string; path: st
           sessionId: w.controlSession,
           events: [{ seq: next, ts: 1, e: { type: "message_update", deep: DEEP_MARK } }],
         }, 200_000),
-      expectError: "too_deep",
+      meant: { error: "too_deep" },
     });
     await runControl(w, {
       type: `${t}.oversized`,
       build: () => JSON.stringify({ t, pad: "x".repeat(8 * ONE_MB + 1) }),
-      expectClose: 1009,
+      meant: { close: 1009 },
     });
   }
+  const hello = { t: "hello", v: 1, apiKey: w.a.token, runnerId: "deep", roots: DEEP_MARK };
   await runHello(w, {
     type: "hello-deep",
-    frame: withDeep(
-      { t: "hello", v: 1, apiKey: w.a.token, runnerId: "deep", roots: DEEP_MARK },
-      200_000,
-    ),
+    frame: withDeep(hello, MAX_LINK_DEPTH + 1),
     runnerId: null,
-    expectError: "too_deep",
+    meant: { error: "too_deep", close: 4400 },
+  });
+  await runHello(w, {
+    type: "hello-deep",
+    // 400 KB is past what a runner may send before its hello is accepted.
+    frame: withDeep(hello, 200_000),
+    runnerId: null,
+    meant: { close: 1009 },
   });
   console.log(`every route and message: ${w.tally.line("every.")}`);
 }
@@ -999,10 +1108,8 @@ interface ViewerCase {
   type: string;
   /** A text frame, or bytes for a binary frame. */
   frame: string | Uint8Array<ArrayBuffer>;
-  /** The relay must close the socket with this code. */
-  expectClose?: number;
-  /** The relay must answer with an error frame of this code and keep the socket. */
-  expectError?: string;
+  /** What the case is built to get; it must be what {@linkcode expectedAnswer} says. */
+  meant?: FrameAnswer;
 }
 
 const VIEWER_TYPES = ["subscribe", "unsubscribe", "input", "watch", "ping", "auth"];
@@ -1056,16 +1163,11 @@ function viewerCase(w: World): fc.Arbitrary<ViewerCase> {
         arbitrary: fc.constant({
           type: "oversized",
           frame: JSON.stringify({ t: "ping", pad: "x".repeat(ONE_MB) }),
-          expectClose: 1009,
         }),
         weight: 1,
       },
       {
-        arbitrary: fc.constant({
-          type: "binary",
-          frame: new Uint8Array([0x7b, 0x7d]),
-          expectClose: 1009,
-        }),
+        arbitrary: fc.constant({ type: "binary", frame: new Uint8Array([0x7b, 0x7d]) }),
         weight: 1,
       },
       {
@@ -1073,7 +1175,6 @@ function viewerCase(w: World): fc.Arbitrary<ViewerCase> {
         arbitrary: fc.tuple(message, deepLevels).map(([[type, m], levels]) => ({
           type: `${type}.deep`,
           frame: withDeep({ ...m, [type === "input" ? "text" : "deep"]: DEEP_MARK }, levels),
-          expectError: "too_deep",
         })),
         weight: 3,
       },
@@ -1082,19 +1183,11 @@ function viewerCase(w: World): fc.Arbitrary<ViewerCase> {
         arbitrary: message.map(([type, m]) => ({
           type: `${type}.oversized`,
           frame: JSON.stringify({ ...m, pad: "x".repeat(ONE_MB) }),
-          expectClose: 1009,
         })),
         weight: 1,
       },
     ),
-  }).map(({ conn, shape }): ViewerCase => ({
-    conn,
-    // The relay refuses text frames over 1 MiB (counted in UTF-8 bytes) with 1009.
-    ...(typeof shape.frame === "string" && new TextEncoder().encode(shape.frame).length > ONE_MB
-      ? { expectClose: 1009 }
-      : {}),
-    ...shape,
-  }));
+  }).map(({ conn, shape }): ViewerCase => ({ conn, ...shape }));
 }
 
 const RELAY_TO_VIEWER = new Set([
@@ -1149,31 +1242,34 @@ class ViewerPool {
     const what = `${c.conn} ${c.type} ${
       typeof c.frame === "string" ? c.frame.slice(0, 300) : "<binary>"
     }`;
-    if (c.conn === "unauth") return await this.#runUnauth(c, what);
+    const expected = expectedAnswer("viewer", c.conn !== "unauth", c.frame);
+    if (c.meant) assert.deepEqual(expected, c.meant, `the case gets what it is meant to: ${what}`);
+    if (c.conn === "unauth") return await this.#runUnauth(c, expected, what);
+    const expectClose = expected?.close;
     const v = await this.#get(c.conn);
     const from = v.messages.length;
     const pongs = v.messages.filter((m) => m.t === "pong").length;
     v.ws.send(c.frame);
     // After a frame the relay must refuse, send nothing more: a client that
     // writes after the server's close sees an abnormal closure instead of the code.
-    if (!v.closeEvent && !c.expectClose) v.send({ t: "ping" });
+    if (!v.closeEvent && !expectClose) v.send({ t: "ping" });
     // A fuzzed ping earns its own pong before the barrier's.
-    const wanted = c.expectClose ? Infinity : pongs + (c.type === "ping" ? 2 : 1);
+    const wanted = expectClose ? Infinity : pongs + (c.type === "ping" ? 2 : 1);
     await v.until(
       () => v.messages.filter((m) => m.t === "pong").length >= wanted || v.closeEvent !== null,
-      c.expectClose ? `close after ${what}` : `pong after ${what}`,
+      expectClose ? `close after ${what}` : `pong after ${what}`,
       REQUEST_TIMEOUT_MS,
     );
     assertViewerFrames(v.messages.slice(from) as unknown as Record<string, unknown>[], what);
     if (v.closeEvent) {
       w.tally.add(`viewer.out.close${v.closeEvent.code}`);
-      assert.equal(v.closeEvent.code, c.expectClose, `closed ${v.closeEvent.code}: ${what}`);
+      assert.equal(v.closeEvent.code, expectClose, `closed ${v.closeEvent.code}: ${what}`);
     } else {
-      assert.equal(c.expectClose, undefined, `not closed: ${what}`);
-      if (c.expectError) {
+      assert.equal(expectClose, undefined, `not closed: ${what}`);
+      if (expected?.error) {
         const got = v.messages.slice(from).filter((m) => m.t === "error")
           .map((m) => (m as { code?: string }).code);
-        assert.deepEqual(got, [c.expectError], `error frames after ${what}`);
+        assert.deepEqual(got, [expected.error], `error frames after ${what}`);
       }
       const errors = v.messages.slice(from).filter((m) => m.t === "error").length;
       w.tally.add(errors ? "viewer.out.error" : "viewer.out.answered");
@@ -1181,7 +1277,7 @@ class ViewerPool {
   }
 
   /** A socket without credentials: the fuzzed frame first, then a good auth. */
-  async #runUnauth(c: ViewerCase, what: string): Promise<void> {
+  async #runUnauth(c: ViewerCase, expected: FrameAnswer | null, what: string): Promise<void> {
     const w = this.w;
     const v = new Viewer(new WebSocket(w.relay.url.replace(/^http/, "ws") + "/_viewer"));
     try {
@@ -1196,8 +1292,8 @@ class ViewerPool {
         REQUEST_TIMEOUT_MS,
       );
       const first = v.messages[0];
-      if (c.expectError) {
-        assert.equal(first?.t === "error" && first.code, c.expectError, `first answer: ${what}`);
+      if (expected?.error) {
+        assert.equal(first?.t === "error" && first.code, expected.error, `first answer: ${what}`);
       }
       if (first?.t === "error" && (first.code === "bad_json" || first.code === "too_deep")) {
         v.send({ t: "auth", apiKey: w.a.user.apiKey });
@@ -1225,10 +1321,13 @@ class ViewerPool {
               c.frame.includes(w.b.token)),
           `unauthenticated socket closed with ${v.closeEvent.code}: ${what}`,
         );
-        if (c.expectClose) assert.equal(v.closeEvent.code, c.expectClose, what);
+        if (expected?.close) {
+          assert.equal(v.closeEvent.code, expected.close, what);
+          assert.deepEqual(v.messages, [], `frames before the close: ${what}`);
+        }
       } else {
         w.tally.add("viewer.out.unauth.hello");
-        assert.equal(c.expectClose, undefined, `not closed: ${what}`);
+        assert.equal(expected?.close, undefined, `not closed: ${what}`);
       }
     } finally {
       await v.close();
@@ -1250,8 +1349,8 @@ interface HelloCase {
   /** Sent with A's runner token (bound to A's first runner). */
   byRunnerToken?: boolean;
   runnerId: string | null;
-  /** The relay must refuse the hello with an error frame of this code. */
-  expectError?: string;
+  /** What the case is built to get; it must be what {@linkcode expectedAnswer} says. */
+  meant?: FrameAnswer;
 }
 
 function helloCase(w: World): fc.Arbitrary<HelloCase> {
@@ -1341,7 +1440,6 @@ function helloCase(w: World): fc.Arbitrary<HelloCase> {
           type: "hello-deep",
           frame: withDeep({ ...h, [k]: DEEP_MARK }, levels),
           runnerId: null,
-          expectError: "too_deep",
         })),
       weight: 2,
     },
@@ -1380,10 +1478,12 @@ async function runHello(w: World, c: HelloCase): Promise<void> {
   } finally {
     clearTimeout(timer);
   }
+  const expected = expectedAnswer("runner", false, c.frame);
+  if (c.meant) assert.deepEqual(expected, c.meant, `the case gets what it is meant to: ${what}`);
   const welcome = frames.find((f) => f.t === "welcome");
   if (welcome) {
     w.tally.add("hello.out.welcome");
-    assert.equal(c.expectError, undefined, `welcomed: ${what}`);
+    assert.equal(expected, null, `welcomed: ${what}`);
     assert.equal(welcome.runnerId, c.runnerId, what);
     if (c.byRunnerToken) {
       assert.equal(c.runnerId, w.a.fake.runnerId, `a runner token said hello as another runner`);
@@ -1399,18 +1499,21 @@ async function runHello(w: World, c: HelloCase): Promise<void> {
   }
   const code = (closed as CloseEvent | null)?.code;
   w.tally.add(`hello.out.close${code}`);
-  assert.ok(code === 4400 || code === 4001 || code === 4003 || code === 1009, `${code}: ${what}`);
+  if (expected?.close === 1009) {
+    // Cut off by the first-message limit before the hello was read: nothing but the close.
+    assert.equal(code, 1009, what);
+    assert.deepEqual(frames, [], `frames before the close: ${what}`);
+    return;
+  }
+  assert.ok(code === 4400 || code === 4001 || code === 4003, `${code}: ${what}`);
+  if (expected?.close) assert.equal(code, expected.close, what);
   const err = frames.find((f) => f.t === "error");
-  // A hello over the channel's limit is refused from its frame header, before it is read:
-  // the close (1009) alone says why.
-  if (code === 1009 && !err) return;
   assert.ok(err, `an error frame before the close: ${what}`);
-  if (c.expectError) assert.equal(err.code, c.expectError, what);
+  if (expected?.error) assert.equal(err.code, expected.error, what);
   assert.equal(typeof err.code, "string", what);
   assert.equal(typeof err.message, "string", what);
   assert.notEqual(err.code, "internal", what);
-  // 1009: a hello over 256 KiB (the limit before a runner has authenticated) is cut off first.
-  if (c.runnerId === w.b.fake.runnerId && code !== 4400 && code !== 4001 && code !== 1009) {
+  if (c.runnerId === w.b.fake.runnerId && code !== 4400 && code !== 4001) {
     assert.equal(code, 4003, `another account's runner id: ${what}`);
   }
 }
@@ -1424,9 +1527,8 @@ interface ControlCase {
   type: string;
   /** Built at send time (seqs depend on what the relay holds). */
   build: (next: number) => string | Uint8Array<ArrayBuffer>;
-  expectClose?: number;
-  /** The relay must answer with an error frame of this code and keep the socket. */
-  expectError?: string;
+  /** What the case is built to get; it must be what {@linkcode expectedAnswer} says. */
+  meant?: FrameAnswer;
   /** Whether the frame carries events the relay should store for the control session. */
   storable?: boolean;
 }
@@ -1566,7 +1668,7 @@ function controlCase(w: World): fc.Arbitrary<ControlCase> {
       arbitrary: fc.constant<ControlCase>({
         type: "oversized",
         build: () => JSON.stringify({ t: "ping", pad: "x".repeat(8 * ONE_MB + 1) }),
-        expectClose: 1009,
+        meant: { close: 1009 },
       }),
       weight: 1,
     },
@@ -1575,7 +1677,7 @@ function controlCase(w: World): fc.Arbitrary<ControlCase> {
         type: "binary",
         build: () => new Uint8Array([0x7b, 0x7d]),
         // 1003 (unsupported data) is the standard code for a binary frame.
-        expectClose: 1003,
+        meant: { close: 1003 },
       }),
       weight: 1,
     },
@@ -1595,7 +1697,7 @@ function controlCase(w: World): fc.Arbitrary<ControlCase> {
             data: { payload: DEEP_MARK },
             triggerDefs: [{ type: "x:y", schema: DEEP_MARK }],
           }, levels),
-        expectError: "too_deep",
+        meant: { error: "too_deep" },
       })),
       weight: 2,
     },
@@ -1605,7 +1707,7 @@ function controlCase(w: World): fc.Arbitrary<ControlCase> {
         type: `${t}.oversized`,
         build: () =>
           JSON.stringify({ t, sessionId: w.controlSession, pad: "x".repeat(8 * ONE_MB + 1) }),
-        expectClose: 1009,
+        meant: { close: 1009 },
       })),
       weight: 1,
     },
@@ -1640,14 +1742,16 @@ async function runControl(w: World, c: ControlCase): Promise<void> {
   const wanted = pongs() + (c.type === "ping" ? 2 : 1);
   const frame = c.build(before + 1);
   const what = `${c.type} ${typeof frame === "string" ? frame.slice(0, 300) : "<binary>"}`;
+  const expected = expectedAnswer("runner", true, frame);
+  if (c.meant) assert.deepEqual(expected, c.meant, `the case gets what it is meant to: ${what}`);
   r.sendRaw(frame);
-  if (c.expectClose) {
+  if (expected?.close) {
     const ev = await Promise.race([
       r.closed,
       new Promise<null>((resolve) => setTimeout(() => resolve(null), REQUEST_TIMEOUT_MS)),
     ]);
     w.tally.add(`control.out.close${ev?.code}`);
-    assert.equal(ev?.code, c.expectClose, `close after ${what}`);
+    assert.equal(ev?.code, expected.close, `close after ${what}`);
     return;
   }
   try {
@@ -1658,11 +1762,11 @@ async function runControl(w: World, c: ControlCase): Promise<void> {
     throw new Error(`no pong after ${what}: ${err} (close ${r.closeEvent?.code})`);
   }
   const got = r.received.slice(from);
-  if (c.expectError) {
+  if (expected?.error) {
     const errors = got.filter((f) => f.t === "error");
     assert.deepEqual(
       errors.map((f) => f.code),
-      [c.expectError],
+      [expected.error],
       `error frames ${JSON.stringify(errors).slice(0, 500)} after ${what}`,
     );
   }

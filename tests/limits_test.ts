@@ -149,6 +149,13 @@ Deno.test("a socket that has not authenticated gets a small first message, a sho
       const r = await WsPeer.open(relay.port, "/_runner");
       await r.stream(2 * MB);
       assert.equal(await within(r.closed, 5000, "closed"), 1009);
+      // A client that writes its whole 8 MB first message before it reads
+      // (as WebSocket in Deno does) still learns why: 1009, not an abnormal closure.
+      const ws = new WebSocket(relay.url.replace(/^http/, "ws") + "/_runner");
+      await new Promise((resolve) => ws.onopen = resolve);
+      const closed = new Promise<number>((resolve) => ws.onclose = (ev) => resolve(ev.code));
+      ws.send(JSON.stringify({ t: "hello", pad: "x".repeat(8 * MB) }));
+      assert.equal(await within(closed, 5000, "closed"), 1009);
     });
 
     await t.step("a viewer that sends nothing is closed after the auth timeout", async () => {
@@ -203,6 +210,14 @@ Deno.test("a socket that has not authenticated gets a small first message, a sho
       });
       assert.equal(malformed.status, 400);
       assert.equal(JSON.parse(malformed.text).error.code, "bad_upgrade");
+      // node:http refuses a request target and headers over 16 KB before the app sees them.
+      const huge = await rawRequest(relay.port, {
+        method: "GET",
+        target: "/api/sessions/" + "%C3%A9".repeat(5000),
+        headers: { "x-api-key": user.apiKey },
+      });
+      assert.equal(huge.status, 431);
+      assert.equal(JSON.parse(huge.text).error.code, "headers_too_large");
     });
   });
 });

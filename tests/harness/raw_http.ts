@@ -58,7 +58,17 @@ export async function rawRequest(port: number, req: RawRequest): Promise<RawResp
     for (const [k, v] of Object.entries(headers)) head += `${k}: ${v}\r\n`;
     if (body) head += `content-length: ${body.byteLength}\r\n`;
     head += "\r\n";
-    await writeAll(conn, concatBytes(encoder.encode(head), body ?? new Uint8Array()));
+    let writeError: Error | null = null;
+    try {
+      await writeAll(conn, concatBytes(encoder.encode(head), body ?? new Uint8Array()));
+    } catch (err) {
+      // A server may answer before the body is all sent (431, 413) and close:
+      // read its answer, as HTTP clients do.
+      if (!(err instanceof Deno.errors.BrokenPipe || err instanceof Deno.errors.ConnectionReset)) {
+        throw err;
+      }
+      writeError = err;
+    }
     const chunks: Uint8Array[] = [];
     let size = 0;
     const buf = new Uint8Array(64 * 1024);
@@ -85,6 +95,7 @@ export async function rawRequest(port: number, req: RawRequest): Promise<RawResp
     }
     parsed ??= parseResponse(concatBytes(...chunks), req.method === "HEAD", true);
     if (!parsed) {
+      if (writeError) throw writeError;
       if (timedOut) throw new RawTimeoutError(`${req.method} ${req.target}`);
       throw new Error(`Incomplete HTTP answer to '${req.method} ${req.target}': ${size} bytes`);
     }
