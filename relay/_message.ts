@@ -53,3 +53,14 @@ export function shown(value: unknown, max = 40): string {
   }
   return text.slice(0, max);
 }
+
+/**
+ * `message` cut to a close frame's 123 bytes: ws throws on a longer reason, and
+ * a hello refused with 120 non-ASCII characters was left open, its timer cleared.
+ */
+export function closeReason(message: string): string {
+  const bytes = new TextEncoder().encode(message);
+  if (bytes.byteLength <= 123) return message;
+  // Decoding a cut in the middle of a character leaves U+FFFD: drop it.
+  return new TextDecoder().decode(bytes.subarray(0, 120)).replace(/\uFFFD+$/, "");
+}

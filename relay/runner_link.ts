@@ -9,7 +9,7 @@ import {
   type WireError,
 } from "../shared/protocol.ts";
 import { MAX_LINK_DEPTH } from "../shared/json.ts";
-import { parseMessage, shown } from "./_message.ts";
+import { closeReason, parseMessage, shown } from "./_message.ts";
 import type { Principal } from "./auth.ts";
 import { type ErrorKind, offline, RelayError, timeout } from "./errors.ts";
 import type { RunnerConnection } from "./runner_registry.ts";
@@ -371,17 +371,6 @@ export function acceptRunnerSocket(socket: ChannelSocket, options: AcceptRunnerO
     }
   };
   socket.onerror = () => {};
-}
-
-/**
- * `message` cut to a close frame's 123 bytes: ws throws on a longer reason, and
- * a hello refused with 120 non-ASCII characters was left open, its timer cleared.
- */
-function closeReason(message: string): string {
-  const bytes = new TextEncoder().encode(message);
-  if (bytes.byteLength <= 123) return message;
-  // Decoding a cut in the middle of a character leaves U+FFFD: drop it.
-  return new TextDecoder().decode(bytes.subarray(0, 120)).replace(/\uFFFD+$/, "");
 }
 
 function str(v: unknown, max: number): string {
