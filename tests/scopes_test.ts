@@ -5,12 +5,11 @@
  * `forbidden_scope` and change nothing.
  */
 import assert from "node:assert/strict";
-import { join } from "node:path";
 import type { CreateKeyResponse, KeyListResponse } from "../shared/api.ts";
 import { json, signUp, type User, Viewer } from "./harness/client.ts";
 import { FakeRunner, FakeRunnerRejected, spawnSession } from "./harness/fake_runner.ts";
 import { startTestRelay, type TestRelay } from "./harness/in_process.ts";
-import { baseEnv, ROOT, tempDir } from "./harness/procs.ts";
+import { baseEnv, baton, tempDir } from "./harness/procs.ts";
 
 /** Creates a key through the API (with the account's full CLI key). */
 async function createKey(user: User, body: Record<string, unknown>): Promise<CreateKeyResponse> {
@@ -267,27 +266,6 @@ Deno.test("a key bound to a runner cannot touch other runners or their sessions"
     await b.close();
   }
 });
-
-/** Runs `baton <args>` with `env` only; its exit code and output. */
-async function baton(args: string[], env: Record<string, string>) {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "-A",
-      "--quiet",
-      "--config",
-      join(ROOT, "deno.json"),
-      join(ROOT, "main.ts"),
-      ...args,
-    ],
-    env,
-    clearEnv: true,
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const dec = new TextDecoder();
-  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
-}
 
 Deno.test("'baton key create' makes read-only and runner-bound keys, and refuses what it cannot", async () => {
   await using relay = await startTestRelay();

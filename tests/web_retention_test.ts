@@ -9,26 +9,12 @@
  * dark, to look at.
  */
 import assert from "node:assert/strict";
-import { join } from "node:path";
 import type { Page } from "playwright-core";
 import type { SessionResponse } from "../shared/api.ts";
 import { json, Viewer } from "./harness/client.ts";
-import { axeViolations, launchBrowser, newPage, PHONE, signInUi } from "./harness/browser.ts";
+import { axeViolations, launchBrowser, newPage, PHONE, shot, signInUi } from "./harness/browser.ts";
 import { type Stack, withStack } from "./harness/in_process.ts";
 import { MODEL } from "./harness/mock_llm.ts";
-
-const SHOTS = Deno.env.get("BATON_TEST_SHOTS");
-
-/** Keeps a screenshot of the page in light and dark when BATON_TEST_SHOTS names a folder. */
-async function shot(page: Page, name: string): Promise<void> {
-  if (!SHOTS) return;
-  await Deno.mkdir(SHOTS, { recursive: true });
-  for (const colorScheme of ["light", "dark"] as const) {
-    await page.emulateMedia({ colorScheme });
-    await page.screenshot({ path: join(SHOTS, `${name}-${colorScheme}.png`) });
-  }
-  await page.emulateMedia({ colorScheme: "light" });
-}
 
 /** Starts a session and waits for its first answer. */
 async function spawn(s: Stack, viewer: Viewer, prompt: string): Promise<string> {

@@ -12,7 +12,7 @@ import assert from "node:assert/strict";
 import { basename, join } from "node:path";
 import type { Browser, Locator, Page } from "playwright-core";
 import { json, signIn, Viewer } from "./harness/client.ts";
-import { axeViolations, launchBrowser, newPage, PHONE, signInUi } from "./harness/browser.ts";
+import { axeViolations, launchBrowser, newPage, PHONE, shot, signInUi } from "./harness/browser.ts";
 import { type Stack, withStack } from "./harness/in_process.ts";
 import { type ChatRequest, MODEL, type Turn } from "./harness/mock_llm.ts";
 import type { SessionPatch } from "../relay/store/mod.ts";
@@ -63,19 +63,6 @@ async function spawn(w: World, prompt: string, cwd = w.home): Promise<string> {
 /** Resolves once the session's first run has ended. */
 async function settled(w: World, id: string): Promise<void> {
   await w.viewer.waitForEvent(id, "agent_end");
-}
-
-const SHOTS = Deno.env.get("BATON_TEST_SHOTS");
-
-/** Keeps a screenshot of the page in light and dark when BATON_TEST_SHOTS names a folder. */
-async function shot(page: Page, name: string): Promise<void> {
-  if (!SHOTS) return;
-  await Deno.mkdir(SHOTS, { recursive: true });
-  for (const colorScheme of ["light", "dark"] as const) {
-    await page.emulateMedia({ colorScheme });
-    await page.screenshot({ path: join(SHOTS, `${name}-${colorScheme}.png`) });
-  }
-  await page.emulateMedia({ colorScheme: "light" });
 }
 
 Deno.test("settings: the Models card's words match its boxes, and the password can be changed", async (t) => {

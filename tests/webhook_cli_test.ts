@@ -3,27 +3,7 @@ import { join } from "node:path";
 import { json, signUp } from "./harness/client.ts";
 import { startTestRelay } from "./harness/in_process.ts";
 import { MockLlm } from "./harness/mock_llm.ts";
-import { baseEnv, ROOT, startRunner, tempDir } from "./harness/procs.ts";
-
-async function baton(args: string[], env: Record<string, string>) {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "-A",
-      "--quiet",
-      "--config",
-      join(ROOT, "deno.json"),
-      join(ROOT, "main.ts"),
-      ...args,
-    ],
-    env,
-    clearEnv: true,
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const dec = new TextDecoder();
-  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
-}
+import { baseEnv, baton, ROOT, startRunner, tempDir } from "./harness/procs.ts";
 
 Deno.test("'baton webhook fire' signs a delivery that starts a session, and refuses bad input", async () => {
   const llm = MockLlm.start();

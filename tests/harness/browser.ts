@@ -4,6 +4,7 @@
  * @module
  */
 import axe from "axe-core";
+import { join } from "node:path";
 import { type Browser, chromium, type Page } from "playwright-core";
 
 /** Where Debian installs Chromium; override with BATON_CHROMIUM. */
@@ -82,4 +83,17 @@ export async function axeViolations(page: Page): Promise<string[]> {
       .then((r) => r.violations.map((v) =>
         v.id + ": " + v.nodes.map((n) => n.target.join(" ")).join(" | ")))
   `) as string[];
+}
+
+const SHOTS = Deno.env.get("BATON_TEST_SHOTS");
+
+/** Keeps a screenshot of the page in light and dark when BATON_TEST_SHOTS names a folder. */
+export async function shot(page: Page, name: string): Promise<void> {
+  if (!SHOTS) return;
+  await Deno.mkdir(SHOTS, { recursive: true });
+  for (const colorScheme of ["light", "dark"] as const) {
+    await page.emulateMedia({ colorScheme });
+    await page.screenshot({ path: join(SHOTS, `${name}-${colorScheme}.png`) });
+  }
+  await page.emulateMedia({ colorScheme: "light" });
 }

@@ -289,3 +289,24 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerProcess
   await r.connected();
   return r;
 }
+
+/** Runs `baton <args>` with `env` only; its exit code and output. */
+export async function baton(args: string[], env: Record<string, string>) {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      "--quiet",
+      "--config",
+      join(ROOT, "deno.json"),
+      join(ROOT, "main.ts"),
+      ...args,
+    ],
+    env,
+    clearEnv: true,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const dec = new TextDecoder();
+  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+}
