@@ -14,6 +14,8 @@ import { startServer } from "./fanout.ts";
 
 interface HttpResult {
   requestsPerSec: number;
+  /** Requests answered in the run. */
+  requests: number;
   non2xx: number;
   latency: { p50: number; p99: number };
   tool: string;
@@ -66,6 +68,7 @@ async function load(
     const rps = Number(text.match(/Requests\/sec:\s+([\d.]+)/)?.[1] ?? NaN);
     return {
       requestsPerSec: rps,
+      requests: Number(text.match(/(\d+) requests in/)?.[1] ?? NaN),
       non2xx: Number(text.match(/Non-2xx or 3xx responses:\s+(\d+)/)?.[1] ?? 0),
       latency: {
         p50: wrkMs(text, /^\s+50%\s+([\d.]+)(us|ms|s)/m),
@@ -79,10 +82,20 @@ async function load(
   });
   try {
     const r = await proc.message<HttpResult>("result", seconds * 1000 + 30_000);
-    return { ...r, tool: "deno fetch" };
+    return { ...r, requests: r.requestsPerSec * seconds, tool: "deno fetch" };
   } finally {
     await proc.stop();
   }
+}
+
+/** A load run with the server's CPU time per answered request. */
+async function measured(
+  server: BenchProcess,
+  run: () => Promise<HttpResult>,
+): Promise<HttpResult & { cpuMsPerRequest: number }> {
+  const before = server.stat().cpuMs;
+  const r = await run();
+  return { ...r, cpuMsPerRequest: (server.stat().cpuMs - before) / r.requests };
 }
 
 /** Runs the HTTP scenario. */
@@ -141,11 +154,13 @@ export async function http(ctx: BenchContext): Promise<void> {
     });
     const bareUrl = (await bareProc.message<{ url: string }>("listening")).url;
 
-    const b = await load(url, { cookie }, seconds, wrk);
-    const a = await load(`${bareUrl}/api/sessions`, {}, seconds, wrk);
+    const b = await measured(baton.proc, () => load(url, { cookie }, seconds, wrk));
+    const a = await measured(bareProc, () => load(`${bareUrl}/api/sessions`, {}, seconds, wrk));
     ctx.log(
       `http: baton ${si(b.requestsPerSec)} req/s (p50 ${ms(b.latency.p50)}), ` +
-        `bare ${si(a.requestsPerSec)} req/s (p50 ${ms(a.latency.p50)}); ${b.non2xx} non-2xx`,
+        `bare ${si(a.requestsPerSec)} req/s (p50 ${ms(a.latency.p50)}); ${b.non2xx} non-2xx; ` +
+        `server CPU per request: baton ${b.cpuMsPerRequest.toFixed(3)} ms, ` +
+        `bare ${a.cpuMsPerRequest.toFixed(3)} ms`,
     );
     ctx.row({
       scenario: "6 HTTP",
@@ -163,7 +178,11 @@ export async function http(ctx: BenchContext): Promise<void> {
         text: `${si(a.requestsPerSec)} (${ms(a.latency.p50)} / ${ms(a.latency.p99)})`,
       }],
       ratios: [{ of: 0 }],
-      note: `${(bodyText.length / 1024).toFixed(0)} KB; ${b.tool}, 16 connections` +
+      // CPU per request holds when the machine is busy; requests/s does not.
+      note: `${(bodyText.length / 1024).toFixed(0)} KB; ${b.tool}, 16 connections; ` +
+        `server CPU per request ${b.cpuMsPerRequest.toFixed(2)} ms (bare ${
+          a.cpuMsPerRequest.toFixed(2)
+        } ms)` +
         (wrk ? "" : " (wrk missing: apt-get install wrk)") +
         (b.non2xx ? `; ${b.non2xx} non-2xx answers` : ""),
       detail: { baton: b, bare: a },
