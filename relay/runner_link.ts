@@ -163,6 +163,8 @@ export interface AcceptRunnerOptions {
   calls: RunnerCalls;
   /** Resolves an API key or runner token to its owner. */
   principalFromKey: (key: string) => Promise<Principal | null>;
+  /** The key shown in the handshake's headers, if any: the hello must carry the same. */
+  headerKey?: string | null;
   /** Called once the hello is accepted (lifts the transport's first-message limit). */
   authenticated?: () => void;
   /** How long the socket may stay without an accepted hello; default HELLO_TIMEOUT_MS. */
@@ -208,7 +210,8 @@ export function acceptRunnerSocket(socket: ChannelSocket, options: AcceptRunnerO
     if (typeof hello.runnerId !== "string" || !RUNNER_ID.test(hello.runnerId)) {
       return reject(CloseCode.badHello, "bad_hello", "Invalid runnerId");
     }
-    const principal = typeof hello.apiKey === "string"
+    const sameKey = !options.headerKey || hello.apiKey === options.headerKey;
+    const principal = typeof hello.apiKey === "string" && sameKey
       ? await options.principalFromKey(hello.apiKey)
       : null;
     if (!principal) {

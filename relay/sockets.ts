@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import { RUNNER_WS_PATH, VIEWER_WS_PATH } from "../shared/protocol.ts";
-import type { Auth, Principal } from "./auth.ts";
+import { type Auth, keyFromHeaders, type Principal } from "./auth.ts";
 import { clientIp, HttpError, type RelayEnv } from "./_http.ts";
 import type { Hub } from "./hub.ts";
 import { acceptRunnerSocket } from "./runner_link.ts";
@@ -29,8 +29,10 @@ export interface SocketRoutesOptions {
 
 /**
  * The runner's control channel and the viewers' channel. A runner proves
- * itself with its first message; a browser viewer by its cookie (and its
- * Origin), an API client by its key header or its first message.
+ * itself with its first message, the hello (and may show the same key in a
+ * header first, which lets that hello be as large as its sessions need); a
+ * browser viewer by its cookie (and its Origin), an API client by its key
+ * header or its first message.
  */
 export function socketRoutes(options: SocketRoutesOptions): Hono<RelayEnv> {
   const { auth, hub, calls, originAllowed } = options;
@@ -43,12 +45,19 @@ export function socketRoutes(options: SocketRoutesOptions): Hono<RelayEnv> {
     return options.upgrade(req, { channel, address, authenticated });
   };
 
-  app.get(RUNNER_WS_PATH, (c) => {
+  app.get(RUNNER_WS_PATH, async (c) => {
     requireUpgrade(c.req.raw);
+    // A key shown at the handshake lifts the small limit on the first
+    // message (MAX_RUNNER_HELLO_BYTES), so that a hello listing many sessions
+    // fits; the hello must carry the same key, and is where a bad one is
+    // refused (with the close code a runner stops on).
+    const headerKey = keyFromHeaders(c.req.raw.headers);
+    const keyed = headerKey !== null && (await auth.principalFromKey(headerKey)) !== null;
     const address = clientIp(c, options.trustProxy ?? false);
-    const { socket, response, authenticated } = upgrade(c.req.raw, "runner", address, false);
+    const { socket, response, authenticated } = upgrade(c.req.raw, "runner", address, keyed);
     acceptRunnerSocket(socket, {
       hub,
+      headerKey,
       principalFromKey: auth.principalFromKey,
       calls,
       authenticated,

@@ -134,8 +134,13 @@ export class ControlLink {
   #connectOnce(signal: AbortSignal): Promise<{ reason: string; rejected?: RelayRejectedError }> {
     return new Promise((resolve) => {
       let socket: RelaySocket;
+      // The key goes in the handshake too: the relay checks it there, and a
+      // hello listing many sessions may then be larger than an unknown one's.
+      const hello = this.#opts.hello();
       try {
-        socket = openRelaySocket(this.#opts.url, this.#opts.handshakeMs);
+        socket = openRelaySocket(this.#opts.url, this.#opts.handshakeMs, {
+          "x-api-key": hello.apiKey,
+        });
       } catch (err) {
         resolve({ reason: String(err) });
         return;
@@ -157,7 +162,15 @@ export class ControlLink {
       signal.addEventListener("abort", onAbort, { once: true });
 
       socket.on("open", () => {
-        socket.send(JSON.stringify({ t: "hello", v: PROTOCOL_VERSION, ...this.#opts.hello() }));
+        // The sessions held now, the key the handshake showed.
+        socket.send(
+          JSON.stringify({
+            t: "hello",
+            v: PROTOCOL_VERSION,
+            ...this.#opts.hello(),
+            apiKey: hello.apiKey,
+          }),
+        );
       });
       socket.on("message", (data, isBinary) => {
         lastHeard = Date.now();

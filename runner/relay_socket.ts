@@ -20,8 +20,13 @@ export type RelaySocket = WebSocket;
 export const OPEN = WebSocket.OPEN;
 
 /** Dials `url` (`ws(s)://host/_runner`); a handshake not done within `handshakeMs` fails. */
-export function openRelaySocket(url: string, handshakeMs = 15_000): RelaySocket {
+export function openRelaySocket(
+  url: string,
+  handshakeMs = 15_000,
+  headers: Record<string, string> = {},
+): RelaySocket {
   return new WebSocket(url, {
+    headers,
     perMessageDeflate: false,
     handshakeTimeout: handshakeMs,
     maxPayload: MAX_WS_MESSAGE_BYTES,

@@ -333,7 +333,9 @@ export const MAX_VIEWER_AUTH_BYTES = 16 * 1024;
 /**
  * What a runner socket may receive in all before its hello is accepted; 1009
  * beyond it. The hello lists the runner's sessions (~150 bytes each, so
- * about 1,500 of them) and its roots.
+ * about 1,500 of them) and its roots: a runner that shows its key in the
+ * upgrade request's headers (the daemon does) may send a hello up to
+ * MAX_WS_MESSAGE_BYTES.
  */
 export const MAX_RUNNER_HELLO_BYTES = 256 * 1024;
 

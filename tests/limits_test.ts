@@ -7,7 +7,7 @@
  * from /proc.
  */
 import assert from "node:assert/strict";
-import { PROTOCOL_VERSION } from "../shared/protocol.ts";
+import { MAX_RUNNER_HELLO_BYTES, PROTOCOL_VERSION } from "../shared/protocol.ts";
 import { signUp, type User } from "./harness/client.ts";
 import { RelayProcess } from "./harness/procs.ts";
 import { rawRequest } from "./harness/raw_http.ts";
@@ -134,6 +134,50 @@ Deno.test("each channel refuses a message over its limit with 1009 and takes one
     // The relay may close before the whole message is written.
     await runner.send({ t: "ping", pad: pad(9 * MB) }).catch(() => {});
     assert.equal(await within(runner.closed, 10_000, "runner closed"), 1009);
+  });
+});
+
+Deno.test("a runner holding thousands of sessions connects by showing its key in the handshake", async () => {
+  await withRelay({}, async (relay) => {
+    const user: User = await signUp(relay.url);
+    const sessions = Array.from({ length: 3000 }, (_, i) => ({
+      sessionId: `sess-${String(i).padStart(6, "0")}-${"x".repeat(40)}`,
+      cwd: `/home/someone/projects/a-fairly-long-project-name/${"sub/".repeat(10)}${i}`,
+    }));
+    const hello = (apiKey: string) => ({
+      t: "hello",
+      v: PROTOCOL_VERSION,
+      apiKey,
+      runnerId: "busy-runner",
+      name: "busy",
+      roots: [],
+      version: "0",
+      platform: "linux",
+      sessions,
+    });
+    assert.ok(JSON.stringify(hello(user.apiKey)).length > MAX_RUNNER_HELLO_BYTES);
+
+    // Without the key in the handshake, so large a first message is refused.
+    const anonymous = await WsPeer.open(relay.port, "/_runner");
+    await anonymous.send(hello(user.apiKey)).catch(() => {});
+    assert.equal(await within(anonymous.closed, 10_000, "anonymous runner closed"), 1009);
+
+    // With it (what the runner daemon sends), the same hello is welcome.
+    const keyed = await WsPeer.open(relay.port, "/_runner", { "x-api-key": user.apiKey });
+    await keyed.send(hello(user.apiKey));
+    await keyed.next(isT("welcome"), 20_000);
+    keyed.close();
+
+    // The hello must carry the key the handshake showed.
+    const made = await user.api("/api/keys", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ name: "second" }),
+    });
+    const second = (await made.json()) as { key: string };
+    const mixed = await WsPeer.open(relay.port, "/_runner", { "x-api-key": second.key });
+    await mixed.send(hello(user.apiKey));
+    assert.equal(await within(mixed.closed, 10_000, "mixed-key runner closed"), 4001);
   });
 });
 
