@@ -1,12 +1,12 @@
-import { Hono } from "hono";
+import { type ErrorHandler, type Handler, Hono } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { join } from "node:path";
 import { makePrivate } from "../shared/private_files.ts";
-import type { HealthResponse } from "../shared/api.ts";
 import { RUNNER_WS_PATH, VIEWER_WS_PATH } from "../shared/protocol.ts";
 import { createAuth } from "./auth.ts";
 import { type Database, openDatabase } from "./store/db.ts";
 import { RelayError } from "./errors.ts";
+import type { HealthResponse } from "../shared/api.ts";
 import {
   errorResponse,
   HttpError,
@@ -15,18 +15,10 @@ import {
   relayErrorResponse,
 } from "./_http.ts";
 import { Hub } from "./hub.ts";
+import { browserAccess } from "./principal.ts";
+import type { apiRoutes } from "./api.ts";
 import type { RetentionPolicy } from "./retention.ts";
-import { browserAccess, requirePrincipal } from "./principal.ts";
-import { scopeGuard } from "./scopes.ts";
-import { openApiRoute, routeDoc } from "./routes/_openapi.ts";
-import { accountRoutes } from "./routes/accounts.ts";
 import { TriggerCalls } from "./runner_calls.ts";
-import { keyRoutes } from "./routes/keys.ts";
-import { runnerRoutes } from "./routes/runners.ts";
-import { sessionRoutes } from "./routes/sessions.ts";
-import { settingsRoutes } from "./routes/settings.ts";
-import { runnerTriggerRoutes, sessionTriggerRoutes } from "./routes/triggers.ts";
-import { webhookFireRoute, webhookRoutes } from "./routes/webhooks.ts";
 import { SecretBox } from "./secret_box.ts";
 import { TriggerListeners } from "./trigger_listeners.ts";
 import { Triggers } from "./triggers.ts";
@@ -106,6 +98,11 @@ export interface Relay {
   app: Hono<RelayEnv>;
   hub: Hub;
   store: Store;
+  /**
+   * Every route the relay serves, method and path (the API's are loaded for
+   * it if no request has loaded them yet).
+   */
+  routes(): Promise<{ method: string; path: string }[]>;
   /** `Deno.serve` handler (passes connection info through to the app). */
   fetch: (req: Request, info?: Deno.ServeHandlerInfo) => Response | Promise<Response>;
   /** Closes every socket and the database. */
@@ -202,7 +199,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
 
   const app = new Hono<RelayEnv>();
 
-  app.onError((err, c) => {
+  const onError: ErrorHandler<RelayEnv> = (err, c) => {
     if (err instanceof RelayError) return relayErrorResponse(c, err);
     if (err instanceof HttpError) {
       return errorResponse(c, err.status, err.code, err.message, err.headers);
@@ -220,7 +217,8 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     }
     options.log?.(`internal error on ${c.req.method} ${c.req.path}: ${err?.stack ?? err}`);
     return errorResponse(c, 500, "internal", "Internal error");
-  });
+  };
+  app.onError(onError);
   app.notFound((c) => {
     // A browser opening an address of its own (a mistyped one, a bookmark,
     // `/settings/`) gets the app rather than a page of JSON.
@@ -257,30 +255,30 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     });
   }
 
-  const healthDoc = routeDoc({
-    tag: "Health",
-    summary: "Liveness: the process serves requests (the database is not queried)",
-    auth: "none",
-    ok: '`{"status": "ok"}`',
-  });
-  app.get("/health", healthDoc, (c) => c.json({ status: "ok" } satisfies HealthResponse));
-  // The API's contract, public: it holds what the source does, none of the relay's data.
-  app.get("/api/openapi.json", openApiRoute(app));
-  app.route(API_PREFIX, accountRoutes({ auth, store, hub, allowSignup, trustProxy }));
-  // Webhook senders prove themselves with a signature, not a cookie or key.
-  app.route("/api/webhooks", webhookFireRoute(webhooks));
-
-  // Every other /api route needs a principal (cookie or key).
-  app.use("/api/*", requirePrincipal(auth, originAllowed));
-  // Read-only keys, keys bound to a runner and runner tokens reach less.
-  app.use("/api/*", scopeGuard(store));
-  app.route("/api/keys", keyRoutes(store, hub.credentials));
-  app.route("/api/runners", runnerRoutes(hub.runners, hub.sessions));
-  app.route("/api/runners", runnerTriggerRoutes(listeners));
-  app.route("/api/sessions", sessionRoutes(hub));
-  app.route("/api/sessions", sessionTriggerRoutes(triggers));
-  app.route("/api/settings", settingsRoutes(store));
-  app.route("/api/webhooks", webhookRoutes(webhooks));
+  const health: Handler<RelayEnv> = (c) => c.json({ status: "ok" } satisfies HealthResponse);
+  app.get("/health", health);
+  // The API is loaded on its first request (see api.ts).
+  let api: Promise<ReturnType<typeof apiRoutes>> | null = null;
+  const loadApi = () =>
+    api ??= import("./api.ts").then((m) =>
+      m.apiRoutes({
+        auth,
+        store,
+        hub,
+        triggers,
+        listeners,
+        webhooks,
+        allowSignup,
+        trustProxy,
+        originAllowed,
+        onError,
+        health,
+      })
+    ).catch((err) => {
+      api = null;
+      throw err;
+    });
+  app.all(`${API_PREFIX}/*`, async (c) => (await loadApi()).fetch(c.req.raw, c.env));
 
   app.route(
     "/",
@@ -301,6 +299,16 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     app,
     hub,
     store,
+    async routes() {
+      const all = [...app.routes, ...(await loadApi()).routes];
+      const seen = new Set<string>();
+      return all.filter((r) => {
+        const key = `${r.method} ${r.path}`;
+        if (r.method === "ALL" || seen.has(key)) return false;
+        seen.add(key);
+        return true;
+      }).map(({ method, path }) => ({ method, path }));
+    },
     fetch: (req, info) => app.fetch(req, info),
     async close() {
       if (closed) return;

@@ -6,12 +6,6 @@
  */
 import type { z } from "zod";
 import { invalid, notFound } from "./errors.ts";
-import {
-  RespondBody,
-  SubscriptionBody,
-  UnsubscribeCall,
-  UpdateSubscriptionCall,
-} from "./routes/trigger_schemas.ts";
 import type { RunnerCalls } from "./runner_link.ts";
 import type { Store } from "./store/mod.ts";
 import type { Triggers } from "./triggers.ts";
@@ -24,13 +18,19 @@ export class TriggerCalls implements RunnerCalls {
     return this.triggers.announce(runnerId, defs);
   }
 
-  /** Serves a runner's call on behalf of one of its sessions' agents. */
-  call(
+  /**
+   * Serves a runner's call on behalf of one of its sessions' agents. The
+   * schemas (zod) are loaded on the first call, as the HTTP API loads them.
+   */
+  async call(
     link: { runnerId: string; userId: string },
     op: string,
     data: Record<string, unknown>,
-  ): unknown {
+  ): Promise<unknown> {
     const { triggers } = this;
+    const { RespondBody, SubscriptionBody, UnsubscribeCall, UpdateSubscriptionCall } = await import(
+      "./routes/trigger_schemas.ts"
+    );
     const sessionId = typeof data.sessionId === "string" ? data.sessionId : "";
     const s = this.store.sessions.get(sessionId);
     if (!s || s.runnerId !== link.runnerId || s.userId !== link.userId) throw notFound("Session");

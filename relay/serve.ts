@@ -172,8 +172,10 @@ function listenHttp(options: HttpOptions): Server {
       socket.end(rawJsonError("400 Bad Request", "bad_request", "Bad request target or headers"));
       return;
     }
-    transport.hold(request, { req, socket, head });
-    Promise.resolve(options.fetch(request, connectionInfo(socket))).then(
+    transport.ready().then(() => {
+      transport.hold(request, { req, socket, head });
+      return options.fetch(request, connectionInfo(socket));
+    }).then(
       (response) => transport.isUpgraded(request) ? undefined : writeRawResponse(response, socket),
     ).catch((err) => {
       options.log(`upgrade failed: ${err}`);

@@ -20,7 +20,7 @@
  */
 import type { IncomingMessage } from "node:http";
 import type { Socket } from "node:net";
-import { WebSocket, WebSocketServer } from "ws";
+import type { WebSocket, WebSocketServer } from "ws";
 import { CloseCode } from "../shared/protocol.ts";
 import { AddressCounter } from "./address_limits.ts";
 import { HttpError } from "./_http.ts";
@@ -86,26 +86,40 @@ const KEY = /^[+/0-9A-Za-z]{22}==$/;
 export class WsTransport {
   readonly #raw = new WeakMap<Request, RawUpgrade>();
   readonly #upgraded = new WeakSet<Request>();
-  readonly #servers: Record<Channel, WebSocketServer>;
+  #servers: Record<Channel, WebSocketServer> | null = null;
+  #loading: Promise<void> | null = null;
   readonly #live: Record<Channel, Set<Live>> = { viewer: new Set(), runner: new Set() };
   readonly #timers: ReturnType<typeof setInterval>[] = [];
   readonly #unauthenticated: AddressCounter;
 
   constructor(readonly limits: WsLimits) {
-    const server = (channel: Channel) =>
-      new WebSocketServer({
-        noServer: true,
-        maxPayload: limits.maxMessageBytes[channel],
-        perMessageDeflate: false,
-        clientTracking: false,
-      });
-    this.#servers = { viewer: server("viewer"), runner: server("runner") };
     this.#unauthenticated = new AddressCounter(limits.unauthenticatedPerAddress);
     for (const channel of ["viewer", "runner"] as const) {
       const timer = setInterval(() => this.#sweep(channel), limits.idleSeconds[channel] * 500);
       Deno.unrefTimer(timer as unknown as number);
       this.#timers.push(timer);
     }
+  }
+
+  /**
+   * Loads npm:ws, on the first upgrade: a relay no runner or browser has
+   * connected to yet does without it.
+   */
+  ready(): Promise<void> {
+    this.#loading ??= import("ws").then(({ WebSocketServer }) => {
+      const server = (channel: Channel) =>
+        new WebSocketServer({
+          noServer: true,
+          maxPayload: this.limits.maxMessageBytes[channel],
+          perMessageDeflate: false,
+          clientTracking: false,
+        });
+      this.#servers = { viewer: server("viewer"), runner: server("runner") };
+    }).catch((err) => {
+      this.#loading = null;
+      throw err;
+    });
+    return this.#loading;
   }
 
   /** Keeps node's upgrade request for the route that will handle `request`. */
@@ -156,6 +170,7 @@ export class WsTransport {
       pending = false;
     };
     let ws: WebSocket | null = null;
+    if (!this.#servers) throw new Error("WsTransport: upgrade before ready()");
     this.#servers[channel].handleUpgrade(raw.req, raw.socket, raw.head, (w) => ws = w);
     const accepted = ws as WebSocket | null;
     if (!accepted) {

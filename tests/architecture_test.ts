@@ -205,15 +205,21 @@ async function loadedAtStart(root: string): Promise<{ start: Set<string>; later:
   return { start, later };
 }
 
-Deno.test("baton relay loads better-auth only on first use, and never the runner", async () => {
+Deno.test("baton relay loads better-auth, the HTTP API and ws only on first use, and never the runner", async () => {
   // Each would be memory an idle relay holds for nothing (docs/performance.md,
-  // "Idle relay memory"): better-auth ~30 MB, the runner's daemon (through
-  // cli/_args.ts once) its WebSocket client and ~4 MB more.
+  // "Idle relay memory"): better-auth ~30 MB, the API's routes with zod and
+  // hono-openapi ~13 MB, ws ~3 MB, the runner's daemon (through cli/_args.ts
+  // once) its WebSocket client and ~4 MB more.
   const { start, later } = await loadedAtStart("cli/relay.ts");
   const unwanted = [...start].filter((s) =>
-    /^npm:\/(better-auth|@better-auth\/|@mariozechner\/)/.test(s) || s.startsWith("runner/")
+    /^npm:\/(better-auth|@better-auth\/|@mariozechner\/|zod@|hono-openapi@|ws@)/.test(s) ||
+    s.startsWith("runner/") || s.startsWith("relay/routes/") || s === "relay/api.ts"
   );
   assert.deepEqual(unwanted, []);
-  assert.ok(later.has("relay/_better_auth.ts"), "better-auth is still there to load on first use");
-  assert.ok([...later].some((s) => s.startsWith("npm:/better-auth@")));
+  for (const module of ["relay/_better_auth.ts", "relay/api.ts", "relay/routes/sessions.ts"]) {
+    assert.ok(later.has(module), `${module} is still there to load on first use`);
+  }
+  for (const pkg of ["better-auth@", "zod@", "hono-openapi@", "ws@"]) {
+    assert.ok([...later].some((s) => s.startsWith(`npm:/${pkg}`)), `${pkg} loads on first use`);
+  }
 });

@@ -197,16 +197,7 @@ async function relayRoutes(): Promise<{ method: string; path: string }[]> {
     baseUrl: "http://127.0.0.1:1",
   });
   try {
-    const seen = new Set<string>();
-    const routes: { method: string; path: string }[] = [];
-    for (const r of relay.app.routes) {
-      if (r.method === "ALL") continue;
-      const key = `${r.method} ${r.path}`;
-      if (seen.has(key)) continue;
-      seen.add(key);
-      routes.push({ method: r.method, path: r.path });
-    }
-    return routes;
+    return await relay.routes();
   } finally {
     await relay.close();
     await Deno.remove(dataDir, { recursive: true }).catch(() => {});

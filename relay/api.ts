@@ -1,0 +1,91 @@
+/**
+ * The HTTP API: every route under `/api`, with the principal and scope
+ * checks in front of them and the OpenAPI document that describes them.
+ * createRelay loads this module on the first request under `/api`, so a
+ * relay nobody has used yet carries neither the routes nor the libraries
+ * that validate and describe them (zod, hono-openapi: about 15 MB).
+ *
+ * @module
+ */
+import { type ErrorHandler, type Handler, Hono } from "hono";
+import type { Auth } from "./auth.ts";
+import { errorResponse, type RelayEnv } from "./_http.ts";
+import type { Hub } from "./hub.ts";
+import { requirePrincipal } from "./principal.ts";
+import { scopeGuard } from "./scopes.ts";
+import type { Store } from "./store/mod.ts";
+import type { TriggerListeners } from "./trigger_listeners.ts";
+import type { Triggers } from "./triggers.ts";
+import type { Webhooks } from "./webhooks.ts";
+import { openApiRoute, routeDoc } from "./routes/_openapi.ts";
+import { accountRoutes } from "./routes/accounts.ts";
+import { keyRoutes } from "./routes/keys.ts";
+import { runnerRoutes } from "./routes/runners.ts";
+import { sessionRoutes } from "./routes/sessions.ts";
+import { settingsRoutes } from "./routes/settings.ts";
+import { runnerTriggerRoutes, sessionTriggerRoutes } from "./routes/triggers.ts";
+import { webhookFireRoute, webhookRoutes } from "./routes/webhooks.ts";
+
+/** What the API's routes are built over. */
+export interface ApiOptions {
+  auth: Auth;
+  store: Store;
+  hub: Hub;
+  triggers: Triggers;
+  listeners: TriggerListeners;
+  webhooks: Webhooks;
+  allowSignup: boolean;
+  trustProxy: boolean;
+  originAllowed: (req: Request) => boolean;
+  /** The relay's error answers, shared with the routes outside /api. */
+  onError: ErrorHandler<RelayEnv>;
+  /** `GET /health`, which the relay serves itself: the document describes it too. */
+  health: Handler<RelayEnv>;
+}
+
+/** Every `/api` route, on an app that receives the whole request (its path starts with /api). */
+export function apiRoutes(o: ApiOptions): Hono<RelayEnv> {
+  const app = new Hono<RelayEnv>();
+  app.onError(o.onError);
+  app.notFound((c) =>
+    errorResponse(c, 404, "not_found", `No route: ${c.req.method} ${c.req.path}`)
+  );
+
+  // The API's contract, public: it holds what the source does, none of the relay's data.
+  const documented = new Hono<RelayEnv>();
+  app.get("/api/openapi.json", openApiRoute(documented));
+  app.route(
+    "/api",
+    accountRoutes({
+      auth: o.auth,
+      store: o.store,
+      hub: o.hub,
+      allowSignup: o.allowSignup,
+      trustProxy: o.trustProxy,
+    }),
+  );
+  // Webhook senders prove themselves with a signature, not a cookie or key.
+  app.route("/api/webhooks", webhookFireRoute(o.webhooks));
+
+  // Every other /api route needs a principal (cookie or key).
+  app.use("/api/*", requirePrincipal(o.auth, o.originAllowed));
+  // Read-only keys, keys bound to a runner and runner tokens reach less.
+  app.use("/api/*", scopeGuard(o.store));
+  app.route("/api/keys", keyRoutes(o.store, o.hub.credentials));
+  app.route("/api/runners", runnerRoutes(o.hub.runners, o.hub.sessions));
+  app.route("/api/runners", runnerTriggerRoutes(o.listeners));
+  app.route("/api/sessions", sessionRoutes(o.hub));
+  app.route("/api/sessions", sessionTriggerRoutes(o.triggers));
+  app.route("/api/settings", settingsRoutes(o.store));
+  app.route("/api/webhooks", webhookRoutes(o.webhooks));
+
+  const healthDoc = routeDoc({
+    tag: "Health",
+    summary: "Liveness: the process serves requests (the database is not queried)",
+    auth: "none",
+    ok: '`{"status": "ok"}`',
+  });
+  documented.get("/health", healthDoc, o.health);
+  documented.route("/", app);
+  return app;
+}
