@@ -258,8 +258,8 @@ export function skillRoutes(runners: RunnerRegistry): Hono<RelayEnv> {
       }),
       async (c) => {
         owned(c);
-        const name = checkName(c.req.param("name"));
         const body = await readJson(c, Update);
+        const name = checkName(c.req.param("name"));
         const req: DocsRequest = {
           kind,
           action: "update",
