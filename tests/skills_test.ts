@@ -16,10 +16,10 @@ import type {
   SkillsChangeResponse,
   SkillsListResponse,
 } from "../shared/api.ts";
-import { errorCode, json, signUp, type User } from "./harness/client.ts";
+import { errorCode, json, signIn, signUp, type User } from "./harness/client.ts";
 import { type Stack, startTestRelay, withStack } from "./harness/in_process.ts";
-import { MODEL } from "./harness/mock_llm.ts";
-import { startRunner, tempDir } from "./harness/procs.ts";
+import { MockLlm, MODEL } from "./harness/mock_llm.ts";
+import { baseEnv, BatonProcess, startRunner, tempDir } from "./harness/procs.ts";
 
 const SKILL = (name: string, description: string, body = "Do the thing.") =>
   `---\nname: ${name}\ndescription: ${description}\n---\n\n# ${name}\n\n${body}\n`;
@@ -387,5 +387,45 @@ Deno.test("another user's runner answers as an unknown one, a read-only key cann
     if (!passed) console.error(runner.proc.output());
     await runner.stop();
     await Deno.remove(runner.home, { recursive: true }).catch(() => {});
+  }
+});
+
+Deno.test("baton up --no-plugins keeps the local runner's sessions free of plugins", async () => {
+  const home = await tempDir("baton-up-plugins-");
+  const llm = MockLlm.start();
+  await llm.writeModelsJson(home);
+  const extension = await writeExtension(home);
+  const password = "owner password 1";
+  const proc = BatonProcess.start("up", {
+    args: ["up", "--port", "0", "--no-plugins"],
+    env: baseEnv(home, { BATON_OWNER_PASSWORD: password }),
+  });
+  let passed = false;
+  try {
+    const [, url] = await proc.waitFor(/listening on (http:\/\/\S+)/);
+    await proc.waitFor(/connected to relay as runner/);
+    const cookie = await signIn(url!, "owner@baton.local", password);
+    const web = (path: string, init: RequestInit = {}) =>
+      fetch(`${url}${path}`, { ...init, headers: { ...init.headers, cookie } });
+    const [runner]: RunnerListResponse = await (await web("/api/runners")).json();
+    const list = await ok<PluginsResponse>(web(`/api/runners/${runner!.id}/plugins`), "plugins");
+    assert.deepEqual(list.plugins.map((p) => p.path), [extension]);
+    assert.equal(list.skipped, true);
+    llm.enqueue({ text: "ok" });
+    const spawn = await web(
+      "/api/runners/spawn",
+      json("POST", { runnerId: runner!.id, prompt: "hello", model: MODEL }),
+    );
+    assert.equal(spawn.status, 200, await spawn.text());
+    await llm.waitForRequests(1);
+    const tools = (llm.requests[0]!.tools ?? []).map((t) => t.function.name);
+    assert.equal(tools.includes("baton_marker_tool"), false, `tools: ${tools}`);
+    assert.ok(tools.length > 0);
+    passed = true;
+  } finally {
+    if (!passed) console.error(proc.output());
+    await proc.stop();
+    await llm.close();
+    await Deno.remove(home, { recursive: true }).catch(() => {});
   }
 });
