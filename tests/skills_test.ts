@@ -66,7 +66,8 @@ async function firstRequest(s: Stack, prompt: string) {
 }
 
 Deno.test("skills and agent definitions round-trip through the API as pi's own files", async (t) => {
-  await withStack({}, async (s) => {
+  const root = await tempDir("baton-skills-root-");
+  await withStack({ runnerEnv: { BATON_WORKSPACE_ROOT: root } }, async (s) => {
     const base = `/api/runners/${s.runnerId}`;
     const skillsDir = join(s.home, ".baton", "skills");
     const agentsDir = join(s.home, ".baton", "agents");
@@ -173,7 +174,7 @@ Deno.test("skills and agent definitions round-trip through the API as pi's own f
     });
 
     await t.step("a project folder adds its own skills and agents, marked read-only", async () => {
-      const project = join(s.home, "proj");
+      const project = join(root, "proj");
       await Deno.mkdir(join(project, ".pi", "skills", "lint-rules"), { recursive: true });
       await Deno.writeTextFile(
         join(project, ".pi", "skills", "lint-rules", "SKILL.md"),
@@ -194,8 +195,15 @@ Deno.test("skills and agent definitions round-trip through the API as pi's own f
       assert.equal(doc.content, "Review.");
       const rel = await s.user.api(`${base}/skills?cwd=proj`);
       assert.equal(await errorCode(rel, 400, "relative cwd"), "bad_request");
+      const outside = await s.user.api(`${base}/agents?cwd=${encodeURIComponent(s.home)}`);
+      assert.equal(await errorCode(outside, 400, "cwd outside"), "cwd_outside_roots");
+      const escape = await s.user.api(
+        `${base}/plugins?cwd=${encodeURIComponent(join(root, "proj", "..", ".."))}`,
+      );
+      assert.equal(await errorCode(escape, 400, "cwd escaping"), "cwd_outside_roots");
     });
   });
+  await Deno.remove(root, { recursive: true }).catch(() => {});
 });
 
 Deno.test("names with a path separator, '..', a backslash or NUL are refused and nothing is written", async () => {
