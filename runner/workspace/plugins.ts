@@ -63,7 +63,7 @@ export class PluginCatalog {
 /** A name for an extension: its package's source, its folder, or its file. */
 function pluginOf(r: PiResource): PluginInfo {
   const scope = r.metadata.scope === "project" ? "project" : "user";
-  const source = r.metadata.origin === "package" ? r.metadata.source : r.metadata.source;
+  const source = r.metadata.source;
   let name: string;
   if (r.metadata.origin === "package") {
     const base = r.metadata.baseDir;
