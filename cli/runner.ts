@@ -21,7 +21,8 @@ Options:
                    default the hostname)
   --safe-mode      Skip MCP servers, plugins, hooks and the relay
   --no-mcp         Skip MCP servers (env BATON_NO_MCP=1)
-  --no-plugins     Skip plugins and pi extensions (env BATON_NO_PLUGINS=1)
+  --no-plugins     Sessions load no plugins: pi extensions (~/.baton/extensions, a project's
+                   .pi/extensions) and packages of settings.json (env BATON_NO_PLUGINS=1)
   --no-hooks       Skip hooks (env BATON_NO_HOOKS=1)
   --no-relay       Do not connect to a relay (env BATON_NO_RELAY=1; config relayUrl "off");
                    a runner needs one, so with this (or --safe-mode) it exits with a message
@@ -40,6 +41,8 @@ Environment (those naming a config key fall back to ~/.baton/config.json):
 
 The runner id is kept in ~/.baton/runner.json. Models: pi's built-in providers
 with their API keys, plus custom providers in ~/.baton/models.json.
+Skills are ~/.baton/skills/<name>/SKILL.md and agent definitions ~/.baton/agents/<name>.md
+(pi's formats; the web app's runner settings and the API edit them there).
 `;
 
 /** `baton runner`. */

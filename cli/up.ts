@@ -31,6 +31,8 @@ Options:
                       (env BATON_ALLOWED_HOSTS; see baton relay --help)
   --email <email>     Owner email on first start (env BATON_OWNER_EMAIL)
   --no-runner         Start only the relay
+  --no-plugins        The local runner's sessions load no plugins (pi extensions and
+                      packages); env BATON_NO_PLUGINS=1 does the same
   -h, --help          Show this help
 
 Environment:
@@ -51,6 +53,7 @@ export async function upMain(argv: string[]): Promise<number> {
     "allowed-hosts": { type: "string", env: "BATON_ALLOWED_HOSTS" },
     email: { type: "string", env: "BATON_OWNER_EMAIL" },
     "no-runner": { type: "boolean" },
+    "no-plugins": { type: "boolean" },
   });
   const dataDir = values["data-dir"] ?? join(homeDir(), ".baton", "relay");
   const served = await serveRelay({
@@ -88,7 +91,7 @@ export async function upMain(argv: string[]): Promise<number> {
     const runnerId = await ensureRunnerId(join(homeDir(), ".baton"));
     const token = await localRunnerToken(relay.store, { ownerId: owner.id, runnerId, dataDir });
     runnerDone = supervise({
-      daemonArgs: [],
+      daemonArgs: values["no-plugins"] ? ["--no-plugins"] : [],
       env: runnerEnv(served.baseUrl),
       apiKey: token,
       log: (line) => console.error(`[runner] ${line}`),

@@ -23,6 +23,7 @@ import { keyRoutes } from "./routes/keys.ts";
 import { runnerRoutes } from "./routes/runners.ts";
 import { sessionRoutes } from "./routes/sessions.ts";
 import { settingsRoutes } from "./routes/settings.ts";
+import { skillRoutes } from "./routes/skills.ts";
 import { runnerTriggerRoutes, sessionTriggerRoutes } from "./routes/triggers.ts";
 import { webhookFireRoute, webhookRoutes } from "./routes/webhooks.ts";
 
@@ -74,6 +75,7 @@ export function apiRoutes(o: ApiOptions): Hono<RelayEnv> {
   app.route("/api/keys", keyRoutes(o.store, o.hub.credentials));
   app.route("/api/runners", runnerRoutes(o.hub.runners, o.hub.sessions));
   app.route("/api/runners", runnerTriggerRoutes(o.listeners));
+  app.route("/api/runners", skillRoutes(o.hub.runners));
   app.route("/api/sessions", sessionRoutes(o.hub));
   app.route("/api/sessions", sessionTriggerRoutes(o.triggers));
   app.route("/api/settings", settingsRoutes(o.store));

@@ -41,6 +41,8 @@ import { WorkerProcess } from "./worker_host.ts";
 import { takeSecrets, withoutSecrets } from "./_secrets.ts";
 import { makePrivate } from "../shared/private_files.ts";
 import { assertModelKnown, listModels } from "./models.ts";
+import { DocCatalog } from "./workspace/skills.ts";
+import { PluginCatalog } from "./workspace/plugins.ts";
 
 /** Exit codes the supervisor understands. */
 export const DaemonExit = {
@@ -108,9 +110,19 @@ export class Daemon {
   #spare: WorkerProcess | null = null;
   #nextInputId = 1;
   #flushTimer: ReturnType<typeof setTimeout> | null = null;
+  readonly #docs: DocCatalog;
+  readonly #plugins: PluginCatalog;
 
   constructor(options: DaemonOptions) {
     this.#opts = options;
+    const { batonDir, home, skip } = options.config;
+    this.#docs = new DocCatalog({ batonDir, home, roots: options.roots });
+    this.#plugins = new PluginCatalog({
+      batonDir,
+      home,
+      roots: options.roots,
+      skipped: skip.plugins,
+    });
     this.#registry = new SessionRegistry(options.config.batonDir);
     this.#link = new ControlLink({
       url: controlUrl(options.config.relayUrl!),
@@ -583,6 +595,10 @@ export class Daemon {
         return this.#trigger(data as TriggerRequest);
       case "models":
         return listModels(this.#opts.config.batonDir).then((r) => r);
+      case "docs":
+        return this.#docs.request(data);
+      case "plugins":
+        return this.#plugins.request(data);
       case "delete_session":
         return this.#deleteSession(data as { sessionId?: unknown });
       case "stop":

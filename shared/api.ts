@@ -479,3 +479,8 @@ export interface WebhookListResponse {
 export type WebhookFireResponse =
   | { ok: true; triggerId: string; sessionId: string; duplicate?: true }
   | { ok: true; filtered: true };
+
+// ---------------------------------------------------------------------------
+// Skills, agent definitions and plugins (their own module, re-exported here)
+
+export type * from "./skills_api.ts";

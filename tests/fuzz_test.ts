@@ -625,6 +625,12 @@ function baseBody(w: World, route: string): Record<string, unknown> {
       return { hiddenModels: ["mock/mock-1"] };
     case "POST /api/sessions/:id/input":
       return { kind: "prompt", text: "hello" };
+    case "POST /api/runners/:runnerId/skills":
+    case "POST /api/runners/:runnerId/agents":
+      return { name: "fuzz", content: "---\ndescription: fuzz\n---\n" };
+    case "PUT /api/runners/:runnerId/skills/:name":
+    case "PUT /api/runners/:runnerId/agents/:name":
+      return { content: "fuzz" };
     case "POST /api/auth/*":
       return { email: "fuzz@example.com", password: "correct horse battery", name: "Fuzz" };
   }

@@ -57,6 +57,19 @@ export function defaultAnswer(req: ControlRequest): FakeAnswer {
       return { ok: true, data: { cwd: typeof data.cwd === "string" ? data.cwd : "/fake" } };
     case "models":
       return { ok: true, data: { models: [{ provider: "fake", id: "fake-1", name: "Fake" }] } };
+    case "docs": {
+      const name = typeof data.name === "string" ? data.name : "fake";
+      if (data.action === "get") {
+        return {
+          ok: true,
+          data: { name, content: "", scope: "user", path: "/fake/SKILL.md", editable: true },
+        };
+      }
+      const list = data.action === "list" || data.action === "refresh";
+      return { ok: true, data: list ? { names: [], entries: [], folder: "/fake" } : { names: [] } };
+    }
+    case "plugins":
+      return { ok: true, data: { plugins: [], skipped: false } };
     default:
       return { ok: true, data: {} };
   }

@@ -13,6 +13,8 @@ export type Route =
   | { page: "new" }
   | { page: "session"; id: string }
   | { page: "settings" }
+  /** A runner's skills, agents and plugins. */
+  | { page: "runner"; id: string }
   | { page: "automations" }
   /** An address the app has no page for (the relay serves the app for any page a browser opens). */
   | { page: "missing"; path: string };
@@ -21,6 +23,8 @@ function parseRoute(path: string): Route {
   const m = path.match(/^\/session\/([A-Za-z0-9_-]{1,64})\/?$/);
   if (m) return { page: "session", id: m[1]! };
   if (path === "/settings") return { page: "settings" };
+  const runner = path.match(/^\/settings\/runners\/([A-Za-z0-9_-]{1,64})\/?$/);
+  if (runner) return { page: "runner", id: runner[1]! };
   if (path === "/automations") return { page: "automations" };
   if (path === "/new") return { page: "new" };
   if (path === "/" || path === "") return { page: "home" };

@@ -12,6 +12,7 @@ import { Automations } from "./automations/automations.tsx";
 import { Icon } from "./icon.tsx";
 import { NewSession } from "./new_session.tsx";
 import { PageNotFound } from "./not_found.tsx";
+import { RunnerSettings } from "./runner_settings/runner_settings.tsx";
 import { SessionView } from "./session/session_view.tsx";
 import { Settings } from "./settings/settings.tsx";
 import { ShortcutsDialog, useShortcuts } from "./shortcuts.tsx";
@@ -64,6 +65,8 @@ function usePageTitle(r: Route): string {
     ? current?.title || "Session"
     : r.page === "settings"
     ? "Settings"
+    : r.page === "runner"
+    ? "Runner settings"
     : r.page === "automations"
     ? "Automations"
     : r.page === "new"
@@ -108,6 +111,7 @@ function Page({ route: r }: { route: Route }) {
     <>
       {r.page === "session" && <SessionView key={r.id} id={r.id} />}
       {r.page === "settings" && <Settings />}
+      {r.page === "runner" && <RunnerSettings key={r.id} id={r.id} />}
       {r.page === "automations" && <Automations />}
       {r.page === "new" && <NewSession />}
       {r.page === "missing" && <PageNotFound path={r.path} />}

@@ -8,7 +8,7 @@ import type { RunnerRequest } from "../../../../shared/api.ts";
 import { api } from "../../api.ts";
 import { runners } from "../../store.ts";
 import { Icon } from "../icon.tsx";
-import { UndoableAction } from "../widgets.tsx";
+import { AppLink, UndoableAction } from "../widgets.tsx";
 
 /** Each runner's state and platform; a connected one can be restarted or stopped. */
 export function Runners() {
@@ -46,8 +46,16 @@ export function Runners() {
                   <span class={`dot ${r.connected ? "ok" : "off"}`} aria-hidden="true" />
                   <strong>{r.name}</strong>
                   <span class="badge">{r.connected ? "connected" : "offline"}</span>
+                  <span class="push actions">
+                    <AppLink
+                      href={`/settings/runners/${encodeURIComponent(r.id)}`}
+                      class="btn small"
+                    >
+                      Skills & agents
+                    </AppLink>
+                  </span>
                   {r.connected && (
-                    <span class="push actions">
+                    <span class="actions">
                       <button
                         type="button"
                         class="btn small"

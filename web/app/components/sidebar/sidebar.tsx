@@ -41,7 +41,11 @@ export function Sidebar({ onNavigate }: { onNavigate?: () => void }) {
         >
           <Icon name="bolt" /> Automations
         </AppLink>
-        <AppLink href="/settings" class="side-link" current={route.value.page === "settings"}>
+        <AppLink
+          href="/settings"
+          class="side-link"
+          current={route.value.page === "settings" || route.value.page === "runner"}
+        >
           <Icon name="settings" /> Settings
         </AppLink>
         <div class="me-row">
