@@ -1,10 +1,11 @@
 import { Backoff, delay } from "../shared/backoff.ts";
-import { MAX_LINK_DEPTH, parseJson } from "../shared/json.ts";
+import { jsonTooDeep, MAX_LINK_DEPTH, parseJson } from "../shared/json.ts";
 import {
   type AckMessage,
   CloseCode,
   type ControlRequest,
   type ErrorMessage,
+  MAX_WS_MESSAGE_BYTES,
   PROTOCOL_VERSION,
   type RelayWelcome,
   type ResultMessage,
@@ -74,14 +75,40 @@ export class ControlLink {
 
   /** Sends a message when connected; false when it could not be sent. */
   send(msg: unknown): boolean {
+    return this.#sendText(JSON.stringify(msg));
+  }
+
+  #sendText(text: string): boolean {
     if (!this.connected) return false;
-    this.#socket!.send(JSON.stringify(msg));
+    this.#socket!.send(text);
     return true;
   }
 
-  /** Asks the relay something on behalf of a session (its agent's trigger tools). */
+  /**
+   * Asks the relay something on behalf of a session (its agent's trigger
+   * tools). A call the relay would refuse whole (nested too deep, or over
+   * the channel's message limit, which would also close the link) fails here
+   * at once, with a reason the agent can act on.
+   */
   call(op: string, data: Record<string, unknown>, timeoutMs = 20_000): Promise<unknown> {
     const id = this.#nextCall++;
+    const text = JSON.stringify({ t: "call", id, op, data });
+    if (jsonTooDeep(text, MAX_LINK_DEPTH)) {
+      return Promise.reject(
+        new RequestError(
+          "too_deep",
+          `The arguments nest too deep (over ${MAX_LINK_DEPTH} levels with the call around them)`,
+        ),
+      );
+    }
+    if (new TextEncoder().encode(text).byteLength > MAX_WS_MESSAGE_BYTES) {
+      return Promise.reject(
+        new RequestError(
+          "too_big",
+          `The arguments are over ${MAX_WS_MESSAGE_BYTES / 1024 / 1024} MiB as JSON`,
+        ),
+      );
+    }
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.#calls.delete(id);
@@ -91,7 +118,7 @@ export class ControlLink {
         resolve: (d) => (clearTimeout(timer), resolve(d)),
         reject: (e) => (clearTimeout(timer), reject(e)),
       });
-      if (!this.send({ t: "call", id, op, data })) {
+      if (!this.#sendText(text)) {
         this.#calls.get(id)?.reject(
           new RequestError("relay_offline", "The runner is not connected to its relay right now"),
         );

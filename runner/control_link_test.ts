@@ -47,3 +47,68 @@ Deno.test("a relay that accepts the connection but never answers the upgrade is 
     await accepting.catch(() => {});
   }
 });
+
+Deno.test("a call the relay would refuse whole fails at once and the link stays up", async () => {
+  const { WebSocketServer } = await import("ws");
+  const server = new WebSocketServer({ port: 0, host: "127.0.0.1" });
+  await new Promise((resolve) => server.once("listening", resolve));
+  const received: string[] = [];
+  let closes = 0;
+  server.on("connection", (ws) => {
+    ws.on("close", () => closes++);
+    ws.on("message", (data) => {
+      const msg = JSON.parse(String(data));
+      received.push(msg.t);
+      if (msg.t === "hello") {
+        ws.send(
+          JSON.stringify({ t: "welcome", v: msg.v, runnerId: msg.runnerId, acked: {}, ended: [] }),
+        );
+      }
+      if (msg.t === "call") {
+        ws.send(JSON.stringify({ t: "result", id: msg.id, ok: true, data: {} }));
+      }
+    });
+  });
+  const welcomed = Promise.withResolvers<void>();
+  const link = new ControlLink({
+    url: `ws://127.0.0.1:${(server.address() as { port: number }).port}/_runner`,
+    hello: () => ({
+      apiKey: "brt_x",
+      runnerId: "r",
+      name: "r",
+      roots: [],
+      version: "t",
+      platform: "linux",
+      sessions: [],
+    }),
+    onWelcome: () => welcomed.resolve(),
+    onRequest: () => Promise.resolve({}),
+    onAck: () => {},
+    onRelayError: () => {},
+    log: () => {},
+  });
+  const stop = new AbortController();
+  const running = link.run(stop.signal);
+  try {
+    await welcomed.promise;
+    let deep: unknown = "leaf";
+    for (let i = 0; i < 200; i++) deep = [deep];
+    await assert.rejects(
+      link.call("triggers.respond", { payload: deep }),
+      (err: Error & { code?: string }) => err.code === "too_deep" && /too deep/.test(err.message),
+    );
+    await assert.rejects(
+      link.call("triggers.respond", { payload: "x".repeat(9 * 1024 * 1024) }),
+      (err: Error & { code?: string }) => err.code === "too_big" && /MiB/.test(err.message),
+    );
+    // Neither reached the relay; the link is up and a normal call is answered.
+    assert.deepEqual(received, ["hello"]);
+    assert.deepEqual(await link.call("triggers.list", {}), {});
+    assert.equal(link.connected, true);
+    assert.equal(closes, 0);
+  } finally {
+    stop.abort();
+    await running.catch(() => {});
+    server.close();
+  }
+});
