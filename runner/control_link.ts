@@ -1,4 +1,5 @@
 import { Backoff, delay } from "../shared/backoff.ts";
+import { utf8Over } from "../shared/bytes.ts";
 import { jsonTooDeep, MAX_LINK_DEPTH, parseJson } from "../shared/json.ts";
 import {
   type AckMessage,
@@ -101,7 +102,7 @@ export class ControlLink {
         ),
       );
     }
-    if (new TextEncoder().encode(text).byteLength > MAX_WS_MESSAGE_BYTES) {
+    if (utf8Over(text, MAX_WS_MESSAGE_BYTES)) {
       return Promise.reject(
         new RequestError(
           "too_big",
@@ -272,12 +273,12 @@ export class ControlLink {
       case "req": {
         const req = msg as unknown as ControlRequest;
         this.#opts.onRequest(req.op, req.data).then(
-          (data) => reply({ t: "res", id: req.id, ok: true, data: data ?? {} }),
+          (data) => answer(req.id, { t: "res", id: req.id, ok: true, data: data ?? {} }),
           (err) => {
             const error: WireError = err instanceof RequestError
               ? { code: err.code, message: err.message }
               : { code: "runner_error", message: err instanceof Error ? err.message : String(err) };
-            reply({ t: "res", id: req.id, ok: false, error });
+            answer(req.id, { t: "res", id: req.id, ok: false, error });
           },
         );
         return;
@@ -293,8 +294,22 @@ export class ControlLink {
       case "pong":
         return;
     }
-    function reply(res: unknown) {
-      if (socket.readyState === OPEN) socket.send(JSON.stringify(res));
+    /**
+     * Sends the answer to a request; one the relay would refuse whole (over
+     * the channel's 8 MiB, which would close the link, or nested too deep)
+     * becomes an error answer that says so.
+     */
+    function answer(id: number, res: unknown) {
+      if (socket.readyState !== OPEN) return;
+      let text = JSON.stringify(res);
+      const tooBig = utf8Over(text, MAX_WS_MESSAGE_BYTES);
+      if (tooBig || jsonTooDeep(text, MAX_LINK_DEPTH)) {
+        const error: WireError = tooBig
+          ? { code: "answer_too_big", message: "The runner's answer is over 8 MiB" }
+          : { code: "answer_too_deep", message: "The runner's answer nests too deep" };
+        text = JSON.stringify({ t: "res", id, ok: false, error });
+      }
+      socket.send(text);
     }
   }
 }

@@ -112,3 +112,67 @@ Deno.test("a call the relay would refuse whole fails at once and the link stays 
     server.close();
   }
 });
+
+Deno.test("an answer over the channel's limit becomes an error answer, and the link stays up", async () => {
+  const { WebSocketServer } = await import("ws");
+  const server = new WebSocketServer({ port: 0, host: "127.0.0.1", maxPayload: 8 * 1024 * 1024 });
+  await new Promise((resolve) => server.once("listening", resolve));
+  const answers: unknown[] = [];
+  const answered = Promise.withResolvers<void>();
+  let closes = 0;
+  server.on("connection", (ws) => {
+    ws.on("close", () => closes++);
+    ws.on("message", (data) => {
+      const msg = JSON.parse(String(data));
+      if (msg.t === "hello") {
+        ws.send(
+          JSON.stringify({ t: "welcome", v: msg.v, runnerId: msg.runnerId, acked: {}, ended: [] }),
+        );
+        ws.send(JSON.stringify({ t: "req", id: 1, op: "big", data: {} }));
+        ws.send(JSON.stringify({ t: "req", id: 2, op: "small", data: {} }));
+      }
+      if (msg.t === "res") {
+        answers.push(msg);
+        if (answers.length === 2) answered.resolve();
+      }
+    });
+  });
+  const link = new ControlLink({
+    url: `ws://127.0.0.1:${(server.address() as { port: number }).port}/_runner`,
+    hello: () => ({
+      apiKey: "brt_x",
+      runnerId: "r",
+      name: "r",
+      roots: [],
+      version: "t",
+      platform: "linux",
+      sessions: [],
+    }),
+    onWelcome: () => {},
+    // Multi-byte characters: under 8 Mi characters, over 8 MiB.
+    onRequest: (op) => Promise.resolve(op === "big" ? { text: "é".repeat(5 * 1024 * 1024) } : {}),
+    onAck: () => {},
+    onRelayError: () => {},
+    log: () => {},
+  });
+  const stop = new AbortController();
+  const running = link.run(stop.signal);
+  try {
+    await answered.promise;
+    assert.deepEqual(answers, [
+      {
+        t: "res",
+        id: 1,
+        ok: false,
+        error: { code: "answer_too_big", message: "The runner's answer is over 8 MiB" },
+      },
+      { t: "res", id: 2, ok: true, data: {} },
+    ]);
+    assert.equal(link.connected, true);
+    assert.equal(closes, 0);
+  } finally {
+    stop.abort();
+    await running.catch(() => {});
+    server.close();
+  }
+});

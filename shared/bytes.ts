@@ -14,3 +14,10 @@ export function encodeBase64Url(bytes: Uint8Array): string {
   for (const b of bytes) s += String.fromCharCode(b);
   return btoa(s).replaceAll("+", "-").replaceAll("/", "_").replace(/=+$/, "");
 }
+
+/** Whether `text` is over `limit` bytes as UTF-8 (encoded only when its length cannot tell). */
+export function utf8Over(text: string, limit: number): boolean {
+  if (text.length > limit) return true;
+  if (text.length * 3 <= limit) return false;
+  return new TextEncoder().encode(text).byteLength > limit;
+}
