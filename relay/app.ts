@@ -25,6 +25,7 @@ import { keyRoutes } from "./routes/keys.ts";
 import { runnerRoutes } from "./routes/runners.ts";
 import { sessionRoutes } from "./routes/sessions.ts";
 import { settingsRoutes } from "./routes/settings.ts";
+import { usageRoutes } from "./routes/usage.ts";
 import { runnerTriggerRoutes, sessionTriggerRoutes } from "./routes/triggers.ts";
 import { webhookFireRoute, webhookRoutes } from "./routes/webhooks.ts";
 import { SecretBox } from "./secret_box.ts";
@@ -277,6 +278,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   app.route("/api/keys", keyRoutes(store, hub.credentials));
   app.route("/api/runners", runnerRoutes(hub.runners, hub.sessions));
   app.route("/api/runners", runnerTriggerRoutes(listeners));
+  app.route("/api/runners", usageRoutes(hub.runners));
   app.route("/api/sessions", sessionRoutes(hub));
   app.route("/api/sessions", sessionTriggerRoutes(triggers));
   app.route("/api/settings", settingsRoutes(store));

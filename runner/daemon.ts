@@ -41,6 +41,7 @@ import { WorkerProcess } from "./worker_host.ts";
 import { takeSecrets, withoutSecrets } from "./_secrets.ts";
 import { makePrivate } from "../shared/private_files.ts";
 import { assertModelKnown, listModels } from "./models.ts";
+import { answerUsage, runnerUsageIndex, type UsageIndex } from "./workspace/usage.ts";
 
 /** Exit codes the supervisor understands. */
 export const DaemonExit = {
@@ -101,6 +102,7 @@ export class Daemon {
   readonly #opts: DaemonOptions;
   readonly #sessions = new Map<string, DaemonSession>();
   readonly #registry: SessionRegistry;
+  readonly #usage: UsageIndex;
   readonly #link: ControlLink;
   readonly #stop = new AbortController();
   #exitCode: number = DaemonExit.stopped;
@@ -112,6 +114,7 @@ export class Daemon {
   constructor(options: DaemonOptions) {
     this.#opts = options;
     this.#registry = new SessionRegistry(options.config.batonDir);
+    this.#usage = runnerUsageIndex(options.config.batonDir, this.#registry.conversationsDir);
     this.#link = new ControlLink({
       url: controlUrl(options.config.relayUrl!),
       hello: () => ({
@@ -583,6 +586,8 @@ export class Daemon {
         return this.#trigger(data as TriggerRequest);
       case "models":
         return listModels(this.#opts.config.batonDir).then((r) => r);
+      case "usage":
+        return answerUsage(this.#usage, data);
       case "delete_session":
         return this.#deleteSession(data as { sessionId?: unknown });
       case "stop":

@@ -20,8 +20,10 @@
  */
 import { basename, join } from "node:path";
 import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from "../../shared/private_files.ts";
+import { RequestError } from "../control_link.ts";
 import {
   USAGE_MAX_SESSIONS,
+  USAGE_RANGES,
   type UsageAmounts,
   type UsageRange,
   type UsageResponse,
@@ -480,4 +482,24 @@ function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
   out.set(a);
   out.set(b, a.length);
   return out;
+}
+
+/** The index of a runner whose home folder is `batonDir` (pi's agent folder too). */
+export function runnerUsageIndex(batonDir: string, conversationsDir: string): UsageIndex {
+  return new UsageIndex({
+    sessionsDir: join(batonDir, "sessions"),
+    conversationsDir,
+    indexFile: join(batonDir, "runner", "usage-index.json"),
+  });
+}
+
+/** The `usage` request from the relay: `{range?}` (default `90d`). */
+export function answerUsage(index: UsageIndex, data: unknown): Promise<UsageResponse> {
+  const range = isObject(data) && data.range !== undefined ? data.range : "90d";
+  if (typeof range !== "string" || !(USAGE_RANGES as readonly string[]).includes(range)) {
+    return Promise.reject(
+      new RequestError("bad_request", `Invalid range: '${String(range).slice(0, 20)}'`),
+    );
+  }
+  return index.summary(range as UsageRange);
 }
