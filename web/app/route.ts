@@ -14,6 +14,8 @@ export type Route =
   | { page: "session"; id: string }
   | { page: "settings" }
   | { page: "automations" }
+  /** A runner's usage; `null`: the first connected runner's. */
+  | { page: "usage"; runnerId: string | null }
   /** An address the app has no page for (the relay serves the app for any page a browser opens). */
   | { page: "missing"; path: string };
 
@@ -22,6 +24,9 @@ function parseRoute(path: string): Route {
   if (m) return { page: "session", id: m[1]! };
   if (path === "/settings") return { page: "settings" };
   if (path === "/automations") return { page: "automations" };
+  if (path === "/usage") return { page: "usage", runnerId: null };
+  const u = path.match(/^\/runners\/([A-Za-z0-9_-]{1,100})\/usage$/);
+  if (u) return { page: "usage", runnerId: u[1]! };
   if (path === "/new") return { page: "new" };
   if (path === "/" || path === "") return { page: "home" };
   return { page: "missing", path };
