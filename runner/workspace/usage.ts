@@ -18,7 +18,7 @@
  *
  * @module
  */
-import { basename, join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from "../../shared/private_files.ts";
 import { RequestError } from "../control_link.ts";
 import {
@@ -41,6 +41,19 @@ const CHUNK = 1024 * 1024;
 /** Bumped when the persisted shape changes: an older file is ignored (one rescan). */
 const INDEX_VERSION = 1;
 const MAX_TEXT = 1000;
+/**
+ * Every file is checked (stat) at most this often; in between, a refresh
+ * checks only the files written in the last {@linkcode HOT_MS} and lists
+ * again the folders whose mtime moved (a conversation was added or removed).
+ * So a conversation silent for over an hour that resumes shows its new turns
+ * within this long. Checking all 10k files takes 50-85 ms of `statSync` on a
+ * quiet 2-core machine but 250-600 ms under load (async `stat`: 330-430 ms
+ * quiet); a warm refresh stats ~100 folders and the live files.
+ */
+const FULL_SWEEP_MS = 30_000;
+const HOT_MS = 60 * 60_000;
+/** A folder changed this recently is listed again whatever its mtime says. */
+const RECENT_MS = 2_000;
 
 /** Per (day, model): input, output, cacheRead, cacheWrite, cost, last activity (ms). */
 type Bucket = [number, number, number, number, number, number];
@@ -68,6 +81,10 @@ export interface UsageIndexStats {
   bytesRead: number;
   /** Files read during the latest refresh. */
   lastRefreshFilesRead: number;
+  /** Whether the latest refresh checked every file. */
+  lastRefreshFull: boolean;
+  /** Files the latest refresh checked (stat). */
+  lastRefreshFilesChecked: number;
 }
 
 export interface UsageIndexOptions {
@@ -77,13 +94,23 @@ export interface UsageIndexOptions {
   conversationsDir: string;
   /** The persisted index. */
   indexFile: string;
-  /** Clock, for the ranges. */
+  /** Wall clock (ms), for the ranges. */
   now?: () => number;
+  /** Monotonic clock (ms) for the sweeps; default `performance.now`. */
+  clock?: () => number;
+  /** How often every file is checked; between sweeps only recent files and changed folders are. */
+  fullSweepMs?: number;
 }
 
 /** pi's session files indexed incrementally; see the module doc. */
 export class UsageIndex {
-  readonly stats: UsageIndexStats = { filesRead: 0, bytesRead: 0, lastRefreshFilesRead: 0 };
+  readonly stats: UsageIndexStats = {
+    filesRead: 0,
+    bytesRead: 0,
+    lastRefreshFilesRead: 0,
+    lastRefreshFull: false,
+    lastRefreshFilesChecked: 0,
+  };
   #opts: UsageIndexOptions;
   #files = new Map<string, FileRecord>();
   /** Conversation link file name → pi file basename. */
@@ -92,6 +119,12 @@ export class UsageIndex {
   #dirty = false;
   #saving: Promise<void> = Promise.resolve();
   #refreshing: Promise<void> | null = null;
+  /** Answers since the index last changed, by range and first day. */
+  #answers = new Map<string, UsageResponse>();
+  /** Folder → its mtime at its last listing. */
+  #dirs = new Map<string, number>();
+  /** When the last full sweep ran (`clock`). */
+  #lastFull: number | null = null;
 
   constructor(options: UsageIndexOptions) {
     this.#opts = options;
@@ -100,7 +133,12 @@ export class UsageIndex {
   /** The usage summary over `range`, after bringing the index up to date. */
   async summary(range: UsageRange): Promise<UsageResponse> {
     await this.refresh();
-    return this.#summarize(range);
+    const from = rangeStart(range, (this.#opts.now ?? Date.now)());
+    // Nothing changed since the last answer over the same days: give it again.
+    const key = `${range}/${from}`;
+    let answer = this.#answers.get(key);
+    if (!answer) this.#answers.set(key, answer = this.#summarize(range, from));
+    return answer;
   }
 
   /** Brings the index up to date with the files on disk (one refresh at a time). */
@@ -117,40 +155,131 @@ export class UsageIndex {
 
   async #refresh(): Promise<void> {
     if (!this.#loaded) await this.#load();
+    const checked = new Set<string>();
     let read = 0;
-    const seen = new Set<string>();
-    for (const [path, info] of listSessionFiles(this.#opts.sessionsDir)) {
-      seen.add(path);
-      const old = this.#files.get(path);
-      const ino = info.ino ?? null;
-      const mtimeMs = info.mtime?.getTime() ?? 0;
-      if (old && old.ino === ino && old.size === info.size && old.mtimeMs === mtimeMs) continue;
-      const rec = old && old.ino === ino && info.size >= old.offset ? old : emptyRecord(ino);
-      rec.size = info.size;
-      rec.mtimeMs = mtimeMs;
-      this.#files.set(path, rec);
-      this.#dirty = true;
-      if (info.size === rec.offset) continue;
-      try {
-        await this.#readFrom(path, rec, info.size);
-        read++;
-      } catch (err) {
-        if (!(err instanceof Deno.errors.NotFound)) throw err;
-        this.#files.delete(path);
+    const top = this.#opts.sessionsDir;
+    const now = this.#opts.clock ? this.#opts.clock() : performance.now();
+    const full = this.#lastFull === null ||
+      now - this.#lastFull >= (this.#opts.fullSweepMs ?? FULL_SWEEP_MS);
+    if (full) {
+      read += await this.#scanDir(top, { top: true, all: true, checked });
+      this.#lastFull = now;
+    } else {
+      // Quick: folders whose mtime moved (a file was added or removed) are
+      // listed again, and the files written lately are checked.
+      const wall = Date.now();
+      const moved = (dir: string) => {
+        const m = statOrNull(dir)?.mtime?.getTime() ?? -1;
+        // Coarse file-system clocks: a change in the same tick as the last
+        // listing leaves the mtime as it was, so a recent folder is listed anyway.
+        return m !== this.#dirs.get(dir) || m > wall - RECENT_MS;
+      };
+      if (moved(top)) read += await this.#scanDir(top, { top: true, all: false, checked });
+      for (const dir of [...this.#dirs.keys()]) {
+        if (dir !== top && this.#dirs.has(dir) && !checked.has(dir) && moved(dir)) {
+          read += await this.#scanDir(dir, { top: false, all: false, checked });
+        }
       }
-    }
-    for (const path of this.#files.keys()) {
-      if (!seen.has(path)) {
-        this.#files.delete(path);
-        this.#dirty = true;
+      for (const [path, rec] of [...this.#files]) {
+        if (!checked.has(path) && rec.mtimeMs > wall - HOT_MS) {
+          read += await this.#check(path, checked);
+        }
       }
     }
     this.#refreshLinks();
     this.stats.lastRefreshFilesRead = read;
     this.stats.filesRead += read;
+    this.stats.lastRefreshFull = full;
+    this.stats.lastRefreshFilesChecked = [...checked].filter((p) => p.endsWith(".jsonl")).length;
     if (this.#dirty) {
       this.#dirty = false;
+      this.#answers.clear();
       this.#saving = this.#saving.then(() => this.#save()).catch(() => {});
+    }
+  }
+
+  /**
+   * Lists `dir` again: checks every `.jsonl` in it and forgets the files gone
+   * from it; at the top, goes into its folders (`all`: every one, else only
+   * new ones). Returns how many files were read.
+   */
+  async #scanDir(
+    dir: string,
+    o: { top: boolean; all: boolean; checked: Set<string> },
+  ): Promise<number> {
+    o.checked.add(dir);
+    // The mtime before the listing: a change during it shows at the next refresh.
+    const mtime = statOrNull(dir)?.mtime?.getTime() ?? null;
+    let entries: Deno.DirEntry[];
+    try {
+      entries = [...Deno.readDirSync(dir)];
+    } catch (err) {
+      if (!(err instanceof Deno.errors.NotFound)) throw err;
+      this.#forgetDir(dir, o.top);
+      return 0;
+    }
+    this.#dirs.set(dir, mtime ?? -1);
+    let read = 0;
+    const files = new Set<string>();
+    const dirs = new Set<string>();
+    for (const e of entries) {
+      const path = join(dir, e.name);
+      if (e.isFile && e.name.endsWith(".jsonl")) {
+        files.add(path);
+        read += await this.#check(path, o.checked);
+      } else if (o.top && e.isDirectory) {
+        dirs.add(path);
+        if (o.all || !this.#dirs.has(path)) {
+          read += await this.#scanDir(path, { ...o, top: false });
+        }
+      }
+    }
+    for (const path of this.#files.keys()) {
+      if (!files.has(path) && dirname(path) === dir) this.#forget(path);
+    }
+    if (o.top) {
+      for (const d of [...this.#dirs.keys()]) if (d !== dir && !dirs.has(d)) this.#forgetDir(d);
+    }
+    return read;
+  }
+
+  /** Brings one file's record up to date; 1 when bytes were read. */
+  async #check(path: string, checked: Set<string>): Promise<number> {
+    checked.add(path);
+    const info = statOrNull(path);
+    if (!info) {
+      this.#forget(path);
+      return 0;
+    }
+    const old = this.#files.get(path);
+    const ino = info.ino ?? null;
+    const mtimeMs = info.mtime?.getTime() ?? 0;
+    if (old && old.ino === ino && old.size === info.size && old.mtimeMs === mtimeMs) return 0;
+    const rec = old && old.ino === ino && info.size >= old.offset ? old : emptyRecord(ino);
+    rec.size = info.size;
+    rec.mtimeMs = mtimeMs;
+    this.#files.set(path, rec);
+    this.#dirty = true;
+    if (info.size === rec.offset) return 0;
+    try {
+      await this.#readFrom(path, rec, info.size);
+      return 1;
+    } catch (err) {
+      if (!(err instanceof Deno.errors.NotFound)) throw err;
+      this.#forget(path);
+      return 0;
+    }
+  }
+
+  #forget(path: string): void {
+    if (this.#files.delete(path)) this.#dirty = true;
+  }
+
+  /** Forgets a folder and its files (`all`: the top folder, so every file). */
+  #forgetDir(dir: string, all = false): void {
+    this.#dirs.delete(dir);
+    for (const path of [...this.#files.keys()]) {
+      if (all || dirname(path) === dir) this.#forget(path);
     }
   }
 
@@ -268,28 +397,36 @@ export class UsageIndex {
     }
   }
 
-  #summarize(range: UsageRange): UsageResponse {
-    const from = rangeStart(range, (this.#opts.now ?? Date.now)());
+  #summarize(range: UsageRange, from: string): UsageResponse {
     const sessionOf = new Map<string, string>();
     for (const [name, piFile] of this.#links) sessionOf.set(piFile, name.slice(0, -5));
     const total = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, cost: 0 };
     const days = new Map<string, UsageAmounts>();
     const models = new Map<string, UsageAmounts>();
-    const sessions: UsageSession[] = [];
+    // Sorted and cut first, shaped after: 10k sessions' ISO dates and string
+    // compares cost more than the rest of the summary.
+    const found: {
+      path: string;
+      rec: FileRecord;
+      i: number;
+      o: number;
+      c: number;
+      last: number;
+    }[] = [];
     let skippedLines = 0;
     for (const [path, rec] of this.#files) {
       skippedLines += rec.skippedLines;
-      const s = { inputTokens: 0, outputTokens: 0, costUsd: 0, last: 0, any: false };
+      let i = 0, o = 0, c = 0, last = 0, any = false;
       for (const key in rec.buckets) {
         const day = key.slice(0, 10);
         if (day < from) continue;
         const b = rec.buckets[key]!;
         const input = b[0] + b[2] + b[3];
-        s.any = true;
-        s.inputTokens += input;
-        s.outputTokens += b[1];
-        s.costUsd += b[4];
-        s.last = Math.max(s.last, b[5]);
+        any = true;
+        i += input;
+        o += b[1];
+        c += b[4];
+        if (b[5] > last) last = b[5];
         total.input += input;
         total.output += b[1];
         total.cacheRead += b[2];
@@ -298,22 +435,20 @@ export class UsageIndex {
         add(days, day, input, b[1], b[4]);
         add(models, key.slice(11), input, b[1], b[4]);
       }
-      if (!s.any) continue;
-      sessions.push({
-        sessionId: sessionOf.get(basename(path)) ?? null,
-        piSessionId: rec.piSessionId,
-        cwd: rec.cwd,
-        model: rec.model,
-        startedAt: rec.startedAt,
-        lastActivityAt: s.last ? new Date(s.last).toISOString() : null,
-        inputTokens: s.inputTokens,
-        outputTokens: s.outputTokens,
-        costUsd: usd(s.costUsd),
-      });
+      if (any) found.push({ path, rec, i, o, c: usd(c), last });
     }
-    sessions.sort((a, b) =>
-      b.costUsd - a.costUsd || (b.lastActivityAt ?? "").localeCompare(a.lastActivityAt ?? "")
-    );
+    found.sort((a, b) => b.c - a.c || b.last - a.last);
+    const sessions: UsageSession[] = found.slice(0, USAGE_MAX_SESSIONS).map((f) => ({
+      sessionId: sessionOf.get(basename(f.path)) ?? null,
+      piSessionId: f.rec.piSessionId,
+      cwd: f.rec.cwd,
+      model: f.rec.model,
+      startedAt: f.rec.startedAt,
+      lastActivityAt: f.last ? new Date(f.last).toISOString() : null,
+      inputTokens: f.i,
+      outputTokens: f.o,
+      costUsd: f.c,
+    }));
     return {
       ok: true,
       range,
@@ -322,9 +457,9 @@ export class UsageIndex {
       totalCostUsd: usd(total.cost),
       totalCacheReadTokens: total.cacheRead,
       totalCacheWriteTokens: total.cacheWrite,
-      sessions: sessions.slice(0, USAGE_MAX_SESSIONS),
-      sessionCount: sessions.length,
-      truncated: sessions.length > USAGE_MAX_SESSIONS,
+      sessions,
+      sessionCount: found.length,
+      truncated: found.length > USAGE_MAX_SESSIONS,
       days: [...days].sort(([a], [b]) => a.localeCompare(b)).map(([date, v]) => ({
         date,
         ...v,
@@ -381,38 +516,6 @@ export function rangeStart(range: UsageRange, now: number): string {
   if (range === "all") return "";
   const days = Number(range.slice(0, -1));
   return new Date(now - (days - 1) * 86_400_000).toISOString().slice(0, 10);
-}
-
-/** `<sessionsDir>/<folder>/<file>.jsonl` (pi's layout) and `.jsonl` files directly inside. */
-function* listSessionFiles(dir: string): Generator<[string, Deno.FileInfo]> {
-  let top: Deno.DirEntry[];
-  try {
-    top = [...Deno.readDirSync(dir)];
-  } catch (err) {
-    if (err instanceof Deno.errors.NotFound) return;
-    throw err;
-  }
-  for (const e of top) {
-    const path = join(dir, e.name);
-    if (e.isFile && e.name.endsWith(".jsonl")) {
-      const info = statOrNull(path);
-      if (info) yield [path, info];
-    } else if (e.isDirectory) {
-      let inner: Deno.DirEntry[];
-      try {
-        inner = [...Deno.readDirSync(path)];
-      } catch (err) {
-        if (err instanceof Deno.errors.NotFound) continue;
-        throw err;
-      }
-      for (const f of inner) {
-        if (!f.isFile || !f.name.endsWith(".jsonl")) continue;
-        const p = join(path, f.name);
-        const info = statOrNull(p);
-        if (info) yield [p, info];
-      }
-    }
-  }
 }
 
 function statOrNull(path: string): Deno.FileInfo | null {

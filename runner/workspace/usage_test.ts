@@ -349,3 +349,81 @@ Deno.test("usage index survives a restart without rereading, in an owner-only fi
     await t.cleanup();
   }
 });
+
+Deno.test("between full sweeps a refresh checks only recent files and changed folders", async () => {
+  const t = await setup();
+  let clock = 0;
+  const index = new UsageIndex({
+    sessionsDir: t.sessionsDir,
+    conversationsDir: t.conversationsDir,
+    indexFile: t.indexFile,
+    now: () => NOW,
+    clock: () => clock,
+    fullSweepMs: 30_000,
+  });
+  try {
+    const old = new Date(Date.now() - 2 * DAY);
+    const paths: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      paths.push(
+        await t.write(
+          "/w/old",
+          `${i}.jsonl`,
+          header(`o${i}`, "/w/old", NOW) +
+            assistant(NOW, { input: 1, output: 1, cost: 1 }),
+        ),
+      );
+    }
+    const live = await t.write(
+      "/w/live",
+      "live.jsonl",
+      header("live", "/w/live", NOW) +
+        assistant(NOW, { input: 1, output: 1, cost: 1 }),
+    );
+    // Everything but the live conversation was last written two days ago.
+    for (const p of paths) await Deno.utime(p, old, old);
+    await Deno.utime(join(paths[0]!, ".."), old, old);
+    await Deno.utime(t.sessionsDir, old, old);
+    assert.equal((await index.summary("all")).totalCostUsd, 6);
+    assert.equal(index.stats.lastRefreshFull, true);
+
+    clock += 1000;
+    await Deno.writeTextFile(live, assistant(NOW, { input: 1, output: 1, cost: 1 }), {
+      append: true,
+    });
+    let s = await index.summary("all");
+    assert.equal(index.stats.lastRefreshFull, false);
+    assert.equal(index.stats.lastRefreshFilesChecked, 1, "only the live file was checked");
+    assert.equal(s.totalCostUsd, 7);
+
+    // A quiet conversation that resumes waits for the next full sweep (30 s).
+    await Deno.writeTextFile(paths[1]!, assistant(NOW, { input: 1, output: 1, cost: 1 }), {
+      append: true,
+    });
+    assert.equal((await index.summary("all")).totalCostUsd, 7);
+    clock += 30_000;
+    s = await index.summary("all");
+    assert.equal(index.stats.lastRefreshFull, true);
+    assert.equal(s.totalCostUsd, 8);
+
+    // A conversation added to or removed from a quiet folder shows at once.
+    await Deno.utime(join(paths[0]!, ".."), old, old);
+    clock += 1000;
+    await index.summary("all");
+    await Deno.remove(paths[2]!);
+    await t.write(
+      "/w/old",
+      "new.jsonl",
+      header("n", "/w/old", NOW) +
+        assistant(NOW, { input: 1, output: 1, cost: 0.5 }),
+    );
+    clock += 1000;
+    s = await index.summary("all");
+    assert.equal(index.stats.lastRefreshFull, false);
+    assert.equal(s.totalCostUsd, 7.5);
+    assert.equal(s.filesIndexed, 6);
+  } finally {
+    await index.flush();
+    await t.cleanup();
+  }
+});
