@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { LINE_CAP, rangeStart, UsageIndex } from "./usage.ts";
+import { RequestError } from "../control_link.ts";
+import { answerUsage, LINE_CAP, rangeStart, UsageIndex } from "./usage.ts";
 
 const NOW = Date.parse("2026-11-26T12:00:00Z");
 const DAY = 86_400_000;
@@ -424,6 +425,23 @@ Deno.test("between full sweeps a refresh checks only recent files and changed fo
     assert.equal(s.filesIndexed, 6);
   } finally {
     await index.flush();
+    await t.cleanup();
+  }
+});
+
+Deno.test("the runner's usage request takes only the four ranges, 90d by default", async () => {
+  const t = await setup();
+  try {
+    const index = t.make();
+    assert.equal((await answerUsage(index, {})).range, "90d");
+    assert.equal((await answerUsage(index, { range: "all" })).range, "all");
+    for (const range of ["1y", 7, null, "../x", "7d\u0000"]) {
+      await assert.rejects(
+        answerUsage(index, { range }),
+        (err: unknown) => err instanceof RequestError && err.code === "bad_request",
+      );
+    }
+  } finally {
     await t.cleanup();
   }
 });
