@@ -137,7 +137,11 @@ export class UsageIndex {
     // Nothing changed since the last answer over the same days: give it again.
     const key = `${range}/${from}`;
     let answer = this.#answers.get(key);
-    if (!answer) this.#answers.set(key, answer = this.#summarize(range, from));
+    if (!answer) {
+      // Four ranges; older days' answers go (each may be ~250 KB).
+      if (this.#answers.size >= 4) this.#answers.clear();
+      this.#answers.set(key, answer = this.#summarize(range, from));
+    }
     return answer;
   }
 
