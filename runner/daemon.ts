@@ -43,6 +43,7 @@ import { makePrivate } from "../shared/private_files.ts";
 import { assertModelKnown, listModels } from "./models.ts";
 import { DocCatalog } from "./workspace/skills.ts";
 import { PluginCatalog } from "./workspace/plugins.ts";
+import { answerUsage, runnerUsageIndex, type UsageIndex } from "./workspace/usage.ts";
 
 /** Exit codes the supervisor understands. */
 export const DaemonExit = {
@@ -103,6 +104,7 @@ export class Daemon {
   readonly #opts: DaemonOptions;
   readonly #sessions = new Map<string, DaemonSession>();
   readonly #registry: SessionRegistry;
+  readonly #usage: UsageIndex;
   readonly #link: ControlLink;
   readonly #stop = new AbortController();
   #exitCode: number = DaemonExit.stopped;
@@ -124,6 +126,7 @@ export class Daemon {
       skipped: skip.plugins,
     });
     this.#registry = new SessionRegistry(options.config.batonDir);
+    this.#usage = runnerUsageIndex(options.config.batonDir, this.#registry.conversationsDir);
     this.#link = new ControlLink({
       url: controlUrl(options.config.relayUrl!),
       hello: () => ({
@@ -599,6 +602,8 @@ export class Daemon {
         return this.#docs.request(data);
       case "plugins":
         return this.#plugins.request(data);
+      case "usage":
+        return answerUsage(this.#usage, data);
       case "delete_session":
         return this.#deleteSession(data as { sessionId?: unknown });
       case "stop":

@@ -82,6 +82,11 @@ const PROBES: Probe[] = [
     call: (as, id) => as(`/api/runners/${id}/models`),
   },
   {
+    what: "GET /api/runners/{id}/usage",
+    kind: "runner",
+    call: (as, id) => as(`/api/runners/${id}/usage?range=all`),
+  },
+  {
     what: "POST /api/runners/spawn",
     kind: "runner",
     call: (as, id) =>

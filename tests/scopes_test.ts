@@ -248,6 +248,7 @@ Deno.test("a key bound to a runner cannot touch other runners or their sessions"
       ],
       ["stop B", () => k("/api/runners/stop", json("POST", { runnerId: b.runnerId }))],
       ["read B's models", () => k(`/api/runners/${b.runnerId}/models`)],
+      ["read B's usage", () => k(`/api/runners/${b.runnerId}/usage`)],
       ["create a key", () => k("/api/keys", json("POST", { name: "more" }))],
       ["list webhooks", () => k("/api/webhooks")],
     ];

@@ -35,7 +35,16 @@ interface Asset {
 }
 
 /** The client's pages (parseRoute in app/route.ts), as route patterns. */
-const PAGES = ["/", "/new", "/settings", "/settings/runners/:id", "/automations", "/session/:id"];
+const PAGES = [
+  "/",
+  "/new",
+  "/settings",
+  "/settings/runners/:id",
+  "/automations",
+  "/session/:id",
+  "/usage",
+  "/runners/:id/usage",
+];
 const PAGE_PATTERNS = PAGES.map((p) => new RegExp(`^${p.replace(/:\w+/g, "[^/]+")}$`));
 
 /** The web client as the relay serves it. */

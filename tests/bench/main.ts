@@ -3,7 +3,7 @@
  * machine, in one run, and prints ratios. See docs/performance.md.
  *
  *   deno task bench [--quick] [--rounds N]
- *                   [--only fanout,replay,durability,spawn,memory,http,ui,sessions,sleep,disk]
+ *                   [--only fanout,replay,durability,spawn,memory,http,ui,sessions,sleep,disk,usage]
  *                   [--client native|ws] [--out file.json] [--unpinned]
  *
  * Every scenario runs `--rounds` times (3, or 1 with `--quick`), round by
@@ -38,6 +38,7 @@ import { sessions } from "./scenarios/sessions.ts";
 import { sleepScenario } from "./scenarios/sleep.ts";
 import { spawnLatency } from "./scenarios/spawn.ts";
 import { uiRender } from "./scenarios/ui.ts";
+import { usage } from "./scenarios/usage.ts";
 
 const SCENARIOS = [
   "fanout",
@@ -50,6 +51,7 @@ const SCENARIOS = [
   "sessions",
   "sleep",
   "disk",
+  "usage",
 ] as const;
 type Scenario = (typeof SCENARIOS)[number];
 /**
@@ -218,6 +220,8 @@ async function run(s: Scenario, ctx: BenchContext, client: ClientImpl): Promise<
       return await sleepScenario(ctx);
     case "disk":
       return await disk(ctx);
+    case "usage":
+      return await usage(ctx);
   }
 }
 

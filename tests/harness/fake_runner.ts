@@ -70,9 +70,31 @@ export function defaultAnswer(req: ControlRequest): FakeAnswer {
     }
     case "plugins":
       return { ok: true, data: { plugins: [], skipped: false } };
+    case "usage":
+      return { ok: true, data: emptyUsage(data.range === undefined ? "90d" : data.range) };
     default:
       return { ok: true, data: {} };
   }
+}
+
+/** The usage summary of a runner that never ran a session. */
+export function emptyUsage(range: unknown): Record<string, unknown> {
+  return {
+    ok: true,
+    range,
+    totalInputTokens: 0,
+    totalOutputTokens: 0,
+    totalCostUsd: 0,
+    totalCacheReadTokens: 0,
+    totalCacheWriteTokens: 0,
+    sessions: [],
+    sessionCount: 0,
+    truncated: false,
+    days: [],
+    models: [],
+    filesIndexed: 0,
+    skippedLines: 0,
+  };
 }
 
 /** A runner's hello (with no sessions, roots or name unless `fields` give them). */

@@ -16,6 +16,8 @@ export type Route =
   /** A runner's skills, agents and plugins. */
   | { page: "runner"; id: string }
   | { page: "automations" }
+  /** A runner's usage; `null`: the first connected runner's. */
+  | { page: "usage"; runnerId: string | null }
   /** An address the app has no page for (the relay serves the app for any page a browser opens). */
   | { page: "missing"; path: string };
 
@@ -26,6 +28,9 @@ function parseRoute(path: string): Route {
   const runner = path.match(/^\/settings\/runners\/([A-Za-z0-9_-]{1,64})\/?$/);
   if (runner) return { page: "runner", id: runner[1]! };
   if (path === "/automations") return { page: "automations" };
+  if (path === "/usage") return { page: "usage", runnerId: null };
+  const u = path.match(/^\/runners\/([A-Za-z0-9_-]{1,100})\/usage$/);
+  if (u) return { page: "usage", runnerId: u[1]! };
   if (path === "/new") return { page: "new" };
   if (path === "/" || path === "") return { page: "home" };
   return { page: "missing", path };

@@ -18,6 +18,7 @@ import { Settings } from "./settings/settings.tsx";
 import { ShortcutsDialog, useShortcuts } from "./shortcuts.tsx";
 import { Sidebar } from "./sidebar/sidebar.tsx";
 import { SignIn } from "./sign_in.tsx";
+import { UsagePage } from "./usage/usage_page.tsx";
 
 /** A blank screen while loading, sign-in when signed out, else the shell. */
 export function App() {
@@ -69,6 +70,8 @@ function usePageTitle(r: Route): string {
     ? "Runner settings"
     : r.page === "automations"
     ? "Automations"
+    : r.page === "usage"
+    ? "Usage"
     : r.page === "new"
     ? "New session"
     : r.page === "missing"
@@ -113,6 +116,7 @@ function Page({ route: r }: { route: Route }) {
       {r.page === "settings" && <Settings />}
       {r.page === "runner" && <RunnerSettings key={r.id} id={r.id} />}
       {r.page === "automations" && <Automations />}
+      {r.page === "usage" && <UsagePage key={r.runnerId ?? ""} runnerId={r.runnerId} />}
       {r.page === "new" && <NewSession />}
       {r.page === "missing" && <PageNotFound path={r.path} />}
       {r.page === "home" && (

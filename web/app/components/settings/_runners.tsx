@@ -9,6 +9,7 @@ import { api } from "../../api.ts";
 import { runners } from "../../store.ts";
 import { Icon } from "../icon.tsx";
 import { AppLink, UndoableAction } from "../widgets.tsx";
+import { UsageLink } from "../usage/usage_page.tsx";
 
 /** Each runner's state and platform; a connected one can be restarted or stopped. */
 export function Runners() {
@@ -56,6 +57,7 @@ export function Runners() {
                   </span>
                   {r.connected && (
                     <span class="actions">
+                      <UsageLink runnerId={r.id} />
                       <button
                         type="button"
                         class="btn small"

@@ -41,6 +41,9 @@ export function Sidebar({ onNavigate }: { onNavigate?: () => void }) {
         >
           <Icon name="bolt" /> Automations
         </AppLink>
+        <AppLink href="/usage" class="side-link" current={route.value.page === "usage"}>
+          <Icon name="chart" /> Usage
+        </AppLink>
         <AppLink
           href="/settings"
           class="side-link"
