@@ -20,6 +20,8 @@ import { browserAccess, requirePrincipal } from "./principal.ts";
 import { scopeGuard } from "./scopes.ts";
 import { openApiRoute, routeDoc } from "./routes/_openapi.ts";
 import { accountRoutes } from "./routes/accounts.ts";
+import { attachmentDownloadRoutes, attachmentUploadRoutes } from "./routes/attachments.ts";
+import { type AttachmentPolicy, Attachments } from "./attachments.ts";
 import { TriggerCalls } from "./runner_calls.ts";
 import { keyRoutes } from "./routes/keys.ts";
 import { runnerRoutes } from "./routes/runners.ts";
@@ -91,6 +93,8 @@ export interface RelayOptions {
    * build it: the CLI passes `webClient()` from `web/mod.ts`.
    */
   web?: WebRoutes;
+  /** Attachment caps and lifetime (default DEFAULT_ATTACHMENT_POLICY). */
+  attachments?: AttachmentPolicy;
 }
 
 /** A browser client the relay serves beside its API. */
@@ -106,6 +110,8 @@ export interface Relay {
   app: Hono<RelayEnv>;
   hub: Hub;
   store: Store;
+  /** Uploaded files and their sweep. */
+  attachments: Attachments;
   /** `Deno.serve` handler (passes connection info through to the app). */
   fetch: (req: Request, info?: Deno.ServeHandlerInfo) => Response | Promise<Response>;
   /** Closes every socket and the database. */
@@ -197,6 +203,13 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     connectTimeoutMs: options.webhookConnectTimeoutMs ?? 15_000,
     ...(options.webhookFiresPerMinute ? { firesPerMinute: options.webhookFiresPerMinute } : {}),
   });
+  const attachments = new Attachments({
+    store,
+    dir: join(options.dataDir, "attachments"),
+    ...(options.attachments ? { policy: options.attachments } : {}),
+    ...(options.log ? { log: options.log } : {}),
+  });
+  await attachments.start();
   const originAllowed = access.originAllowed;
   const web = options.web;
 
@@ -269,6 +282,8 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   app.route(API_PREFIX, accountRoutes({ auth, store, hub, allowSignup, trustProxy }));
   // Webhook senders prove themselves with a signature, not a cookie or key.
   app.route("/api/webhooks", webhookFireRoute(webhooks));
+  // Downloads authenticate themselves: they also take the key as ?apiKey=.
+  app.route("/api/attachments", attachmentDownloadRoutes(attachments, auth));
 
   // Every other /api route needs a principal (cookie or key).
   app.use("/api/*", requirePrincipal(auth, originAllowed));
@@ -279,6 +294,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   app.route("/api/runners", runnerTriggerRoutes(listeners));
   app.route("/api/sessions", sessionRoutes(hub));
   app.route("/api/sessions", sessionTriggerRoutes(triggers));
+  app.route("/api/sessions", attachmentUploadRoutes(attachments, hub.sessions));
   app.route("/api/settings", settingsRoutes(store));
   app.route("/api/webhooks", webhookRoutes(webhooks));
 
@@ -301,11 +317,13 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     app,
     hub,
     store,
+    attachments,
     fetch: (req, info) => app.fetch(req, info),
     async close() {
       if (closed) return;
       closed = true;
       triggers.close();
+      await attachments.close();
       await hub.close();
       await storeThread.close();
       db.close();

@@ -1,0 +1,27 @@
+/**
+ * Wire types of attachments: the upload's answer (HTTP), and what the relay
+ * tells a runner of the attachments that come with an input or a spawn.
+ *
+ * @module
+ */
+
+/** One stored attachment, as `POST /api/sessions/{sessionId}/attachments` lists it. */
+export interface AttachmentInfo {
+  attachmentId: string;
+  /** The uploaded file's name (its last path segment, cleaned). */
+  filename: string;
+  /** `type/subtype`, as uploaded (or guessed from the name). */
+  mimeType: string;
+  /** Bytes. */
+  size: number;
+  /** ISO 8601: after this it answers 404 and its bytes are deleted. */
+  expiresAt: string;
+}
+
+/** The answer of `POST /api/sessions/{sessionId}/attachments`. */
+export interface UploadAttachmentsResponse {
+  attachments: AttachmentInfo[];
+}
+
+/** Most attachments one input or spawn may carry. */
+export const MAX_INPUT_ATTACHMENTS = 10;
