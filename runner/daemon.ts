@@ -41,6 +41,7 @@ import { WorkerProcess } from "./worker_host.ts";
 import { takeSecrets, withoutSecrets } from "./_secrets.ts";
 import { makePrivate } from "../shared/private_files.ts";
 import { assertModelKnown, listModels } from "./models.ts";
+import { withAttachments } from "./workspace/attachments.ts";
 
 /** Exit codes the supervisor understands. */
 export const DaemonExit = {
@@ -682,7 +683,7 @@ export class Daemon {
     return { cwd };
   }
 
-  #input(req: InputRequest): Promise<void> {
+  async #input(req: InputRequest): Promise<void> {
     const kind = req?.kind as InputKind;
     if (!INPUT_KINDS.includes(kind)) {
       return Promise.reject(new RequestError("bad_request", "Unknown input kind"));
@@ -702,7 +703,15 @@ export class Daemon {
         return Promise.resolve();
       }
     }
-    return this.#ask(req?.sessionId, (id) => ({ t: "input", id, kind, text }));
+    const cwd = this.#sessions.get(req?.sessionId)?.entry.cwd;
+    const { text: withFiles, images } = await withAttachments(req, text, cwd, this.#opts.config);
+    return await this.#ask(req?.sessionId, (id) => ({
+      t: "input",
+      id,
+      kind,
+      text: withFiles,
+      ...(images.length ? { images } : {}),
+    }));
   }
 
   #trigger(req: TriggerRequest): Promise<void> {

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import type { ImageInput } from "../shared/attachments_api.ts";
 import { makePathPrivate } from "../shared/private_files.ts";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
@@ -232,12 +233,12 @@ class Worker {
     }
   }
 
-  #prompt(text: string): void {
+  #prompt(text: string, images?: ImageInput[]): void {
     if (this.#noModel) {
       this.emit({ type: "session_error", message: this.#noModel });
       return;
     }
-    this.#session!.prompt(text).catch((err) => {
+    this.#session!.prompt(text, images?.length ? { images } : undefined).catch((err) => {
       this.emit({ type: "session_error", message: errorText(err) });
     });
   }
@@ -257,13 +258,13 @@ class Worker {
               message: "The agent is working: send it as steer or followUp, or abort first",
             });
           }
-          this.#prompt(msg.text);
+          this.#prompt(msg.text, msg.images);
           return reply();
         case "steer":
         case "followUp":
-          if (!s.isStreaming) this.#prompt(msg.text);
-          else if (msg.kind === "steer") await s.steer(msg.text);
-          else await s.followUp(msg.text);
+          if (!s.isStreaming) this.#prompt(msg.text, msg.images);
+          else if (msg.kind === "steer") await s.steer(msg.text, msg.images);
+          else await s.followUp(msg.text, msg.images);
           return reply();
         case "abort":
           // Queued steers and follow-ups would otherwise ride along with the

@@ -212,6 +212,8 @@ export interface PinResponse {
 export interface SessionInputRequest {
   kind: InputKind;
   text?: string;
+  /** Ids of attachments uploaded into this session (with `prompt`, `steer`, `followUp`). */
+  attachments?: string[];
 }
 
 /**

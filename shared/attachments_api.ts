@@ -23,5 +23,25 @@ export interface UploadAttachmentsResponse {
   attachments: AttachmentInfo[];
 }
 
+/**
+ * An attachment as the relay hands it to a runner with an input: the runner
+ * fetches the bytes itself (`GET /api/attachments/{attachmentId}` with its
+ * token), so the control message stays small whatever the files weigh.
+ */
+export interface AttachmentRef {
+  attachmentId: string;
+  filename: string;
+  mimeType: string;
+  size: number;
+}
+
+/** An image as pi's model input takes it (pi-ai's `ImageContent`). */
+export interface ImageInput {
+  type: "image";
+  /** Base64. */
+  data: string;
+  mimeType: string;
+}
+
 /** Most attachments one input or spawn may carry. */
 export const MAX_INPUT_ATTACHMENTS = 10;

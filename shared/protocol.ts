@@ -5,6 +5,7 @@
  *
  * @module
  */
+import type { AttachmentRef, ImageInput } from "./attachments_api.ts";
 
 /** Protocol version agreed in the first exchange of every channel. */
 export const PROTOCOL_VERSION = 1;
@@ -245,6 +246,8 @@ export interface InputRequest {
   sessionId: string;
   kind: InputKind;
   text: string;
+  /** Files that go with the text; the runner fetches them (see shared/attachments_api.ts). */
+  attachments?: AttachmentRef[];
 }
 
 /** WebSocket close codes used by baton. */
@@ -291,6 +294,8 @@ export interface WorkerInput {
   id: number;
   kind: InputKind;
   text: string;
+  /** Attached images, for the model to see. */
+  images?: ImageInput[];
 }
 
 export interface WorkerTrigger {
@@ -346,7 +351,15 @@ export type ViewerToRelay =
   /** Streams a session: every event after `since` (0 = from the start), then live. */
   | { t: "subscribe"; sessionId: string; since?: number }
   | { t: "unsubscribe"; sessionId: string }
-  | { t: "input"; id?: string; sessionId: string; kind: InputKind; text?: string }
+  | {
+    t: "input";
+    id?: string;
+    sessionId: string;
+    kind: InputKind;
+    text?: string;
+    /** Ids of attachments uploaded into the session. */
+    attachments?: string[];
+  }
   /** Starts the feed of the caller's runners and sessions. */
   | { t: "watch" }
   | { t: "ping" };

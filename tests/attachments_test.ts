@@ -25,6 +25,8 @@ interface World {
   alice: User;
   bob: User;
   fake: FakeRunner;
+  /** Alice's runner token, bound to `fake` by its hello. */
+  token: string;
   sessionId: string;
 }
 
@@ -34,9 +36,10 @@ async function withWorld(fn: (w: World) => Promise<void>) {
   try {
     const alice = await signUp(relay.url);
     const bob = await signUp(relay.url);
-    fake = await FakeRunner.connect(relay.url, { apiKey: await runnerToken(alice) });
+    const token = await runnerToken(alice);
+    fake = await FakeRunner.connect(relay.url, { apiKey: token });
     const sessionId = await spawnSession(alice, fake.runnerId);
-    await fn({ relay, alice, bob, fake, sessionId });
+    await fn({ relay, alice, bob, fake, token, sessionId });
   } finally {
     await fake?.close();
     await relay[Symbol.asyncDispose]();
@@ -242,8 +245,25 @@ Deno.test("uploads past a cap answer 413 and store nothing", async (t) => {
 });
 
 Deno.test("another user's attachment is a 404 like an unknown one, and ?apiKey= works on this route only", async () => {
-  await withWorld(async ({ relay, alice, bob, sessionId }) => {
+  await withWorld(async ({ relay, alice, bob, token, sessionId }) => {
     const [a] = await uploadOk(alice, sessionId, [{ name: "secret.txt", bytes: "alice only" }]);
+    // The runner of the session reads it with its token (that is how it fetches it);
+    // another runner of alice's, bound to itself, does not.
+    const byRunner = await fetch(`${relay.url}/api/attachments/${a!.attachmentId}`, {
+      headers: { "x-api-key": token },
+    });
+    assert.equal(await byRunner.text(), "alice only");
+    const otherToken = await runnerToken(alice);
+    const other = await FakeRunner.connect(relay.url, { apiKey: otherToken });
+    try {
+      const byOther = await fetch(`${relay.url}/api/attachments/${a!.attachmentId}`, {
+        headers: { "x-api-key": otherToken },
+      });
+      assert.equal(await errorCode(byOther, 404), "not_found");
+    } finally {
+      await other.close();
+    }
+
     const id = a!.attachmentId;
     const unknown = crypto.randomUUID();
     for (const path of [`/api/attachments/${id}`, `/api/attachments/${unknown}`]) {

@@ -1,0 +1,96 @@
+/**
+ * Attachments reaching the agent: an image goes to the model as an image,
+ * any other file is written into the session's folder and named by its
+ * path in the message; what is not the session's is refused before the
+ * runner hears of it.
+ */
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import type { UploadAttachmentsResponse } from "../shared/attachments_api.ts";
+import { errorCode, json, type User } from "./harness/client.ts";
+import { withStack } from "./harness/in_process.ts";
+import { MODEL } from "./harness/mock_llm.ts";
+
+async function upload(user: User, sessionId: string, files: File[]) {
+  const fd = new FormData();
+  for (const f of files) fd.append("files", f);
+  const res = await user.api(`/api/sessions/${sessionId}/attachments`, {
+    method: "POST",
+    body: fd,
+  });
+  assert.equal(res.status, 200, await res.clone().text());
+  return (await res.json() as UploadAttachmentsResponse).attachments;
+}
+
+/** The text and image parts of the last user message the model was sent. */
+function lastUserMessage(content: unknown): { text: string; images: string[] } {
+  if (typeof content === "string") return { text: content, images: [] };
+  const parts = content as { type: string; text?: string; image_url?: { url: string } }[];
+  return {
+    text: parts.filter((p) => p.type === "text").map((p) => p.text).join("\n"),
+    images: parts.filter((p) => p.type === "image_url").map((p) => p.image_url!.url),
+  };
+}
+
+Deno.test("an attached image reaches the model as an image and a text file lands in the session's folder", async () => {
+  await withStack({}, async ({ user, runnerId, home, llm }) => {
+    const project = join(home, "project");
+    await Deno.mkdir(project);
+    const res = await user.api(
+      "/api/runners/spawn",
+      json("POST", { runnerId, cwd: project, model: MODEL, prompt: "" }),
+    );
+    assert.equal(res.status, 200);
+    const { sessionId } = await res.json();
+
+    const png = new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 1, 2, 3, 4]);
+    const [image, notes] = await upload(user, sessionId, [
+      new File([png], "screen shot.png", { type: "image/png" }),
+      new File(["line 1\nline 2\n"], "notes.txt", { type: "text/plain" }),
+    ]);
+
+    llm.enqueue({ text: "I see them" });
+    const before = llm.requests.length;
+    const sent = await user.api(
+      `/api/sessions/${sessionId}/input`,
+      json("POST", {
+        kind: "prompt",
+        text: "Look at these",
+        attachments: [image!.attachmentId, notes!.attachmentId],
+      }),
+    );
+    assert.equal(sent.status, 200, await sent.clone().text());
+    await llm.waitForRequests(before + 1);
+    const messages = llm.requests.at(-1)!.messages.filter((m) => m.role === "user");
+    const { text, images } = lastUserMessage(messages.at(-1)!.content);
+
+    assert.deepEqual(images, [`data:image/png;base64,${btoa(String.fromCharCode(...png))}`]);
+    const path = join(".baton", "attachments", notes!.attachmentId, "notes.txt");
+    assert.match(text, /^Look at these/);
+    assert.ok(text.includes(path), text);
+    assert.ok(text.includes("screen shot.png"), text);
+    assert.equal(await Deno.readTextFile(join(project, path)), "line 1\nline 2\n");
+
+    // Only this session's attachments, only with a message, and unknown ids alike.
+    for (
+      const [body, status, code] of [
+        [{ kind: "prompt", text: "x", attachments: [crypto.randomUUID()] }, 404, "not_found"],
+        [{ kind: "abort", attachments: [image!.attachmentId] }, 400, "bad_request"],
+        [{ kind: "prompt", attachments: Array(11).fill(image!.attachmentId) }, 400, "invalid_body"],
+      ] as const
+    ) {
+      const r = await user.api(`/api/sessions/${sessionId}/input`, json("POST", body));
+      assert.equal(await errorCode(r, status), code);
+    }
+    const other = await user.api(
+      "/api/runners/spawn",
+      json("POST", { runnerId, cwd: project, model: MODEL, prompt: "" }),
+    );
+    const { sessionId: otherId } = await other.json();
+    const cross = await user.api(
+      `/api/sessions/${otherId}/input`,
+      json("POST", { kind: "prompt", text: "x", attachments: [image!.attachmentId] }),
+    );
+    assert.equal(await errorCode(cross, 404), "not_found", "another session's attachment");
+  });
+});
