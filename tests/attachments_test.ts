@@ -10,7 +10,7 @@ import type { UploadAttachmentsResponse } from "../shared/attachments_api.ts";
 import { errorCode, signUp, type User } from "./harness/client.ts";
 import { FakeRunner, runnerToken, spawnSession } from "./harness/fake_runner.ts";
 import { startTestRelay, type TestRelay } from "./harness/in_process.ts";
-import { RelayProcess } from "./harness/procs.ts";
+import { baseEnv, baton, RelayProcess, tempDir } from "./harness/procs.ts";
 import { rawRequest } from "./harness/raw_http.ts";
 import { eventually } from "./harness/wait.ts";
 
@@ -420,4 +420,27 @@ Deno.test("the relay's memory stays flat while a huge upload streams in, taken o
     assert.ok(peak - idle < 150 * MiB, `relay RSS grew by ${((peak - idle) / MiB).toFixed(0)} MB`);
     assert.equal((await storedFiles(relay.dataDir)).filter((f) => !f.startsWith("tmp")).length, 1);
   });
+});
+
+Deno.test("baton relay refuses a bad BATON_ATTACHMENT_* value with exit code 2 and one line", async () => {
+  const home = await tempDir();
+  try {
+    const relay = ["relay", "--port", "0", "--data-dir", join(home, "data")];
+    for (
+      const [env, re] of [
+        [{ BATON_ATTACHMENT_TTL: "7" }, /Invalid BATON_ATTACHMENT_TTL: '7'/],
+        [{ BATON_ATTACHMENT_TTL: "0s" }, /Invalid BATON_ATTACHMENT_TTL: '0s'/],
+        [{ BATON_ATTACHMENT_MAX_BYTES: "10MB" }, /Invalid BATON_ATTACHMENT_MAX_BYTES: '10MB'/],
+        [{ BATON_ATTACHMENT_MAX_FILES: "0" }, /Invalid BATON_ATTACHMENT_MAX_FILES: '0'/],
+        [{ BATON_ATTACHMENT_USER_MAX_MB: "-1" }, /Invalid BATON_ATTACHMENT_USER_MAX_MB: '-1'/],
+      ] as const
+    ) {
+      const out = await baton(relay, baseEnv(home, env));
+      assert.equal(out.code, 2, out.stderr);
+      assert.match(out.stderr, re);
+      assert.equal(out.stderr.trim().split("\n").length, 1, out.stderr);
+    }
+  } finally {
+    await Deno.remove(home, { recursive: true });
+  }
 });
