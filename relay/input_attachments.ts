@@ -56,3 +56,28 @@ export function attachmentRefs(
     };
   });
 }
+
+/**
+ * The attachments a spawn names for its first prompt: the caller's, unexpired,
+ * of sessions on the runner it spawns on (whose token may fetch them); else
+ * 404 `not_found`, alike for every reason.
+ */
+export function spawnAttachmentRefs(
+  store: Pick<Store, "attachments">,
+  userId: string,
+  runnerId: string,
+  ids: string[],
+  clock: Clock,
+): AttachmentRef[] {
+  const now = isoNow(clock);
+  return [...new Set(ids)].map((id) => {
+    const a = store.attachments.get(id, now);
+    if (!a || a.userId !== userId || a.runnerId !== runnerId) throw notFound("Attachment");
+    return {
+      attachmentId: a.attachmentId,
+      filename: a.filename,
+      mimeType: a.mimeType,
+      size: a.size,
+    };
+  });
+}

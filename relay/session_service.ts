@@ -22,7 +22,7 @@ import type { EventPipeline } from "./event_pipeline.ts";
 import type { RunnerConnection, RunnerRegistry } from "./runner_registry.ts";
 import { assertNotEnded, isEnded, isModelRef, sessionInfo, titleFrom } from "./session_state.ts";
 import type { StateFeed } from "./state_feed.ts";
-import { attachmentRefs, type InputOptions } from "./input_attachments.ts";
+import { attachmentRefs, type InputOptions, spawnAttachmentRefs } from "./input_attachments.ts";
 import type { SessionRecord, Store } from "./store/mod.ts";
 
 /** What a new session starts with. */
@@ -34,6 +34,8 @@ export interface SpawnInput {
   /** A trigger the session starts with, and what to do with it. */
   trigger?: DeliveredTrigger;
   instruction?: string;
+  /** Ids of the caller's attachments, of sessions on the same runner, for the first prompt. */
+  attachments?: string[];
 }
 
 /** How a wait for a session's start ended. */
@@ -101,6 +103,13 @@ export class SessionService implements SessionControl {
   async spawn(userId: string, req: SpawnInput): Promise<{ sessionId: string; shareUrl: string }> {
     checkInputText(req.prompt);
     const link = this.#opts.runners.connectedRunner(userId, req.runnerId);
+    const attachments = spawnAttachmentRefs(
+      this.#store,
+      userId,
+      req.runnerId,
+      req.attachments ?? [],
+      this.#clock,
+    );
     const sessionId = crypto.randomUUID();
     const now = isoNow(this.#clock);
     this.#opts.feed.bump(userId);
@@ -132,8 +141,12 @@ export class SessionService implements SessionControl {
         model: req.model,
         ...(req.trigger ? { trigger: req.trigger } : {}),
         ...(req.instruction ? { instruction: req.instruction } : {}),
+        ...(attachments.length ? { attachments } : {}),
       };
-      const res = await link.request("spawn", spawn, 30_000) as Partial<SpawnResult> | null;
+      // The runner fetches the attachments before it answers.
+      const res = await link.request("spawn", spawn, attachments.length ? 120_000 : 30_000) as
+        | Partial<SpawnResult>
+        | null;
       if (typeof res?.cwd !== "string" || res.cwd.length === 0 || res.cwd.length > 4096) {
         throw badRunnerAnswer("spawn");
       }

@@ -21,6 +21,7 @@ import {
   type SpawnRequest,
   type SpawnResult,
   type TriggerRequest,
+  type WorkerStart,
   type WorkerToDaemon,
 } from "../shared/protocol.ts";
 import denoJson from "../deno.json" with { type: "json" };
@@ -241,6 +242,7 @@ export class Daemon {
     s: DaemonSession,
     start: {
       prompt: string;
+      images?: WorkerStart["images"];
       resumeFile: string | null;
       resumed: boolean;
       woke?: boolean;
@@ -264,6 +266,7 @@ export class Daemon {
       cwd: s.entry.cwd,
       model: s.entry.model,
       prompt: start.prompt,
+      ...(start.images ? { images: start.images } : {}),
       resumeFile: start.resumeFile,
       resumed: start.resumed,
       ...(start.woke ? { woke: true } : {}),
@@ -661,6 +664,8 @@ export class Daemon {
     }
     const model = req.model ?? null;
     if (model) await assertModelKnown(this.#opts.config.batonDir, model);
+    const prompt = typeof req.prompt === "string" ? req.prompt : "";
+    const first = await withAttachments(req, prompt, cwd, this.#opts.config);
     const entry: SessionEntry = {
       sessionId: req.sessionId,
       cwd,
@@ -669,12 +674,13 @@ export class Daemon {
       pid: null,
       createdAt: new Date().toISOString(),
       // A first prompt or trigger starts a turn right away.
-      busy: (typeof req.prompt === "string" && req.prompt.trim() !== "") || !!req.trigger,
+      busy: first.text.trim() !== "" || first.images.length > 0 || !!req.trigger,
     };
     const s = this.#newSession(entry, 1);
     await this.#registry.save(entry);
     this.#startWorker(s, {
-      prompt: typeof req.prompt === "string" ? req.prompt : "",
+      prompt: first.text,
+      ...(first.images.length ? { images: first.images } : {}),
       resumeFile: null,
       resumed: false,
       ...(req.trigger ? { trigger: req.trigger } : {}),

@@ -204,7 +204,9 @@ class Worker {
     }
     // Without a model, the trigger (or prompt) is still shown, followed by the error.
     if (msg.trigger) this.#deliver(msg.trigger, msg.instruction);
-    else if (msg.prompt.trim() || this.#noModel) this.#prompt(msg.prompt);
+    else if (msg.prompt.trim() || msg.images?.length || this.#noModel) {
+      this.#prompt(msg.prompt, msg.images);
+    }
   }
 
   /** Hands a trigger to the agent: steer or follow-up while it works, a prompt when idle. */

@@ -135,6 +135,8 @@ export interface SpawnSessionRequest {
   prompt?: string;
   cwd?: string | null;
   model?: ModelRef | null;
+  /** Ids of the caller's attachments (of sessions on the same runner) for the first prompt. */
+  attachments?: string[];
 }
 
 /** The answer of `POST /api/runners/spawn`. */

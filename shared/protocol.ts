@@ -233,6 +233,8 @@ export interface SpawnRequest {
   trigger?: DeliveredTrigger;
   /** What the agent is asked to do with that trigger (the listener's or webhook's prompt). */
   instruction?: string;
+  /** Files for the first prompt; the runner fetches them (see shared/attachments_api.ts). */
+  attachments?: AttachmentRef[];
 }
 export interface TriggerRequest {
   sessionId: string;
@@ -279,6 +281,8 @@ export interface WorkerStart {
   cwd: string;
   model: ModelRef | null;
   prompt: string;
+  /** Attached images for the first prompt. */
+  images?: ImageInput[];
   trigger?: DeliveredTrigger;
   instruction?: string;
   /** pi session file to resume instead of starting a new conversation. */

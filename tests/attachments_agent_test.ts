@@ -92,5 +92,34 @@ Deno.test("an attached image reaches the model as an image and a text file lands
       json("POST", { kind: "prompt", text: "x", attachments: [image!.attachmentId] }),
     );
     assert.equal(await errorCode(cross, 404), "not_found", "another session's attachment");
+
+    // A new session on the same runner may start with them: its first prompt carries them.
+    const second = join(home, "second");
+    await Deno.mkdir(second);
+    llm.enqueue({ text: "Starting with the files" });
+    const count = llm.requests.length;
+    const spawned = await user.api(
+      "/api/runners/spawn",
+      json("POST", {
+        runnerId,
+        cwd: second,
+        model: MODEL,
+        prompt: "Carry on from here",
+        attachments: [image!.attachmentId, notes!.attachmentId],
+      }),
+    );
+    assert.equal(spawned.status, 200, await spawned.clone().text());
+    await llm.waitForRequests(count + 1);
+    const first = lastUserMessage(
+      llm.requests.at(-1)!.messages.filter((m) => m.role === "user").at(-1)!.content,
+    );
+    assert.match(first.text, /^Carry on from here/);
+    assert.equal(first.images.length, 1);
+    assert.equal(await Deno.readTextFile(join(second, path)), "line 1\nline 2\n");
+    const unknown = await user.api(
+      "/api/runners/spawn",
+      json("POST", { runnerId, cwd: second, prompt: "x", attachments: [crypto.randomUUID()] }),
+    );
+    assert.equal(await errorCode(unknown, 404), "not_found", "an unknown attachment");
   });
 });
