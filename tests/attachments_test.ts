@@ -130,6 +130,20 @@ Deno.test("an uploaded file comes back with its bytes and headers, stored once b
       assert.match(res.headers.get("content-security-policy") ?? "", /^sandbox;/);
     }
 
+    // HEAD: the headers alone.
+    const head = await alice.api(`/api/attachments/${a.attachmentId}`, { method: "HEAD" });
+    assert.equal(head.status, 200);
+    assert.equal(head.headers.get("content-length"), String(bytes.length));
+    assert.equal(head.headers.get("x-attachment-id"), a.attachmentId);
+    // ... and leaves no file open (the relay runs in this process).
+    const fds = async () => (await Array.fromAsync(Deno.readDir("/proc/self/fd"))).length;
+    const open = await fds();
+    for (let i = 0; i < 50; i++) {
+      await (await alice.api(`/api/attachments/${a.attachmentId}`, { method: "HEAD" })).body
+        ?.cancel();
+    }
+    assert.ok(await fds() < open + 10, `${(await fds()) - open} more files open after 50 HEADs`);
+
     // The bytes are a file named by their hash, readable by the relay's user only.
     const files = await storedFiles(relay.dataDir);
     assert.deepEqual(files, [sha256(bytes)]);

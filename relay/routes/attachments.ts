@@ -165,9 +165,12 @@ export function attachmentDownloadRoutes(
     if (!p && queryKey) p = await auth.principalFromKey(queryKey);
     if (!p) throw new HttpError(401, "unauthorized", "Sign in or send an API key");
     const a = attachments.get(p, c.req.param("attachmentId"));
-    let file: Deno.FsFile;
+    // A HEAD answer has no body: a file opened for it would stay open.
+    const head = c.req.method === "HEAD";
+    let file: Deno.FsFile | null = null;
     try {
-      file = await Deno.open(attachments.blobPath(a.sha256));
+      if (head) await Deno.stat(attachments.blobPath(a.sha256));
+      else file = await Deno.open(attachments.blobPath(a.sha256));
     } catch (err) {
       if (err instanceof Deno.errors.NotFound) {
         throw new HttpError(404, "not_found", "Attachment not found");
@@ -187,7 +190,7 @@ export function attachmentDownloadRoutes(
       "cache-control": queryKey ? "private, no-store" : "private, max-age=3600",
     };
     if (a.mimeType !== "application/pdf") headers["content-security-policy"] = SANDBOX_CSP;
-    return c.body(file.readable, 200, headers);
+    return file ? c.body(file.readable, 200, headers) : c.body(null, 200, headers);
   });
   return app;
 }
