@@ -70,6 +70,11 @@ Deno.test("an attached image reaches the model as an image and a text file lands
     assert.ok(text.includes(path), text);
     assert.ok(text.includes("screen shot.png"), text);
     assert.equal(await Deno.readTextFile(join(project, path)), "line 1\nline 2\n");
+    assert.equal(
+      await Deno.readTextFile(join(project, ".baton", "attachments", ".gitignore")),
+      "*\n",
+      "git ignores the uploaded files",
+    );
 
     // Only this session's attachments, only with a message, and unknown ids alike.
     for (
@@ -121,5 +126,27 @@ Deno.test("an attached image reaches the model as an image and a text file lands
       json("POST", { runnerId, cwd: second, prompt: "x", attachments: [crypto.randomUUID()] }),
     );
     assert.equal(await errorCode(unknown, 404), "not_found", "an unknown attachment");
+  });
+});
+
+Deno.test("a .baton folder the agent made a symlink to elsewhere gets no attachment", async () => {
+  await withStack({}, async ({ user, runnerId, home }) => {
+    const project = join(home, "trap");
+    const outside = join(home, "outside");
+    await Deno.mkdir(project);
+    await Deno.mkdir(outside);
+    await Deno.symlink(outside, join(project, ".baton"));
+    const res = await user.api(
+      "/api/runners/spawn",
+      json("POST", { runnerId, cwd: project, model: MODEL, prompt: "" }),
+    );
+    const { sessionId } = await res.json();
+    const [notes] = await upload(user, sessionId, [new File(["x"], "notes.txt")]);
+    const sent = await user.api(
+      `/api/sessions/${sessionId}/input`,
+      json("POST", { kind: "prompt", text: "Read it", attachments: [notes!.attachmentId] }),
+    );
+    assert.equal(await errorCode(sent, 502), "attachment_failed");
+    assert.deepEqual(await Array.fromAsync(Deno.readDir(outside)), [], "nothing written outside");
   });
 });

@@ -149,10 +149,36 @@ async function readCapped(
 }
 
 /**
+ * Makes each folder of `parts` under `base`, one at a time, refusing (false)
+ * when one that exists is a symlink or not a folder: a recursive mkdir would
+ * create folders wherever a planted symlink points.
+ */
+async function foldersInside(base: string, parts: string[]): Promise<boolean> {
+  let at = base;
+  for (const part of parts) {
+    at = join(at, part);
+    try {
+      const st = await Deno.lstat(at);
+      if (st.isSymlink || !st.isDirectory) return false;
+    } catch (err) {
+      if (!(err instanceof Deno.errors.NotFound)) throw err;
+      try {
+        await Deno.mkdir(at);
+      } catch (e) {
+        if (!(e instanceof Deno.errors.AlreadyExists)) throw e;
+        if (!(await Deno.lstat(at)).isDirectory) return false;
+      }
+    }
+  }
+  return true;
+}
+
+/**
  * Writes the body to `<cwd>/.baton/attachments/<id>/<filename>` and returns
- * that path relative to `cwd`. The folder must resolve inside `cwd` (a
- * `.baton` the agent made a symlink to elsewhere is refused) and the file
- * must not exist (a symlink planted there is not followed).
+ * that path relative to `cwd`. Each folder on the way must be a plain
+ * folder (a `.baton` the agent made a symlink to elsewhere is refused, and
+ * nothing is created there) and the file must not exist (a symlink planted
+ * there is not followed).
  */
 async function writeInFolder(
   body: ReadableStream<Uint8Array>,
@@ -161,15 +187,19 @@ async function writeInFolder(
 ): Promise<string> {
   const relDir = join(ATTACHMENTS_FOLDER, ref.attachmentId);
   const realCwd = await Deno.realPath(cwd);
-  const dir = join(realCwd, relDir);
-  await Deno.mkdir(dir, { recursive: true });
-  if (await Deno.realPath(dir) !== dir || !dir.startsWith(realCwd + sep)) {
+  if (!await foldersInside(realCwd, relDir.split(sep))) {
     await body.cancel();
     throw new RequestError(
       "attachment_failed",
-      `The attachments folder is not inside the session's folder: '${relDir}'`,
+      `The attachments folder is not a plain folder inside the session's folder: '${relDir}'`,
     );
   }
+  // Uploaded files are not the project's: git leaves the folder alone.
+  await Deno.writeTextFile(join(realCwd, ATTACHMENTS_FOLDER, ".gitignore"), "*\n", {
+    createNew: true,
+  }).catch((err) => {
+    if (!(err instanceof Deno.errors.AlreadyExists)) throw err;
+  });
   const rel = join(relDir, ref.filename);
   let file: Deno.FsFile;
   try {
