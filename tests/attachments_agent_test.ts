@@ -7,9 +7,12 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import type { UploadAttachmentsResponse } from "../shared/attachments_api.ts";
-import { errorCode, json, type User } from "./harness/client.ts";
-import { withStack } from "./harness/in_process.ts";
-import { MODEL } from "./harness/mock_llm.ts";
+import type { RunnerListResponse } from "../shared/api.ts";
+import { errorCode, json, signUp, type User } from "./harness/client.ts";
+import { runnerToken } from "./harness/fake_runner.ts";
+import { startTestRelay, withStack } from "./harness/in_process.ts";
+import { MockLlm, MODEL } from "./harness/mock_llm.ts";
+import { type RunnerProcess, startRunner, tempDir } from "./harness/procs.ts";
 
 async function upload(user: User, sessionId: string, files: File[]) {
   const fd = new FormData();
@@ -149,4 +152,39 @@ Deno.test("a .baton folder the agent made a symlink to elsewhere gets no attachm
     assert.equal(await errorCode(sent, 502), "attachment_failed");
     assert.deepEqual(await Array.fromAsync(Deno.readDir(outside)), [], "nothing written outside");
   });
+});
+
+Deno.test("a runner on a runner token (as baton setup and baton up make) fetches its session's attachments", async () => {
+  const llm = MockLlm.start();
+  const relay = await startTestRelay();
+  const home = await tempDir("baton-home-");
+  let runner: RunnerProcess | undefined;
+  let ok = false;
+  try {
+    const user = await signUp(relay.url);
+    await llm.writeModelsJson(home);
+    runner = await startRunner({ relayUrl: relay.url, apiKey: await runnerToken(user), home });
+    const [r]: RunnerListResponse = await (await user.api("/api/runners")).json();
+    const res = await user.api(
+      "/api/runners/spawn",
+      json("POST", { runnerId: r!.id, cwd: home, model: MODEL, prompt: "" }),
+    );
+    const { sessionId } = await res.json();
+    const [notes] = await upload(user, sessionId, [new File(["from a token"], "t.txt")]);
+    llm.enqueue({ text: "ok" });
+    const sent = await user.api(
+      `/api/sessions/${sessionId}/input`,
+      json("POST", { kind: "prompt", text: "Read it", attachments: [notes!.attachmentId] }),
+    );
+    assert.equal(sent.status, 200, await sent.clone().text());
+    const path = join(home, ".baton", "attachments", notes!.attachmentId, "t.txt");
+    assert.equal(await Deno.readTextFile(path), "from a token");
+    ok = true;
+  } finally {
+    if (runner && !ok) console.error(runner.proc.output());
+    await runner?.stop();
+    await relay[Symbol.asyncDispose]();
+    await llm.close();
+    await Deno.remove(home, { recursive: true }).catch(() => {});
+  }
 });
