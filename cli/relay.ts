@@ -15,6 +15,7 @@ import {
   UsageError,
 } from "./_args.ts";
 import { webClient } from "../web/mod.ts";
+import { ATTACHMENT_ENV_HELP, attachmentPolicyFromEnv } from "./_attachment_env.ts";
 
 export const RELAY_HELP = `Usage: baton relay [options]
 
@@ -45,6 +46,7 @@ Environment:
   BATON_RETENTION_USER_MAX_MB     Most event-log MB per user; oldest ended, unpinned
                                   sessions go first (default 0: no limit)
   BATON_RETENTION_MAX_MB          The same for all users together (default 0: no limit)
+${ATTACHMENT_ENV_HELP}
   BATON_HEADERS_TIMEOUT_MS        Time a client has to send request headers (15000)
   BATON_WS_AUTH_TIMEOUT_MS        Time a WebSocket has to authenticate (10000)
   BATON_MAX_CONNECTIONS_PER_ADDRESS         Open connections per client address
@@ -109,6 +111,7 @@ export function relaySettings(argv: string[]) {
       ? origins.split(",").map((o) => parseHttpUrl(o.trim(), "BATON_TRUSTED_ORIGINS"))
       : [],
     retention: retentionFromEnv(),
+    attachments: attachmentPolicyFromEnv(),
   };
 }
 

@@ -12,6 +12,7 @@ import {
 } from "./_args.ts";
 import { ask, askSecret, interactive } from "./_prompt.ts";
 import { retentionFromEnv, untilSignal } from "./relay.ts";
+import { attachmentPolicyFromEnv } from "./_attachment_env.ts";
 import { webClient } from "../web/mod.ts";
 
 export const UP_HELP = `Usage: baton up [options]
@@ -38,6 +39,7 @@ Options:
 Environment:
   BATON_OWNER_PASSWORD   Owner password on first start (else asked or generated)
   BATON_RETENTION_*      Retention of ended sessions, as for 'baton relay'
+  BATON_ATTACHMENT_*     Attachment caps and lifetime, as for 'baton relay'
   Runner variables (BATON_WORKSPACE_ROOTS, BATON_NO_*, ...) apply to the local runner,
   which connects to --base-url. Stopping that runner (POST /api/runners/stop)
   ends 'up', relay included.
@@ -66,6 +68,7 @@ export async function upMain(argv: string[]): Promise<number> {
       ? { allowedHosts: parseHostList(values["allowed-hosts"], "--allowed-hosts") }
       : {}),
     retention: retentionFromEnv(),
+    attachments: attachmentPolicyFromEnv(),
     log: (line) => console.error(`[relay] ${line}`),
   });
   const { relay, url } = served;

@@ -8,6 +8,7 @@
  * @module
  */
 import { type ErrorHandler, type Handler, Hono } from "hono";
+import type { Attachments } from "./attachments.ts";
 import type { Auth } from "./auth.ts";
 import { errorResponse, type RelayEnv } from "./_http.ts";
 import type { Hub } from "./hub.ts";
@@ -19,6 +20,7 @@ import type { Triggers } from "./triggers.ts";
 import type { Webhooks } from "./webhooks.ts";
 import { openApiRoute, routeDoc } from "./routes/_openapi.ts";
 import { accountRoutes } from "./routes/accounts.ts";
+import { attachmentDownloadRoutes, attachmentUploadRoutes } from "./routes/attachments.ts";
 import { keyRoutes } from "./routes/keys.ts";
 import { runnerRoutes } from "./routes/runners.ts";
 import { sessionRoutes } from "./routes/sessions.ts";
@@ -36,6 +38,7 @@ export interface ApiOptions {
   triggers: Triggers;
   listeners: TriggerListeners;
   webhooks: Webhooks;
+  attachments: Attachments;
   allowSignup: boolean;
   trustProxy: boolean;
   originAllowed: (req: Request) => boolean;
@@ -68,6 +71,8 @@ export function apiRoutes(o: ApiOptions): Hono<RelayEnv> {
   );
   // Webhook senders prove themselves with a signature, not a cookie or key.
   app.route("/api/webhooks", webhookFireRoute(o.webhooks));
+  // Downloads authenticate themselves: they also take the key as ?apiKey=.
+  app.route("/api/attachments", attachmentDownloadRoutes(o.attachments, o.auth));
 
   // Every other /api route needs a principal (cookie or key).
   app.use("/api/*", requirePrincipal(o.auth, o.originAllowed));
@@ -80,6 +85,7 @@ export function apiRoutes(o: ApiOptions): Hono<RelayEnv> {
   app.route("/api/runners", usageRoutes(o.hub.runners));
   app.route("/api/sessions", sessionRoutes(o.hub));
   app.route("/api/sessions", sessionTriggerRoutes(o.triggers));
+  app.route("/api/sessions", attachmentUploadRoutes(o.attachments, o.hub.sessions));
   app.route("/api/settings", settingsRoutes(o.store));
   app.route("/api/webhooks", webhookRoutes(o.webhooks));
 

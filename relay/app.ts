@@ -18,6 +18,7 @@ import { Hub } from "./hub.ts";
 import { browserAccess } from "./principal.ts";
 import type { apiRoutes } from "./api.ts";
 import type { RetentionPolicy } from "./retention.ts";
+import { type AttachmentPolicy, Attachments } from "./attachments.ts";
 import { TriggerCalls } from "./runner_calls.ts";
 import { SecretBox } from "./secret_box.ts";
 import { TriggerListeners } from "./trigger_listeners.ts";
@@ -83,6 +84,8 @@ export interface RelayOptions {
    * build it: the CLI passes `webClient()` from `web/mod.ts`.
    */
   web?: WebRoutes;
+  /** Attachment caps and lifetime (default DEFAULT_ATTACHMENT_POLICY). */
+  attachments?: AttachmentPolicy;
 }
 
 /** A browser client the relay serves beside its API. */
@@ -103,6 +106,8 @@ export interface Relay {
    * it if no request has loaded them yet).
    */
   routes(): Promise<{ method: string; path: string }[]>;
+  /** Uploaded files and their sweep. */
+  attachments: Attachments;
   /** `Deno.serve` handler (passes connection info through to the app). */
   fetch: (req: Request, info?: Deno.ServeHandlerInfo) => Response | Promise<Response>;
   /** Closes every socket and the database. */
@@ -194,6 +199,13 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     connectTimeoutMs: options.webhookConnectTimeoutMs ?? 15_000,
     ...(options.webhookFiresPerMinute ? { firesPerMinute: options.webhookFiresPerMinute } : {}),
   });
+  const attachments = new Attachments({
+    store,
+    dir: join(options.dataDir, "attachments"),
+    ...(options.attachments ? { policy: options.attachments } : {}),
+    ...(options.log ? { log: options.log } : {}),
+  });
+  await attachments.start();
   const originAllowed = access.originAllowed;
   const web = options.web;
 
@@ -271,6 +283,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
         allowSignup,
         trustProxy,
         originAllowed,
+        attachments,
         onError,
         health,
       })
@@ -309,11 +322,13 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
         return true;
       }).map(({ method, path }) => ({ method, path }));
     },
+    attachments,
     fetch: (req, info) => app.fetch(req, info),
     async close() {
       if (closed) return;
       closed = true;
       triggers.close();
+      await attachments.close();
       await hub.close();
       await storeThread.close();
       db.close();

@@ -25,6 +25,7 @@ import { SessionService } from "./session_service.ts";
 import { Retention, type RetentionPolicy } from "./retention.ts";
 import { isEnded } from "./session_state.ts";
 import { StateFeed } from "./state_feed.ts";
+import type { InputOptions } from "./input_attachments.ts";
 import type { RunnerHub } from "./runner_link.ts";
 import type { CommitEvents } from "./store/event_writer.ts";
 import type { Store } from "./store/mod.ts";
@@ -194,8 +195,14 @@ export class Hub implements RunnerHub, ViewerHub {
     this.fanout.unsubscribe(sub);
   }
 
-  input(userId: string, sessionId: string, kind: InputKind, text: string): Promise<void> {
-    return this.sessions.input(userId, sessionId, kind, text);
+  input(
+    userId: string,
+    sessionId: string,
+    kind: InputKind,
+    text: string,
+    options: InputOptions = {},
+  ): Promise<void> {
+    return this.sessions.input(userId, sessionId, kind, text, options);
   }
 
   listRunners(userId: string): RunnerInfo[] {

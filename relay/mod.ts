@@ -8,6 +8,7 @@
 export { createRelay, type Relay, type RelayOptions } from "./app.ts";
 export { Hub } from "./hub.ts";
 export { DEFAULT_RETENTION, type RetentionPolicy } from "./retention.ts";
+export { type AttachmentPolicy, DEFAULT_ATTACHMENT_POLICY } from "./attachments.ts";
 export {
   CONNECTION_DEFAULTS,
   environmentForChildren,

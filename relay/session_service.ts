@@ -7,6 +7,7 @@
 import {
   type DeliveredTrigger,
   type InputKind,
+  type InputRequest,
   inputTextProblem,
   type ModelInfo,
   type ModelRef,
@@ -21,6 +22,7 @@ import type { EventPipeline } from "./event_pipeline.ts";
 import type { RunnerConnection, RunnerRegistry } from "./runner_registry.ts";
 import { assertNotEnded, isEnded, isModelRef, sessionInfo, titleFrom } from "./session_state.ts";
 import type { StateFeed } from "./state_feed.ts";
+import { attachmentRefs, type InputOptions, spawnAttachmentRefs } from "./input_attachments.ts";
 import type { SessionRecord, Store } from "./store/mod.ts";
 
 /** What a new session starts with. */
@@ -32,6 +34,8 @@ export interface SpawnInput {
   /** A trigger the session starts with, and what to do with it. */
   trigger?: DeliveredTrigger;
   instruction?: string;
+  /** Ids of the caller's attachments, of sessions on the same runner, for the first prompt. */
+  attachments?: string[];
 }
 
 /** How a wait for a session's start ended. */
@@ -41,7 +45,13 @@ export type StartState = "running" | "ended" | "timeout";
 export interface SessionControl {
   spawn(userId: string, req: SpawnInput): Promise<{ sessionId: string; shareUrl: string }>;
   deliverTrigger(s: SessionRecord, trigger: DeliveredTrigger, instruction?: string): Promise<void>;
-  input(userId: string, sessionId: string, kind: InputKind, text: string): Promise<void>;
+  input(
+    userId: string,
+    sessionId: string,
+    kind: InputKind,
+    text: string,
+    options?: InputOptions,
+  ): Promise<void>;
   waitRunning(sessionId: string, timeoutMs: number): Promise<StartState>;
   abandonSession(sessionId: string, reason: string): void;
 }
@@ -93,6 +103,13 @@ export class SessionService implements SessionControl {
   async spawn(userId: string, req: SpawnInput): Promise<{ sessionId: string; shareUrl: string }> {
     checkInputText(req.prompt);
     const link = this.#opts.runners.connectedRunner(userId, req.runnerId);
+    const attachments = spawnAttachmentRefs(
+      this.#store,
+      userId,
+      req.runnerId,
+      req.attachments ?? [],
+      this.#clock,
+    );
     const sessionId = crypto.randomUUID();
     const now = isoNow(this.#clock);
     this.#opts.feed.bump(userId);
@@ -124,8 +141,12 @@ export class SessionService implements SessionControl {
         model: req.model,
         ...(req.trigger ? { trigger: req.trigger } : {}),
         ...(req.instruction ? { instruction: req.instruction } : {}),
+        ...(attachments.length ? { attachments } : {}),
       };
-      const res = await link.request("spawn", spawn, 30_000) as Partial<SpawnResult> | null;
+      // The runner fetches the attachments before it answers.
+      const res = await link.request("spawn", spawn, attachments.length ? 120_000 : 30_000) as
+        | Partial<SpawnResult>
+        | null;
       if (typeof res?.cwd !== "string" || res.cwd.length === 0 || res.cwd.length > 4096) {
         throw badRunnerAnswer("spawn");
       }
@@ -245,13 +266,33 @@ export class SessionService implements SessionControl {
   }
 
   /** Sends a prompt, steer, follow-up, abort or end into a running session. */
-  async input(userId: string, sessionId: string, kind: InputKind, text: string): Promise<void> {
+  async input(
+    userId: string,
+    sessionId: string,
+    kind: InputKind,
+    text: string,
+    options: InputOptions = {},
+  ): Promise<void> {
     // Here, not in the route's schema: the HTTP route and the viewer socket both come this way.
     checkInputText(text);
     const s = this.owned(userId, sessionId);
+    const attachments = attachmentRefs(
+      this.#store,
+      s,
+      kind,
+      options.attachments ?? [],
+      this.#clock,
+    );
     assertNotEnded(s);
     const link = this.#opts.runners.connected(s.runnerId);
-    await link.request("input", { sessionId, kind, text }, 30_000);
+    const req: InputRequest = {
+      sessionId,
+      kind,
+      text,
+      ...(attachments.length ? { attachments } : {}),
+    };
+    // The runner fetches each attachment before its worker takes the input.
+    await link.request("input", req, attachments.length ? 120_000 : 30_000);
   }
 
   /**

@@ -12,6 +12,7 @@ import {
 import { parseMessage, shown } from "./_message.ts";
 import type { Principal } from "./auth.ts";
 import { invalid, RelayError } from "./errors.ts";
+import { inputAttachments, type InputOptions } from "./input_attachments.ts";
 import type { FanoutViewer, Subscription } from "./fanout.ts";
 import type { ChannelSocket } from "./ws_transport.ts";
 /**
@@ -72,7 +73,13 @@ export interface ViewerHub {
   /** Subscribes from `since`; throws a RelayError (404) for a foreign or unknown session. */
   subscribe(v: Viewer, sessionId: string, since: number): Subscription;
   unsubscribe(sub: Subscription): void;
-  input(userId: string, sessionId: string, kind: InputKind, text: string): Promise<void>;
+  input(
+    userId: string,
+    sessionId: string,
+    kind: InputKind,
+    text: string,
+    options?: InputOptions,
+  ): Promise<void>;
   listRunners(userId: string): RunnerInfo[];
   listSessions(userId: string): SessionInfo[];
   log(line: string): void;
@@ -235,7 +242,11 @@ function handle(hub: ViewerHub, v: Viewer, msg: Record<string, unknown>): void {
           return fail(invalid(`kind must be one of: ${INPUT_KINDS.join(", ")}`), id);
         }
         const text = typeof msg.text === "string" ? msg.text : "";
-        hub.input(v.principal.userId, sessionId, kind, text).then(
+        const attachments = inputAttachments(msg.attachments);
+        if (attachments === null) {
+          return fail(invalid("attachments must be a list of at most 10 attachment ids"), id);
+        }
+        hub.input(v.principal.userId, sessionId, kind, text, { attachments }).then(
           () => v.send({ t: "input_ok", sessionId, ...(id !== undefined ? { id } : {}) }),
           (err) => fail(err, id),
         );

@@ -21,6 +21,7 @@ import {
   type SpawnRequest,
   type SpawnResult,
   type TriggerRequest,
+  type WorkerStart,
   type WorkerToDaemon,
 } from "../shared/protocol.ts";
 import denoJson from "../deno.json" with { type: "json" };
@@ -44,6 +45,7 @@ import { assertModelKnown, listModels } from "./models.ts";
 import { DocCatalog } from "./workspace/skills.ts";
 import { PluginCatalog } from "./workspace/plugins.ts";
 import { answerUsage, runnerUsageIndex, type UsageIndex } from "./workspace/usage.ts";
+import { withAttachments } from "./workspace/attachments.ts";
 
 /** Exit codes the supervisor understands. */
 export const DaemonExit = {
@@ -255,6 +257,7 @@ export class Daemon {
     s: DaemonSession,
     start: {
       prompt: string;
+      images?: WorkerStart["images"];
       resumeFile: string | null;
       resumed: boolean;
       woke?: boolean;
@@ -278,6 +281,7 @@ export class Daemon {
       cwd: s.entry.cwd,
       model: s.entry.model,
       prompt: start.prompt,
+      ...(start.images ? { images: start.images } : {}),
       resumeFile: start.resumeFile,
       resumed: start.resumed,
       ...(start.woke ? { woke: true } : {}),
@@ -681,6 +685,8 @@ export class Daemon {
     }
     const model = req.model ?? null;
     if (model) await assertModelKnown(this.#opts.config.batonDir, model);
+    const prompt = typeof req.prompt === "string" ? req.prompt : "";
+    const first = await withAttachments(req, prompt, cwd, this.#opts.config);
     const entry: SessionEntry = {
       sessionId: req.sessionId,
       cwd,
@@ -689,12 +695,13 @@ export class Daemon {
       pid: null,
       createdAt: new Date().toISOString(),
       // A first prompt or trigger starts a turn right away.
-      busy: (typeof req.prompt === "string" && req.prompt.trim() !== "") || !!req.trigger,
+      busy: first.text.trim() !== "" || first.images.length > 0 || !!req.trigger,
     };
     const s = this.#newSession(entry, 1);
     await this.#registry.save(entry);
     this.#startWorker(s, {
-      prompt: typeof req.prompt === "string" ? req.prompt : "",
+      prompt: first.text,
+      ...(first.images.length ? { images: first.images } : {}),
       resumeFile: null,
       resumed: false,
       ...(req.trigger ? { trigger: req.trigger } : {}),
@@ -703,7 +710,7 @@ export class Daemon {
     return { cwd };
   }
 
-  #input(req: InputRequest): Promise<void> {
+  async #input(req: InputRequest): Promise<void> {
     const kind = req?.kind as InputKind;
     if (!INPUT_KINDS.includes(kind)) {
       return Promise.reject(new RequestError("bad_request", "Unknown input kind"));
@@ -723,7 +730,15 @@ export class Daemon {
         return Promise.resolve();
       }
     }
-    return this.#ask(req?.sessionId, (id) => ({ t: "input", id, kind, text }));
+    const cwd = this.#sessions.get(req?.sessionId)?.entry.cwd;
+    const { text: withFiles, images } = await withAttachments(req, text, cwd, this.#opts.config);
+    return await this.#ask(req?.sessionId, (id) => ({
+      t: "input",
+      id,
+      kind,
+      text: withFiles,
+      ...(images.length ? { images } : {}),
+    }));
   }
 
   #trigger(req: TriggerRequest): Promise<void> {

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import type { ImageInput } from "../shared/attachments_api.ts";
 import { makePathPrivate } from "../shared/private_files.ts";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
@@ -203,7 +204,9 @@ class Worker {
     }
     // Without a model, the trigger (or prompt) is still shown, followed by the error.
     if (msg.trigger) this.#deliver(msg.trigger, msg.instruction);
-    else if (msg.prompt.trim() || this.#noModel) this.#prompt(msg.prompt);
+    else if (msg.prompt.trim() || msg.images?.length || this.#noModel) {
+      this.#prompt(msg.prompt, msg.images);
+    }
   }
 
   /** Hands a trigger to the agent: steer or follow-up while it works, a prompt when idle. */
@@ -232,12 +235,12 @@ class Worker {
     }
   }
 
-  #prompt(text: string): void {
+  #prompt(text: string, images?: ImageInput[]): void {
     if (this.#noModel) {
       this.emit({ type: "session_error", message: this.#noModel });
       return;
     }
-    this.#session!.prompt(text).catch((err) => {
+    this.#session!.prompt(text, images?.length ? { images } : undefined).catch((err) => {
       this.emit({ type: "session_error", message: errorText(err) });
     });
   }
@@ -257,13 +260,13 @@ class Worker {
               message: "The agent is working: send it as steer or followUp, or abort first",
             });
           }
-          this.#prompt(msg.text);
+          this.#prompt(msg.text, msg.images);
           return reply();
         case "steer":
         case "followUp":
-          if (!s.isStreaming) this.#prompt(msg.text);
-          else if (msg.kind === "steer") await s.steer(msg.text);
-          else await s.followUp(msg.text);
+          if (!s.isStreaming) this.#prompt(msg.text, msg.images);
+          else if (msg.kind === "steer") await s.steer(msg.text, msg.images);
+          else await s.followUp(msg.text, msg.images);
           return reply();
         case "abort":
           // Queued steers and follow-ups would otherwise ride along with the

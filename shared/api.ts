@@ -135,6 +135,8 @@ export interface SpawnSessionRequest {
   prompt?: string;
   cwd?: string | null;
   model?: ModelRef | null;
+  /** Ids of the caller's attachments (of sessions on the same runner) for the first prompt. */
+  attachments?: string[];
 }
 
 /** The answer of `POST /api/runners/spawn`. */
@@ -212,6 +214,8 @@ export interface PinResponse {
 export interface SessionInputRequest {
   kind: InputKind;
   text?: string;
+  /** Ids of attachments uploaded into this session (with `prompt`, `steer`, `followUp`). */
+  attachments?: string[];
 }
 
 /**

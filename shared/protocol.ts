@@ -5,6 +5,7 @@
  *
  * @module
  */
+import type { AttachmentRef, ImageInput } from "./attachments_api.ts";
 
 /** Protocol version agreed in the first exchange of every channel. */
 export const PROTOCOL_VERSION = 1;
@@ -232,6 +233,8 @@ export interface SpawnRequest {
   trigger?: DeliveredTrigger;
   /** What the agent is asked to do with that trigger (the listener's or webhook's prompt). */
   instruction?: string;
+  /** Files for the first prompt; the runner fetches them (see shared/attachments_api.ts). */
+  attachments?: AttachmentRef[];
 }
 export interface TriggerRequest {
   sessionId: string;
@@ -245,6 +248,8 @@ export interface InputRequest {
   sessionId: string;
   kind: InputKind;
   text: string;
+  /** Files that go with the text; the runner fetches them (see shared/attachments_api.ts). */
+  attachments?: AttachmentRef[];
 }
 
 /** WebSocket close codes used by baton. */
@@ -276,6 +281,8 @@ export interface WorkerStart {
   cwd: string;
   model: ModelRef | null;
   prompt: string;
+  /** Attached images for the first prompt. */
+  images?: ImageInput[];
   trigger?: DeliveredTrigger;
   instruction?: string;
   /** pi session file to resume instead of starting a new conversation. */
@@ -291,6 +298,8 @@ export interface WorkerInput {
   id: number;
   kind: InputKind;
   text: string;
+  /** Attached images, for the model to see. */
+  images?: ImageInput[];
 }
 
 export interface WorkerTrigger {
@@ -348,7 +357,15 @@ export type ViewerToRelay =
   /** Streams a session: every event after `since` (0 = from the start), then live. */
   | { t: "subscribe"; sessionId: string; since?: number }
   | { t: "unsubscribe"; sessionId: string }
-  | { t: "input"; id?: string; sessionId: string; kind: InputKind; text?: string }
+  | {
+    t: "input";
+    id?: string;
+    sessionId: string;
+    kind: InputKind;
+    text?: string;
+    /** Ids of attachments uploaded into the session. */
+    attachments?: string[];
+  }
   /** Starts the feed of the caller's runners and sessions. */
   | { t: "watch" }
   | { t: "ping" };

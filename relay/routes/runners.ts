@@ -1,4 +1,5 @@
 import { Hono } from "hono";
+import { MAX_INPUT_ATTACHMENTS } from "../../shared/attachments_api.ts";
 import { z } from "zod";
 import type {
   DismissFolderRequest,
@@ -29,6 +30,7 @@ const Spawn = requestSchema<SpawnSessionRequest>()(z.object({
   prompt: z.string().optional().default(""),
   cwd: PathString.nullable().optional(),
   model: ModelRef.nullable().optional(),
+  attachments: z.array(z.string().max(100)).max(MAX_INPUT_ATTACHMENTS).optional(),
 }));
 
 const RunnerRef = requestSchema<RunnerRequest>()(
@@ -71,7 +73,8 @@ export function runnerRoutes(runners: RunnerRegistry, sessions: SessionService):
       400: "`invalid_body` (a `cwd` with NUL or another control character, ...), " +
         "`text_too_long` (a prompt over 200,000 characters), " +
         "`cwd_outside_roots`, `cwd_not_found`, `bad_request`, `unknown_model` (the runner's)",
-      ...NOT_FOUND,
+      404: "`not_found`: no such runner, or not the caller's; an attachment that is not the " +
+        "caller's, expired, or of a session on another runner",
       ...RUNNER_ERRORS,
     },
   });
@@ -83,6 +86,7 @@ export function runnerRoutes(runners: RunnerRegistry, sessions: SessionService):
       prompt: body.prompt,
       cwd: body.cwd?.trim() ? body.cwd : null,
       model: body.model ?? null,
+      attachments: body.attachments ?? [],
     });
     return c.json(res satisfies SpawnSessionResponse);
   });

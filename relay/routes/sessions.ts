@@ -9,6 +9,7 @@ import type {
   SessionResponse,
   UpdateSessionRequest,
 } from "../../shared/api.ts";
+import { MAX_INPUT_ATTACHMENTS } from "../../shared/attachments_api.ts";
 import { INPUT_KINDS, type InputKind, MAX_SESSION_TITLE } from "../../shared/protocol.ts";
 import { invalid } from "../errors.ts";
 import { principal, readJson, type RelayEnv } from "../_http.ts";
@@ -21,6 +22,7 @@ const Input = requestSchema<SessionInputRequest>()(z.object({
   kind: z.enum(INPUT_KINDS as [InputKind, ...InputKind[]]),
   // Its length is checked by the session service (text_too_long), as for the viewer socket's input.
   text: z.string().optional().default(""),
+  attachments: z.array(z.string().max(100)).max(MAX_INPUT_ATTACHMENTS).optional(),
 }));
 
 const Update = requestSchema<UpdateSessionRequest>()(
@@ -182,15 +184,19 @@ export function sessionRoutes(
     body: Input,
     ok: "`{ok: true}`: the session's worker took it; what follows arrives as events",
     errors: {
-      400: "`text_too_long`: `text` over 200,000 characters (the viewer socket's limit too)",
-      404: "`not_found`: no such session, or not the caller's, or its runner no longer has it",
+      400: "`text_too_long`: `text` over 200,000 characters (the viewer socket's limit too); " +
+        "`bad_request`: attachments with a kind other than prompt, steer or followUp",
+      404: "`not_found`: no such session, or not the caller's, or its runner no longer has it; " +
+        "an attachment that is not one of this session's (or expired)",
       409: "`session_ended`, `busy` (a prompt while working), `not_ready`, `not_queued`",
       ...RUNNER_ERRORS,
     },
   });
   app.post("/:id/input", inputDoc, async (c) => {
     const body = await readJson(c, Input);
-    await sessions.input(principal(c).userId, c.req.param("id"), body.kind, body.text);
+    await sessions.input(principal(c).userId, c.req.param("id"), body.kind, body.text, {
+      attachments: body.attachments ?? [],
+    });
     return c.json({ ok: true } satisfies OkResponse);
   });
 

@@ -270,6 +270,31 @@ const MIGRATIONS: Migration[] = [
       );
     `,
   },
+  {
+    // Files uploaded into a session (relay/attachments.ts). The bytes are
+    // files under <data-dir>/attachments named by their sha-256; a row says
+    // who may read which, until when. A deleted session takes its rows with
+    // it (store/retention.ts); the sweep removes blobs no row names.
+    version: 10,
+    name: "attachments",
+    sql: `
+      CREATE TABLE attachments (
+        id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        sha256 TEXT NOT NULL,
+        filename TEXT NOT NULL,
+        mime_type TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        created_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL
+      );
+      CREATE INDEX attachments_session ON attachments (session_id);
+      CREATE INDEX attachments_user ON attachments (user_id, expires_at);
+      CREATE INDEX attachments_expiry ON attachments (expires_at);
+      CREATE INDEX attachments_sha ON attachments (sha256);
+    `,
+  },
 ];
 
 /** The relay's SQLite handle with WAL on and migrations applied. */

@@ -6,6 +6,7 @@
  */
 import { type Database, transaction } from "./db.ts";
 import { AccountsRepo } from "./accounts.ts";
+import { AttachmentsRepo } from "./attachments.ts";
 import { EventsRepo } from "./events.ts";
 import { KeysRepo } from "./keys.ts";
 import { RetentionRepo } from "./retention.ts";
@@ -16,6 +17,7 @@ import { TriggersRepo } from "./triggers.ts";
 import { WebhooksRepo } from "./webhooks.ts";
 
 export type { AccountRecord } from "./accounts.ts";
+export type { AttachmentRecord, NewAttachment } from "./attachments.ts";
 export type { KeyRecord } from "./keys.ts";
 export type { Deletable } from "./retention.ts";
 export type { RunnerRecord } from "./runners.ts";
@@ -35,6 +37,7 @@ export class Store {
   readonly triggers: TriggersRepo;
   readonly webhooks: WebhooksRepo;
   readonly retention: RetentionRepo;
+  readonly attachments: AttachmentsRepo;
 
   constructor(readonly db: Database) {
     this.accounts = new AccountsRepo(db);
@@ -46,6 +49,7 @@ export class Store {
     this.triggers = new TriggersRepo(db);
     this.webhooks = new WebhooksRepo(db);
     this.retention = new RetentionRepo(db);
+    this.attachments = new AttachmentsRepo(db);
   }
 
   /** Runs `fn` in one transaction. */

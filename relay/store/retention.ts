@@ -43,6 +43,8 @@ export class RetentionRepo {
     this.#sql.sql("DELETE FROM sessions WHERE id = ?").run(sessionId);
     this.#sql.sql("DELETE FROM trigger_subscriptions WHERE session_id = ?").run(sessionId);
     this.#sql.sql("DELETE FROM trigger_history WHERE session_id = ?").run(sessionId);
+    // Its attachments' blobs go at the next attachment sweep (relay/attachments.ts).
+    this.#sql.sql("DELETE FROM attachments WHERE session_id = ?").run(sessionId);
     this.#sql.sql(
       `INSERT INTO session_deletions (session_id, user_id, at) VALUES (?, ?, ?)
        ON CONFLICT DO NOTHING`,

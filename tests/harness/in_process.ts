@@ -1,4 +1,5 @@
 import { type ServedRelay, serveRelay } from "../../relay/serve.ts";
+import type { AttachmentPolicy } from "../../relay/attachments.ts";
 import type { RunnerListResponse } from "../../shared/api.ts";
 import { signUp, type User } from "./client.ts";
 import { MockLlm, type Responder } from "./mock_llm.ts";
@@ -22,6 +23,8 @@ export async function startTestRelay(
     baseUrl?: string;
     /** Take the client IP from the last X-Forwarded-For entry. */
     trustProxy?: boolean;
+    /** Attachment caps and lifetime. */
+    attachments?: AttachmentPolicy;
   } = {},
 ): Promise<TestRelay> {
   const dataDir = options.dataDir ?? await tempDir("baton-relay-");
@@ -35,6 +38,7 @@ export async function startTestRelay(
     eventBufferSize: options.eventBufferSize ?? 1000,
     ...(options.baseUrl ? { baseUrl: options.baseUrl } : {}),
     trustProxy: options.trustProxy ?? false,
+    ...(options.attachments ? { attachments: options.attachments } : {}),
     log: (line) => logs.push(line),
   });
   return {
@@ -67,6 +71,8 @@ export interface StackOptions {
   name?: string;
   /** Extra environment for the runner. */
   runnerEnv?: Record<string, string>;
+  /** Options of the relay. */
+  relay?: Parameters<typeof startTestRelay>[0];
 }
 
 /**
@@ -79,7 +85,7 @@ export async function withStack(
 ): Promise<void> {
   const llm = MockLlm.start();
   if (options.responder) llm.responder = options.responder;
-  const relay = await startTestRelay();
+  const relay = await startTestRelay(options.relay);
   const home = await tempDir("baton-home-");
   let runner: RunnerProcess | undefined;
   let ok = false;

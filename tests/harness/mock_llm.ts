@@ -111,6 +111,8 @@ export class MockLlm {
               compat: { supportsDeveloperRole: false, supportsReasoningEffort: false },
               models: models.map((id) => ({
                 id,
+                // A vision model, so attached images reach it as images.
+                input: ["text", "image"],
                 contextWindow: 100_000,
                 maxTokens: 4096,
                 cost: { input: 1, output: 2, cacheRead: 0, cacheWrite: 0 },

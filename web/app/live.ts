@@ -191,10 +191,11 @@ export class LiveLink {
   }
 
   /** Sends input into a session; resolves once the runner took it. */
-  input(sessionId: string, kind: InputKind, text = ""): Promise<void> {
+  input(sessionId: string, kind: InputKind, text = "", attachments: string[] = []): Promise<void> {
     const id = `in${this.#nextId++}`;
     return new Promise((resolve, reject) => {
-      if (!this.#send({ t: "input", id, sessionId, kind, text })) {
+      const msg = { t: "input" as const, id, sessionId, kind, text };
+      if (!this.#send(attachments.length ? { ...msg, attachments } : msg)) {
         reject(new Error("Not connected to the relay; try again in a moment"));
         return;
       }

@@ -8,6 +8,13 @@ import { useLayoutEffect, useRef, useState } from "preact/hooks";
 import type { InputKind } from "../../../../shared/protocol.ts";
 import { link } from "../../store.ts";
 import { Icon } from "../icon.tsx";
+import {
+  AttachButton,
+  AttachmentChips,
+  dropHandlers,
+  pastedFiles,
+  useAttachments,
+} from "../attachments/attachments.tsx";
 
 /** How a message goes while the agent works. */
 type Mode = "steer" | "followUp";
@@ -27,16 +34,20 @@ export function Composer(
   const [error, setError] = useState<string | null>(null);
   const [sending, setSending] = useState(false);
   const [note, setNote] = useState<string | null>(null);
+  const files = useAttachments(id);
+  const [dragOver, setDragOver] = useState(false);
 
   async function send(kind: InputKind, body = text) {
     setError(null);
     setSending(true);
+    const withFiles = kind === "prompt" || kind === "steer" || kind === "followUp";
     try {
-      await link.input(id, kind, body);
+      await link.input(id, kind, body, withFiles ? files.ready : []);
       if (kind !== "abort") {
         // What was typed while it was on its way stays in the box.
         setText((now) => now === body ? "" : now);
         setNote(null);
+        if (withFiles) files.clear();
       }
     } catch (err) {
       setError((err as Error).message);
@@ -66,7 +77,7 @@ export function Composer(
 
   function submit(ev?: Event) {
     ev?.preventDefault();
-    if (!text.trim() || sending) return;
+    if ((!text.trim() && files.ready.length === 0) || sending || files.uploading) return;
     send(working ? mode : "prompt");
   }
 
@@ -78,8 +89,12 @@ export function Composer(
     );
   }
   return (
-    <footer class="composer">
+    <footer
+      class={dragOver ? "composer drag-over" : "composer"}
+      {...dropHandlers(files.add, setDragOver)}
+    >
       <QueuedMessages queue={queue} onRemove={unqueue} />
+      <AttachmentChips items={files.items} onRemove={files.remove} />
       {error && <p class="error" role="alert">{error}</p>}
       {note && !error && (
         <p class="hint composer-note" role="status">
@@ -88,10 +103,12 @@ export function Composer(
         </p>
       )}
       <form class="composer-row" onSubmit={submit}>
+        <AttachButton onFiles={files.add} />
         <MessageBox
           text={text}
           onText={setText}
           onSubmit={submit}
+          onPasteFiles={files.add}
           placeholder={working
             ? (mode === "steer"
               ? "Steer the agent (it reads this after its current step)…"
@@ -102,7 +119,7 @@ export function Composer(
         <button
           type="submit"
           class="btn primary icon-only"
-          disabled={!text.trim() || sending}
+          disabled={(!text.trim() && files.ready.length === 0) || sending || files.uploading}
           aria-label={working ? (mode === "steer" ? "Send steer" : "Queue follow-up") : "Send"}
         >
           <Icon name="send" />
@@ -158,10 +175,11 @@ function QueuedMessages(
  * Shift+Enter makes a new line, Escape leaves it.
  */
 function MessageBox(
-  { text, onText, onSubmit, placeholder }: {
+  { text, onText, onSubmit, onPasteFiles, placeholder }: {
     text: string;
     onText: (text: string) => void;
     onSubmit: () => void;
+    onPasteFiles: (files: File[]) => void;
     placeholder: string;
   },
 ) {
@@ -182,6 +200,12 @@ function MessageBox(
         value={text}
         placeholder={placeholder}
         onInput={(e) => onText(e.currentTarget.value)}
+        onPaste={(e) => {
+          const files = pastedFiles(e);
+          if (files.length === 0) return;
+          e.preventDefault();
+          onPasteFiles(files);
+        }}
         onKeyDown={(e) => {
           if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
             e.preventDefault();
