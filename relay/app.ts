@@ -23,6 +23,8 @@ import { accountRoutes } from "./routes/accounts.ts";
 import { TriggerCalls } from "./runner_calls.ts";
 import { keyRoutes } from "./routes/keys.ts";
 import { runnerRoutes } from "./routes/runners.ts";
+import { workspaceFileRoutes } from "./routes/workspace_files.ts";
+import { WorkspaceFilesService } from "./workspace_files.ts";
 import { sessionRoutes } from "./routes/sessions.ts";
 import { settingsRoutes } from "./routes/settings.ts";
 import { runnerTriggerRoutes, sessionTriggerRoutes } from "./routes/triggers.ts";
@@ -277,6 +279,10 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   app.route("/api/keys", keyRoutes(store, hub.credentials));
   app.route("/api/runners", runnerRoutes(hub.runners, hub.sessions));
   app.route("/api/runners", runnerTriggerRoutes(listeners));
+  app.route(
+    "/api/runners",
+    workspaceFileRoutes(new WorkspaceFilesService({ runners: hub.runners })),
+  );
   app.route("/api/sessions", sessionRoutes(hub));
   app.route("/api/sessions", sessionTriggerRoutes(triggers));
   app.route("/api/settings", settingsRoutes(store));
