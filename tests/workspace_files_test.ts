@@ -505,6 +505,70 @@ Deno.test("a runner that sends a chunked answer past its window or malformed bre
   }
 });
 
+Deno.test("a client that goes away mid-read makes the relay cancel it at the runner, and a runner streams 8 reads at most", async () => {
+  await using relay = await startTestRelay();
+  const user = await signUp(relay.url);
+  const runner = await FakeRunner.connect(relay.url, { apiKey: user.apiKey });
+  try {
+    // One piece, then nothing until cancelled.
+    runner.answer = (req) => {
+      if (req.op !== "read_file") return { ok: true, data: {} };
+      runner.send({ t: "chunk", id: req.id, data: "aGVsbG8=" });
+      return null;
+    };
+    const abort = new AbortController();
+    const res = await user.api(`/api/runners/${runner.runnerId}/read-file`, {
+      ...json("POST", { path: "/a", encoding: "base64" }),
+      signal: abort.signal,
+    });
+    assert.equal(res.status, 200);
+    const reader = res.body!.getReader();
+    await reader.read();
+    abort.abort();
+    await reader.cancel().catch(() => {});
+    const first = runner.requests.find((r) => r.op === "read_file")!.id;
+    await runner.until(
+      () => runner.received.some((m) => m.t === "cancel" && m.id === first),
+      "the relay's cancel of the abandoned read",
+    );
+
+    // Eight reads the runner holds open; the ninth is refused at once.
+    const held = Array.from({ length: 8 }, () => {
+      const ac = new AbortController();
+      const r = user.api(`/api/runners/${runner.runnerId}/read-file`, {
+        ...json("POST", { path: "/a" }),
+        signal: ac.signal,
+      });
+      return { ac, r };
+    });
+    const started = await Promise.all(held.map((h) => h.r));
+    assert.deepEqual(started.map((r) => r.status), Array(8).fill(200));
+    const ninth = await answer(
+      await post({ user }, `/api/runners/${runner.runnerId}/read-file`, { path: "/a" }),
+    );
+    assert.equal(ninth.status, 429, ninth.text);
+    assert.equal(ninth.body.error.code, "too_many_reads");
+    // Once they end, reads are taken again.
+    for (const h of held) h.ac.abort();
+    await Promise.all(started.map((r) => r.body?.cancel().catch(() => {})));
+    await runner.until(
+      () => runner.received.filter((m) => m.t === "cancel").length >= 9,
+      "the cancels of the eight reads",
+    );
+    runner.answer = (req) => {
+      if (req.op !== "read_file") return { ok: true, data: {} };
+      return { ok: true, data: { encoding: "utf8", size: 0, mtime: null, chunks: 0 } };
+    };
+    const again = await answer(
+      await post({ user }, `/api/runners/${runner.runnerId}/read-file`, { path: "/a" }),
+    );
+    assert.equal(again.status, 200, again.text);
+    assert.equal(again.body.content, "");
+  } finally {
+    await runner.close();
+  }
+});
+
 Deno.test("several concurrent 10 MiB reads stream through the relay with its RSS bounded", async () => {
   const tree = await makeTree();
   const relay = await RelayProcess.start();
