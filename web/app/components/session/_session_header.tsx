@@ -62,9 +62,13 @@ export function SessionHeader(
           type="button"
           class={`btn small ${panel ? "on" : ""}`}
           aria-pressed={panel}
+          aria-label="Triggers"
+          title="Triggers"
           onClick={onTogglePanel}
         >
-          <Icon name="bolt" size={14} /> Triggers
+          {/* Icons alone on a phone, so that the header's actions keep one row. */}
+          <Icon name="bolt" size={14} />
+          <span class="wide-only">Triggers</span>
         </button>
         {onToggleFiles && (
           <button
