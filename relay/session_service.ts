@@ -315,8 +315,7 @@ export class SessionService implements SessionControl {
     for (const s of this.#store.sessions.listForUser(userId)) {
       if (s.runnerId !== runnerId || !s.cwd || seen.has(s.cwd)) continue;
       seen.add(s.cwd);
-      const gone = dismissed[s.cwd];
-      if (gone && gone >= s.createdAt) continue;
+      if (hiddenBy(dismissed[s.cwd], s)) continue;
       out.push(s.cwd);
       if (out.length === MAX_RECENT_FOLDERS) break;
     }
@@ -328,10 +327,31 @@ export class SessionService implements SessionControl {
     if (!this.recentFolders(userId, runnerId).includes(path)) return false;
     const key = dismissedKey(runnerId);
     const dismissed = this.#store.settings.get<Record<string, string>>(userId, key, {});
-    dismissed[path] = isoNow(this.#clock);
+    // The newest session of the folder marks what is hidden: a session that
+    // starts after it shows the folder again, even within the same
+    // millisecond as this removal (a time would hide it).
+    const newest = this.#store.sessions.listForUser(userId)
+      .find((s) => s.runnerId === runnerId && s.cwd === path)!;
+    dismissed[path] = `${newest.createdAt}|${newest.sessionId}`;
     this.#store.settings.set(userId, key, dismissed);
     return true;
   }
+}
+
+/**
+ * Whether a removal hides session `s`: a removal names the newest session it
+ * hid (`createdAt|sessionId`, in the order sessions are listed) or, as older
+ * relays stored it, the time it was made.
+ */
+function hiddenBy(
+  mark: string | undefined,
+  s: { createdAt: string; sessionId: string },
+): boolean {
+  if (!mark) return false;
+  const bar = mark.indexOf("|");
+  if (bar === -1) return mark >= s.createdAt;
+  const at = mark.slice(0, bar);
+  return s.createdAt < at || (s.createdAt === at && s.sessionId <= mark.slice(bar + 1));
 }
 
 function dismissedKey(runnerId: string): string {
