@@ -13,6 +13,7 @@ import type { Auth } from "./auth.ts";
 import { errorResponse, type RelayEnv } from "./_http.ts";
 import type { Hub } from "./hub.ts";
 import { requirePrincipal } from "./principal.ts";
+import { RecentFolders } from "./recent_folders.ts";
 import { scopeGuard } from "./scopes.ts";
 import type { Store } from "./store/mod.ts";
 import type { TriggerListeners } from "./trigger_listeners.ts";
@@ -27,6 +28,8 @@ import { sessionRoutes } from "./routes/sessions.ts";
 import { settingsRoutes } from "./routes/settings.ts";
 import { skillRoutes } from "./routes/skills.ts";
 import { usageRoutes } from "./routes/usage.ts";
+import { workspaceFileRoutes } from "./routes/workspace_files.ts";
+import { WorkspaceFilesService } from "./workspace_files.ts";
 import { runnerTriggerRoutes, sessionTriggerRoutes } from "./routes/triggers.ts";
 import { webhookFireRoute, webhookRoutes } from "./routes/webhooks.ts";
 
@@ -79,10 +82,17 @@ export function apiRoutes(o: ApiOptions): Hono<RelayEnv> {
   // Read-only keys, keys bound to a runner and runner tokens reach less.
   app.use("/api/*", scopeGuard(o.store));
   app.route("/api/keys", keyRoutes(o.store, o.hub.credentials));
-  app.route("/api/runners", runnerRoutes(o.hub.runners, o.hub.sessions));
+  app.route(
+    "/api/runners",
+    runnerRoutes(o.hub.runners, o.hub.sessions, new RecentFolders(o.store, o.hub.runners)),
+  );
   app.route("/api/runners", runnerTriggerRoutes(o.listeners));
   app.route("/api/runners", skillRoutes(o.hub.runners));
   app.route("/api/runners", usageRoutes(o.hub.runners));
+  app.route(
+    "/api/runners",
+    workspaceFileRoutes(new WorkspaceFilesService({ runners: o.hub.runners })),
+  );
   app.route("/api/sessions", sessionRoutes(o.hub));
   app.route("/api/sessions", sessionTriggerRoutes(o.triggers));
   app.route("/api/sessions", attachmentUploadRoutes(o.attachments, o.hub.sessions));

@@ -1,3 +1,11 @@
+/**
+ * The runner control socket: hello, request/response by id (answers may come
+ * in pieces: chunked_reply.ts), events in, acks out. Over 400 lines: the
+ * request bookkeeping and the socket's message switch share the link's
+ * private state, and splitting them would expose it.
+ *
+ * @module
+ */
 import {
   CloseCode,
   type ControlResponse,
@@ -11,7 +19,8 @@ import {
 import { MAX_LINK_DEPTH } from "../shared/json.ts";
 import { closeReason, parseMessage, shown } from "./_message.ts";
 import type { Principal } from "./auth.ts";
-import { type ErrorKind, offline, RelayError, timeout } from "./errors.ts";
+import type { ChunkSink } from "./chunked_reply.ts";
+import { type ErrorKind, offline, rejected, RelayError, timeout } from "./errors.ts";
 import type { RunnerConnection } from "./runner_registry.ts";
 import type { Store } from "./store/mod.ts";
 import type { ChannelSocket } from "./ws_transport.ts";
@@ -25,6 +34,9 @@ interface Pending {
   resolve: (data: unknown) => void;
   reject: (err: Error) => void;
   timer: ReturnType<typeof setTimeout>;
+  /** Takes the pieces of a chunked answer; each one (and each ack) restarts the timer. */
+  sink?: ChunkSink;
+  rearm: () => void;
 }
 
 /** The relay's end of one runner's control connection, after its hello was accepted. */
@@ -47,8 +59,11 @@ export class RunnerLink implements RunnerConnection {
     this.socket.send(JSON.stringify(msg));
   }
 
-  /** Sends a request and resolves with the runner's answer; rejects with a RelayError. */
-  request(op: string, data: unknown, timeoutMs: number): Promise<unknown> {
+  /**
+   * Sends a request and resolves with the runner's answer; rejects with a
+   * RelayError. With a `sink`, the answer may come in pieces first.
+   */
+  request(op: string, data: unknown, timeoutMs: number, sink?: ChunkSink): Promise<unknown> {
     // A socket already closing (its close frame came in) is offline: a request sent
     // now would only wait for the close (502) instead of answering 503 at once.
     if (this.#closed || this.socket.readyState !== WebSocket.OPEN) {
@@ -56,21 +71,54 @@ export class RunnerLink implements RunnerConnection {
     }
     const id = this.#nextId++;
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
+      const expire = () => {
         this.#pending.delete(id);
         reject(timeout("runner_timeout", `Runner did not answer '${op}' in time`));
-      }, timeoutMs);
-      this.#pending.set(id, { resolve, reject, timer });
+      };
+      const p: Pending = {
+        resolve,
+        reject,
+        timer: setTimeout(expire, timeoutMs),
+        rearm: () => (clearTimeout(p.timer), p.timer = setTimeout(expire, timeoutMs)),
+      };
+      if (sink) {
+        p.sink = sink;
+        sink.bind({
+          ack: () => (p.rearm(), this.send({ t: "chunk_ack", id })),
+          cancel: (reason) => this.#abandon(id, reason),
+        });
+      }
+      this.#pending.set(id, p);
       try {
         this.send({ t: "req", id, op, data });
       } catch (err) {
         // Not serialisable (e.g. nested past what JSON.stringify's stack takes):
         // fail now rather than wait for the timeout.
         this.#pending.delete(id);
-        clearTimeout(timer);
+        clearTimeout(p.timer);
         reject(err);
       }
     });
+  }
+
+  /** A piece of a chunked answer; a malformed one (or one past the window) fails the request. */
+  chunk(id: number, data: unknown): void {
+    const p = this.#pending.get(id);
+    if (!p?.sink) return;
+    p.rearm();
+    if (!p.sink.push(data)) {
+      this.#abandon(id, rejected("bad_runner_answer", "Runner sent a malformed chunked answer"));
+    }
+  }
+
+  /** Stops waiting for a request, tells the runner to stop answering it, fails it with `reason`. */
+  #abandon(id: number, reason: Error): void {
+    const p = this.#pending.get(id);
+    if (!p) return;
+    this.#pending.delete(id);
+    clearTimeout(p.timer);
+    this.send({ t: "cancel", id });
+    p.reject(reason);
   }
 
   /** Settles the request a response answers. */
@@ -317,6 +365,9 @@ export function acceptRunnerSocket(socket: ChannelSocket, options: AcceptRunnerO
       }
       case "res":
         if (typeof msg.id === "number") link.resolve(msg as unknown as ControlResponse);
+        return;
+      case "chunk":
+        if (typeof msg.id === "number") link.chunk(msg.id, msg.data);
         return;
       case "ping":
         link.send({ t: "pong" });

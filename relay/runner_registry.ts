@@ -6,6 +6,7 @@
  */
 import { CloseCode, type RunnerInfo } from "../shared/protocol.ts";
 import { type Clock, isoNow, systemClock } from "./_clock.ts";
+import type { ChunkSink } from "./chunked_reply.ts";
 import { notFound, offline } from "./errors.ts";
 import type { Store } from "./store/mod.ts";
 
@@ -18,8 +19,11 @@ export interface RunnerConnection {
   /** Sessions whose spawn request is in flight (not yet confirmed by the runner). */
   readonly pendingSpawns: Set<string>;
   send(msg: unknown): void;
-  /** Resolves with the runner's answer; rejects with a RelayError. */
-  request(op: string, data: unknown, timeoutMs: number): Promise<unknown>;
+  /**
+   * Resolves with the runner's answer; rejects with a RelayError. With a
+   * `sink`, the answer may come in pieces first (chunked_reply.ts).
+   */
+  request(op: string, data: unknown, timeoutMs: number, sink?: ChunkSink): Promise<unknown>;
   close(code: number, reason: string): void;
 }
 

@@ -6,7 +6,8 @@
  * - a runner token (`brt_`, scope `runner`) only broadcasts its runner's
  *   triggers and triggers that runner's sessions (what the spec gives
  *   services); its control channel is checked in runner_link.ts;
- * - a read-only key only reads (GET);
+ * - a read-only key only reads (GET, and the POSTs that only read a
+ *   runner's files: `files`, `search-files`, `read-file`);
  * - a key bound to a runner reaches that runner and its sessions only;
  * - neither reaches keys or webhooks (a webhook's secret starts sessions on
  *   any runner, a key could be minted with more rights).
@@ -45,6 +46,9 @@ export function assertRunnerInScope(p: Principal, runnerId: string): void {
 const RUNNER_TOKEN_MESSAGE = "A runner token may only broadcast its runner's triggers and " +
   "trigger that runner's sessions; use an API key for anything else";
 
+/** Runner routes that take their question as a POST body but only read. */
+const READ_POSTS = new Set(["files", "search-files", "read-file"]);
+
 /** `/api/*` after the principal is known: refuses what the credential's scope does not allow. */
 export function scopeGuard(store: Pick<Store, "sessions">): MiddlewareHandler<RelayEnv> {
   const onRunner = (p: Principal, sessionId: string) =>
@@ -67,7 +71,9 @@ export function scopeGuard(store: Pick<Store, "sessions">): MiddlewareHandler<Re
       return await next();
     }
 
-    if (p.scope === "read" && method !== "GET" && method !== "HEAD") {
+    const readPost = family === "runners" && method === "POST" && rest.length === 0 &&
+      READ_POSTS.has(action ?? "");
+    if (p.scope === "read" && method !== "GET" && method !== "HEAD" && !readPost) {
       forbiddenScope("This API key is read-only");
     }
     if (family === "keys" || family === "webhooks") {

@@ -67,8 +67,6 @@ export interface SessionServiceOptions {
   clock?: Clock;
 }
 
-const MAX_RECENT_FOLDERS = 20;
-
 /** Spawns and steers sessions, and keeps their listed state. */
 export class SessionService implements SessionControl {
   readonly #opts: SessionServiceOptions;
@@ -339,44 +337,6 @@ export class SessionService implements SessionControl {
       ...(typeof res.error === "string" ? { error: res.error.slice(0, 2000) } : {}),
     };
   }
-
-  /**
-   * Folders of the caller's recent sessions on a runner of theirs, newest
-   * first, minus the ones dismissed (until a newer session uses them again).
-   */
-  recentFolders(userId: string, runnerId: string): string[] {
-    this.#opts.runners.assertOwned(userId, runnerId);
-    const dismissed = this.#store.settings.get<Record<string, string>>(
-      userId,
-      dismissedKey(runnerId),
-      {},
-    );
-    const seen = new Set<string>();
-    const out: string[] = [];
-    for (const s of this.#store.sessions.listForUser(userId)) {
-      if (s.runnerId !== runnerId || !s.cwd || seen.has(s.cwd)) continue;
-      seen.add(s.cwd);
-      const gone = dismissed[s.cwd];
-      if (gone && gone >= s.createdAt) continue;
-      out.push(s.cwd);
-      if (out.length === MAX_RECENT_FOLDERS) break;
-    }
-    return out;
-  }
-
-  /** Hides a folder from the recent ones; false when it was not among them. */
-  dismissFolder(userId: string, runnerId: string, path: string): boolean {
-    if (!this.recentFolders(userId, runnerId).includes(path)) return false;
-    const key = dismissedKey(runnerId);
-    const dismissed = this.#store.settings.get<Record<string, string>>(userId, key, {});
-    dismissed[path] = isoNow(this.#clock);
-    this.#store.settings.set(userId, key, dismissed);
-    return true;
-  }
-}
-
-function dismissedKey(runnerId: string): string {
-  return `recentFolders.dismissed.${runnerId}`;
 }
 
 /** A runner answered something that is not the protocol's shape. */

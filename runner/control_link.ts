@@ -13,6 +13,7 @@ import {
   type RunnerHello,
   type WireError,
 } from "../shared/protocol.ts";
+import { READ_WINDOW_CHUNKS } from "../shared/workspace_files_api.ts";
 import { OPEN, openRelaySocket, type RelaySocket } from "./relay_socket.ts";
 
 /** The relay refused the runner for good (bad key, foreign runner id): retrying cannot help. */
@@ -30,7 +31,8 @@ export interface ControlLinkOptions {
   /** Builds the hello for each (re)connection, with the sessions held right now. */
   hello: () => Omit<RunnerHello, "t" | "v">;
   onWelcome: (welcome: RelayWelcome) => void;
-  onRequest: (op: string, data: unknown) => Promise<unknown>;
+  /** Answers a request; `reply` sends a long answer in pieces before the final result. */
+  onRequest: (op: string, data: unknown, reply: ReplyStream) => Promise<unknown>;
   onAck: (ack: AckMessage) => void;
   onRelayError: (err: ErrorMessage) => void;
   /** Called when a connection is lost (the daemon keeps buffering). */
@@ -64,6 +66,8 @@ export class ControlLink {
     { resolve: (d: unknown) => void; reject: (e: Error) => void }
   >();
   #nextCall = 1;
+  /** Requests being answered, by id: their piece-by-piece answers. */
+  readonly #replies = new Map<number, ChunkedReply>();
 
   constructor(options: ControlLinkOptions) {
     this.#opts = options;
@@ -224,6 +228,8 @@ export class ControlLink {
           c.reject(new RequestError("relay_offline", "The connection to the relay was lost"));
         }
         this.#calls.clear();
+        for (const r of this.#replies.values()) r.cancel();
+        this.#replies.clear();
         this.#welcomed = false;
         if (this.#socket === socket) this.#socket = null;
         if (wasUp) this.#opts.onDisconnect?.();
@@ -272,15 +278,25 @@ export class ControlLink {
       }
       case "req": {
         const req = msg as unknown as ControlRequest;
-        this.#opts.onRequest(req.op, req.data).then(
-          (data) => answer(req.id, { t: "res", id: req.id, ok: true, data: data ?? {} }),
-          (err) => {
-            const error: WireError = err instanceof RequestError
-              ? { code: err.code, message: err.message }
-              : { code: "runner_error", message: err instanceof Error ? err.message : String(err) };
-            answer(req.id, { t: "res", id: req.id, ok: false, error });
-          },
-        );
+        const stream = new ChunkedReply(req.id, (m) => {
+          if (socket.readyState !== OPEN) return false;
+          socket.send(JSON.stringify(m));
+          return true;
+        });
+        this.#replies.set(req.id, stream);
+        this.#opts.onRequest(req.op, req.data, stream).finally(() => this.#replies.delete(req.id))
+          .then(
+            (data) => answer(req.id, { t: "res", id: req.id, ok: true, data: data ?? {} }),
+            (err) => {
+              const error: WireError = err instanceof RequestError
+                ? { code: err.code, message: err.message }
+                : {
+                  code: "runner_error",
+                  message: err instanceof Error ? err.message : String(err),
+                };
+              answer(req.id, { t: "res", id: req.id, ok: false, error });
+            },
+          );
         return;
       }
       case "error": {
@@ -291,6 +307,12 @@ export class ControlLink {
         this.#opts.onRelayError(err);
         return;
       }
+      case "chunk_ack":
+        if (typeof msg.id === "number") this.#replies.get(msg.id)?.ack();
+        return;
+      case "cancel":
+        if (typeof msg.id === "number") this.#replies.get(msg.id)?.cancel();
+        return;
       case "pong":
         return;
     }
@@ -323,4 +345,78 @@ function closeSoon(socket: RelaySocket, code: number, reason: string): void {
   socket.close(code, reason);
   const timer = setTimeout(() => socket.terminate(), 2000);
   socket.once("close", () => clearTimeout(timer));
+}
+
+/** What a request handler uses to send its answer in pieces (docs/protocol.md, "Chunked answers"). */
+export interface ReplyStream {
+  /** Sends one piece; waits while the relay has a window's worth unacknowledged. */
+  chunk(data: string): Promise<void>;
+  /** Aborts when the relay cancelled the request or the link dropped. */
+  readonly signal: AbortSignal;
+}
+
+/** How long a piece may wait for the relay's acknowledgement before the answer is given up. */
+const ACK_TIMEOUT_MS = 60_000;
+
+/**
+ * One answer sent as `chunk` frames, then the usual `res`, paced by the
+ * relay's `chunk_ack`s so that the relay never holds more than
+ * READ_WINDOW_CHUNKS of it: `read_file` of a 10 MiB file is ~13.3 MiB of
+ * base64, over the 8 MiB cap of one runner message.
+ */
+class ChunkedReply implements ReplyStream {
+  readonly #send: (msg: unknown) => boolean;
+  readonly #id: number;
+  readonly #abort = new AbortController();
+  #sent = 0;
+  #acked = 0;
+  #wake: (() => void) | null = null;
+
+  constructor(id: number, send: (msg: unknown) => boolean) {
+    this.#id = id;
+    this.#send = send;
+  }
+
+  get signal(): AbortSignal {
+    return this.#abort.signal;
+  }
+
+  async chunk(data: string): Promise<void> {
+    while (this.#sent - this.#acked >= READ_WINDOW_CHUNKS) {
+      this.#check();
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => {
+          this.#wake = null;
+          reject(new RequestError("relay_too_slow", "The relay did not take the answer in time"));
+        }, ACK_TIMEOUT_MS);
+        this.#wake = () => {
+          clearTimeout(timer);
+          this.#wake = null;
+          resolve();
+        };
+      });
+    }
+    this.#check();
+    if (!this.#send({ t: "chunk", id: this.#id, data })) this.cancel();
+    this.#check();
+    this.#sent++;
+  }
+
+  /** The relay took one piece. */
+  ack(): void {
+    this.#acked++;
+    this.#wake?.();
+  }
+
+  /** The relay cancelled the request (its client went away), or the link dropped. */
+  cancel(): void {
+    this.#abort.abort();
+    this.#wake?.();
+  }
+
+  #check(): void {
+    if (this.#abort.signal.aborted) {
+      throw new RequestError("cancelled", "The request was cancelled");
+    }
+  }
 }

@@ -35,7 +35,8 @@ import {
   type RunnerConfig,
   runnerFlags,
 } from "./config.ts";
-import { ControlLink, RelayRejectedError, RequestError } from "./control_link.ts";
+import { ControlLink, RelayRejectedError, type ReplyStream, RequestError } from "./control_link.ts";
+import { WorkspaceFiles } from "./workspace/files.ts";
 import { type SessionEntry, SessionRegistry } from "./registry.ts";
 import { checkCwd, defaultCwd, PathRejectedError, resolveRoots } from "./roots.ts";
 import { WorkerProcess } from "./worker_host.ts";
@@ -116,10 +117,12 @@ export class Daemon {
   #flushTimer: ReturnType<typeof setTimeout> | null = null;
   readonly #docs: DocCatalog;
   readonly #plugins: PluginCatalog;
+  readonly #files: WorkspaceFiles;
 
   constructor(options: DaemonOptions) {
     this.#opts = options;
     const { batonDir, home, skip } = options.config;
+    this.#files = new WorkspaceFiles({ roots: options.roots, home });
     this.#docs = new DocCatalog({ batonDir, home, roots: options.roots });
     this.#plugins = new PluginCatalog({
       batonDir,
@@ -144,7 +147,7 @@ export class Daemon {
         })),
       }),
       onWelcome: (w) => this.#onWelcome(w),
-      onRequest: (op, data) => this.#onRequest(op, data),
+      onRequest: (op, data, reply) => this.#onRequest(op, data, reply),
       onAck: (a) => this.#onAck(a),
       onRelayError: (e) => this.#onRelayError(e),
       log: options.log,
@@ -592,8 +595,12 @@ export class Daemon {
   // -------------------------------------------------------------------------
   // Requests from the relay
 
-  #onRequest(op: string, data: unknown): Promise<unknown> {
+  #onRequest(op: string, data: unknown, reply: ReplyStream): Promise<unknown> {
     switch (op) {
+      case "files":
+      case "search_files":
+      case "read_file":
+        return this.#files.handle(op, data, reply);
       case "spawn":
         return this.#spawn(data as SpawnRequest);
       case "input":

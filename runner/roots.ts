@@ -93,7 +93,8 @@ export function defaultCwd(roots: string[] | null, home: string): string {
   return roots?.[0] ?? home;
 }
 
-function expandHome(p: string, home: string): string {
+/** `~` and `~/...` made absolute against `home`; anything else as given. */
+export function expandHome(p: string, home: string): string {
   if (p === "~") return home;
   if (p.startsWith("~/") || p.startsWith("~\\")) return join(home, p.slice(2));
   return p;

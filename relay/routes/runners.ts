@@ -14,6 +14,7 @@ import type {
 } from "../../shared/api.ts";
 import { principal, readJson, type RelayEnv } from "../_http.ts";
 import { assertRunnerInScope } from "../scopes.ts";
+import type { RecentFolders } from "../recent_folders.ts";
 import type { RunnerRegistry } from "../runner_registry.ts";
 import type { SessionService } from "../session_service.ts";
 import { requestSchema, routeDoc, RUNNER_ERRORS } from "./_openapi.ts";
@@ -44,7 +45,11 @@ const FolderRef = requestSchema<DismissFolderRequest>()(
 const NOT_FOUND = { 404: "`not_found`: no such runner, or not the caller's" } as const;
 
 /** `/api/runners`: listing, spawning, restarting and stopping runners, their models. */
-export function runnerRoutes(runners: RunnerRegistry, sessions: SessionService): Hono<RelayEnv> {
+export function runnerRoutes(
+  runners: RunnerRegistry,
+  sessions: SessionService,
+  folders: RecentFolders,
+): Hono<RelayEnv> {
   const app = new Hono<RelayEnv>();
 
   const listDoc = routeDoc({
@@ -134,8 +139,8 @@ export function runnerRoutes(runners: RunnerRegistry, sessions: SessionService):
     errors: NOT_FOUND,
   });
   app.get("/:runnerId/recent-folders", foldersDoc, (c) => {
-    const folders = sessions.recentFolders(principal(c).userId, c.req.param("runnerId"));
-    return c.json({ folders } satisfies RecentFoldersResponse);
+    const list = folders.list(principal(c).userId, c.req.param("runnerId"));
+    return c.json({ folders: list } satisfies RecentFoldersResponse);
   });
 
   const dismissDoc = routeDoc({
@@ -153,7 +158,7 @@ export function runnerRoutes(runners: RunnerRegistry, sessions: SessionService):
     // A foreign runner answers 404 whatever the body.
     runners.assertOwned(userId, runnerId);
     const { path } = await readJson(c, FolderRef);
-    const deleted = sessions.dismissFolder(userId, runnerId, path);
+    const deleted = folders.dismiss(userId, runnerId, path);
     return c.json({ ok: true, deleted } satisfies DismissFolderResponse);
   });
 

@@ -3,7 +3,8 @@
  * machine, in one run, and prints ratios. See docs/performance.md.
  *
  *   deno task bench [--quick] [--rounds N]
- *                   [--only fanout,replay,durability,spawn,memory,http,ui,sessions,sleep,disk,usage]
+ *                   [--only fanout,replay,durability,spawn,memory,http,ui,sessions,sleep,disk,
+ *                          usage,files]
  *                   [--client native|ws] [--out file.json] [--unpinned]
  *
  * Every scenario runs `--rounds` times (3, or 1 with `--quick`), round by
@@ -30,6 +31,7 @@ import { type BenchContext, mergeRounds, renderTable, type ResultRow } from "./_
 import type { ClientImpl } from "./clients/viewers.ts";
 import { disk } from "./scenarios/disk.ts";
 import { durability } from "./scenarios/durability.ts";
+import { files } from "./scenarios/files.ts";
 import { fanout } from "./scenarios/fanout.ts";
 import { hasWrk, http } from "./scenarios/http.ts";
 import { memory } from "./scenarios/memory.ts";
@@ -52,6 +54,7 @@ const SCENARIOS = [
   "sleep",
   "disk",
   "usage",
+  "files",
 ] as const;
 type Scenario = (typeof SCENARIOS)[number];
 /**
@@ -222,6 +225,8 @@ async function run(s: Scenario, ctx: BenchContext, client: ClientImpl): Promise<
       return await disk(ctx);
     case "usage":
       return await usage(ctx);
+    case "files":
+      return await files(ctx);
   }
 }
 

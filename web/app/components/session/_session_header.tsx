@@ -16,7 +16,7 @@ import { SessionMenu } from "./_session_menu.tsx";
 
 /** The header; `info` is null until the relay sent it. */
 export function SessionHeader(
-  { id, info, conv, ended, panel, onTogglePanel }: {
+  { id, info, conv, ended, panel, onTogglePanel, files, onToggleFiles }: {
     id: string;
     info: SessionInfo | null;
     conv: Conversation;
@@ -24,6 +24,9 @@ export function SessionHeader(
     /** Whether the triggers panel is open. */
     panel: boolean;
     onTogglePanel: () => void;
+    /** Whether the files panel is open; null: no folder to browse yet. */
+    files: boolean;
+    onToggleFiles: (() => void) | null;
   },
 ) {
   const [renaming, setRenaming] = useState(false);
@@ -59,10 +62,27 @@ export function SessionHeader(
           type="button"
           class={`btn small ${panel ? "on" : ""}`}
           aria-pressed={panel}
+          aria-label="Triggers"
+          title="Triggers"
           onClick={onTogglePanel}
         >
-          <Icon name="bolt" size={14} /> Triggers
+          {/* Icons alone on a phone, so that the header's actions keep one row. */}
+          <Icon name="bolt" size={14} />
+          <span class="wide-only">Triggers</span>
         </button>
+        {onToggleFiles && (
+          <button
+            type="button"
+            class={`btn small ${files ? "on" : ""}`}
+            aria-pressed={files}
+            aria-label="Files"
+            title="Files"
+            onClick={onToggleFiles}
+          >
+            <Icon name="folder" size={14} />
+            <span class="wide-only">Files</span>
+          </button>
+        )}
         {info && (
           <SessionMenu
             id={id}

@@ -8,6 +8,7 @@ import { useCallback, useEffect, useLayoutEffect, useRef, useState } from "preac
 import type { Conversation } from "../../../../shared/conversation.ts";
 import { link, openSession } from "../../store.ts";
 import { ConversationView } from "../conversation/conversation.tsx";
+import { FileBrowser } from "../files/file_browser.tsx";
 import { Icon } from "../icon.tsx";
 import { Composer } from "./_composer.tsx";
 import { SessionHeader } from "./_session_header.tsx";
@@ -20,6 +21,8 @@ export function SessionView({ id }: { id: string }) {
   const conv = open.conv.value;
   const { scroller, stuck, setStuck } = useFollow(id, conv);
   const [panel, setPanel] = useState(false);
+  const [files, setFiles] = useState(false);
+  const cwd = conv.cwd ?? info?.cwd ?? null;
   const ended = info?.status === "ended" || info?.status === "error";
   const working = conv.working;
   // A prompt the agent lost in a runner restart goes again as a new message
@@ -40,6 +43,8 @@ export function SessionView({ id }: { id: string }) {
         ended={ended}
         panel={panel}
         onTogglePanel={() => setPanel(!panel)}
+        files={files}
+        onToggleFiles={cwd && info ? () => setFiles(!files) : null}
       />
       <div class="session-body">
         <div
@@ -63,6 +68,13 @@ export function SessionView({ id }: { id: string }) {
             id={id}
             version={conv.items.length}
             onClose={() => setPanel(false)}
+          />
+        )}
+        {files && cwd && info && (
+          <FileBrowser
+            runnerId={info.runnerId}
+            cwd={cwd}
+            onClose={() => setFiles(false)}
           />
         )}
       </div>

@@ -1,0 +1,68 @@
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { RecentFolders } from "./recent_folders.ts";
+import { SessionService } from "./session_service.ts";
+import { Store } from "./store/mod.ts";
+import { openDatabase } from "./store/db.ts";
+import { FakeClock, FakeLink } from "./testdata/fakes.ts";
+
+/** A session service on a real store, a clock that moves only when told and a runner that says yes. */
+async function withService(
+  fn: (s: SessionService, clock: FakeClock, folders: RecentFolders) => Promise<void>,
+) {
+  const dir = await Deno.makeTempDir({ prefix: "baton-sessions-" });
+  const db = openDatabase(join(dir, "relay.db"));
+  const clock = new FakeClock();
+  // A runner that starts every session in the folder asked for.
+  const link = new class extends FakeLink {
+    override request(_op?: string, data?: unknown): Promise<unknown> {
+      return Promise.resolve({ cwd: (data as { cwd: string }).cwd });
+    }
+  }("r1", "u1");
+  const store = new Store(db);
+  const service = new SessionService({
+    store,
+    runners: {
+      connected: () => link,
+      connectedRunner: () => link,
+      assertOwned: () => {},
+    },
+    events: {
+      lastSeq: () => 0,
+      statusOf: () => null,
+      inject: () => {},
+      retitle: () => {},
+      drop: () => {},
+      inFlight: () => null,
+    } as unknown as ConstructorParameters<typeof SessionService>[0]["events"],
+    feed: { sessionChanged: () => {}, runnerChanged: () => {}, bump: () => {} },
+    baseUrl: "http://relay.test",
+    clock,
+  });
+  try {
+    await fn(service, clock, new RecentFolders(store, { assertOwned: () => {} }));
+  } finally {
+    db.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+const spawn = (s: SessionService, cwd: string) =>
+  s.spawn("u1", { runnerId: "r1", prompt: "", cwd, model: null });
+
+Deno.test("a folder removed from the recent ones comes back with a session started in the same millisecond", async () => {
+  await withService(async (s, clock, folders) => {
+    await spawn(s, "/w/a");
+    clock.advance(5);
+    await spawn(s, "/w/b");
+    clock.advance(5);
+    assert.deepEqual(folders.list("u1", "r1"), ["/w/b", "/w/a"]);
+    assert.equal(folders.dismiss("u1", "r1", "/w/a"), true);
+    // The next session in that folder, within the same millisecond as the removal.
+    await spawn(s, "/w/a");
+    assert.deepEqual(folders.list("u1", "r1"), ["/w/a", "/w/b"]);
+    // Removing it again hides every session of it so far, also one of the same millisecond.
+    assert.equal(folders.dismiss("u1", "r1", "/w/a"), true);
+    assert.deepEqual(folders.list("u1", "r1"), ["/w/b"]);
+  });
+});
