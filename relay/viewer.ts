@@ -73,6 +73,8 @@ export interface ViewerHub {
   subscribe(v: Viewer, sessionId: string, since: number): Subscription;
   unsubscribe(sub: Subscription): void;
   input(userId: string, sessionId: string, kind: InputKind, text: string): Promise<void>;
+  /** A `service_message` request (git), answered to this viewer alone. */
+  serviceFromViewer(v: Viewer, msg: Record<string, unknown>): void;
   listRunners(userId: string): RunnerInfo[];
   listSessions(userId: string): SessionInfo[];
   log(line: string): void;
@@ -245,6 +247,9 @@ function handle(hub: ViewerHub, v: Viewer, msg: Record<string, unknown>): void {
         v.watching = true;
         v.send({ t: "runners", runners: hub.listRunners(v.principal.userId) });
         v.send({ t: "sessions", sessions: hub.listSessions(v.principal.userId) });
+        return;
+      case "service_message":
+        hub.serviceFromViewer(v, msg);
         return;
       case "ping":
         v.send({ t: "pong" });

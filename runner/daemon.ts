@@ -38,6 +38,7 @@ import { ControlLink, RelayRejectedError, RequestError } from "./control_link.ts
 import { type SessionEntry, SessionRegistry } from "./registry.ts";
 import { checkCwd, defaultCwd, PathRejectedError, resolveRoots } from "./roots.ts";
 import { WorkerProcess } from "./worker_host.ts";
+import { WorkspaceServices } from "./workspace/services.ts";
 import { takeSecrets, withoutSecrets } from "./_secrets.ts";
 import { makePrivate } from "../shared/private_files.ts";
 import { assertModelKnown, listModels } from "./models.ts";
@@ -108,9 +109,17 @@ export class Daemon {
   #spare: WorkerProcess | null = null;
   #nextInputId = 1;
   #flushTimer: ReturnType<typeof setTimeout> | null = null;
+  readonly #services: WorkspaceServices;
 
   constructor(options: DaemonOptions) {
     this.#opts = options;
+    this.#services = new WorkspaceServices({
+      cwdOf: (id) =>
+        this.#sessions.get(id)?.ended === false ? this.#sessions.get(id)!.entry.cwd : null,
+      awake: (id) => this.#sessions.get(id)?.asleep === false,
+      send: (msg) => this.#link.send(msg),
+      log: options.log,
+    });
     this.#registry = new SessionRegistry(options.config.batonDir);
     this.#link = new ControlLink({
       url: controlUrl(options.config.relayUrl!),
@@ -145,6 +154,7 @@ export class Daemon {
       this.#opts.log(`relay refused this runner: ${err.message}`);
       this.#exitCode = DaemonExit.config;
     }
+    this.#services.close();
     await this.#shutdownWorkers();
     return this.#exitCode;
   }
@@ -466,6 +476,9 @@ export class Daemon {
   // Events towards the relay
 
   #enqueue(s: DaemonSession, e: SessionEventBody): void {
+    if (e.type === "session_end" || e.type === "session_sleep") {
+      this.#services.forget(s.entry.sessionId);
+    }
     const last = s.queue[s.queue.length - 1];
     if (last && canCoalesce(last, e)) s.queue[s.queue.length - 1] = coalesce(last, e);
     else s.queue.push(e);
@@ -584,7 +597,10 @@ export class Daemon {
       case "models":
         return listModels(this.#opts.config.batonDir).then((r) => r);
       case "delete_session":
+        this.#services.forget(String((data as { sessionId?: unknown })?.sessionId));
         return this.#deleteSession(data as { sessionId?: unknown });
+      case "service_message":
+        return this.#services.handle(data);
       case "stop":
         setTimeout(() => this.stop(DaemonExit.stopped), 50);
         return Promise.resolve({});

@@ -6,6 +6,8 @@
  * @module
  */
 
+import type { ServiceReplyMessage, ServiceRequestMessage } from "./git_api.ts";
+
 /** Protocol version agreed in the first exchange of every channel. */
 export const PROTOCOL_VERSION = 1;
 
@@ -349,6 +351,8 @@ export type ViewerToRelay =
   | { t: "input"; id?: string; sessionId: string; kind: InputKind; text?: string }
   /** Starts the feed of the caller's runners and sessions. */
   | { t: "watch" }
+  /** A request to a service of the session's runner (git); see shared/git_api.ts. */
+  | ServiceRequestMessage
   | { t: "ping" };
 
 export type RelayToViewer =
@@ -370,4 +374,5 @@ export type RelayToViewer =
    */
   | { t: "session_deleted"; sessionId: string }
   | { t: "pong" }
+  | ServiceReplyMessage
   | ErrorMessage;

@@ -67,6 +67,8 @@ export interface StackOptions {
   name?: string;
   /** Extra environment for the runner. */
   runnerEnv?: Record<string, string>;
+  /** Let further accounts sign up (a second user for cross-user checks). */
+  allowSignup?: boolean;
 }
 
 /**
@@ -79,7 +81,7 @@ export async function withStack(
 ): Promise<void> {
   const llm = MockLlm.start();
   if (options.responder) llm.responder = options.responder;
-  const relay = await startTestRelay();
+  const relay = await startTestRelay({ allowSignup: options.allowSignup ?? false });
   const home = await tempDir("baton-home-");
   let runner: RunnerProcess | undefined;
   let ok = false;
