@@ -331,7 +331,7 @@ Deno.test("review comments reach the model as one structured message", async () 
       const text = formatReview(comments);
       const before = s.llm.requests.length;
       s.llm.enqueue({ text: "Addressed." });
-      v.send({ t: "input", id: "r1", sessionId, kind: "prompt", text });
+      v.send({ t: "input", id: "r1", sessionId, kind: "followUp", text });
       await v.waitFor((m) => m.t === "input_ok" && m.id === "r1");
       await s.llm.waitForRequests(before + 1);
       const msgs = s.llm.requests[before]!.messages.filter((m) => m.role === "user");
@@ -342,6 +342,44 @@ Deno.test("review comments reach the model as one structured message", async () 
       assert.equal(content, text);
       assert.match(content, /## 1\. a\.txt:lines 2-3\n\n```\ntwo\nthree\n```\n\nExplain this/);
       assert.match(content, /## 2\. src\/b\.ts:line 7 \(removed\)\n\nWhy remove it\?/);
+    } finally {
+      await v.close();
+    }
+  });
+});
+
+Deno.test("a review sent while the agent works reaches its next model call as one steer message", async () => {
+  await withStack({}, async (s) => {
+    const { repo } = await makeRepo(s.home);
+    const sessionId = await spawnIn(s, repo);
+    const v = await Viewer.connect(s.relay.url, { apiKey: s.user.apiKey });
+    try {
+      v.subscribe(sessionId);
+      await v.waitForEvent(sessionId, "agent_end");
+      s.llm.enqueue(
+        {
+          text: "Working.",
+          toolCalls: [{ name: "bash", args: { command: "sleep 2; echo done" } }],
+        },
+        { text: "Read the review." },
+      );
+      const before = s.llm.requests.length;
+      v.send({ t: "input", id: "go", sessionId, kind: "followUp", text: "Do the work" });
+      await v.waitForEvent(sessionId, "tool_execution_start");
+      const text = formatReview([
+        { path: "a.txt", side: "new", startLine: 1, endLine: 1, body: "Rename this" },
+      ]);
+      v.send({ t: "input", id: "steer", sessionId, kind: "steer", text });
+      await v.waitFor((m) => m.t === "input_ok" && m.id === "steer");
+      await s.llm.waitForRequests(before + 2);
+      const users = s.llm.requests[before + 1]!.messages.filter((m) => m.role === "user");
+      const texts = users.map((m) =>
+        typeof m.content === "string"
+          ? m.content
+          : (m.content as { text?: string }[]).map((p) => p.text ?? "").join("")
+      );
+      assert.equal(texts.filter((t) => t.includes("# Code review")).length, 1);
+      assert.equal(texts[texts.length - 1], text);
     } finally {
       await v.close();
     }
