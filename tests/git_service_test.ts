@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { formatReview, type GitStatus, type ReviewComment } from "../shared/git_api.ts";
 import type { RelayToViewer } from "../shared/protocol.ts";
 import { json, signUp, type User, Viewer } from "./harness/client.ts";
+import { git, makeRepo } from "./harness/git_repo.ts";
 import { type Stack, withStack } from "./harness/in_process.ts";
 
 type Reply = Extract<RelayToViewer, { t: "service_message" }> & {
@@ -18,35 +19,7 @@ type Reply = Extract<RelayToViewer, { t: "service_message" }> & {
   message?: string;
 };
 
-async function sh(cwd: string, ...args: string[]): Promise<string> {
-  const out = await new Deno.Command("git", {
-    args,
-    cwd,
-    env: { GIT_CONFIG_NOSYSTEM: "1", GIT_AUTHOR_DATE: "2026-01-01T00:00:00Z" },
-  }).output();
-  const text = new TextDecoder().decode(out.stdout);
-  if (!out.success) {
-    throw new Error(`git ${args.join(" ")}: ${new TextDecoder().decode(out.stderr)}`);
-  }
-  return text;
-}
-
-/** A repository with two committed files and a bare remote beside it. */
-async function makeRepo(home: string): Promise<{ repo: string; remote: string }> {
-  const repo = join(home, "repo");
-  const remote = join(home, "remote.git");
-  await Deno.mkdir(repo, { recursive: true });
-  await sh(home, "init", "-q", "--bare", "-b", "main", remote);
-  await sh(repo, "init", "-q", "-b", "main");
-  await sh(repo, "config", "user.name", "Test Person");
-  await sh(repo, "config", "user.email", "test@example.com");
-  await Deno.writeTextFile(join(repo, "a.txt"), "one\ntwo\nthree\n");
-  await Deno.writeTextFile(join(repo, "b.txt"), "bee\n".repeat(20));
-  await sh(repo, "add", ".");
-  await sh(repo, "commit", "-q", "-m", "First");
-  await sh(repo, "remote", "add", "origin", remote);
-  return { repo: await Deno.realPath(repo), remote };
-}
+const sh = git;
 
 async function spawnIn(s: Stack, cwd: string, user: User = s.user): Promise<string> {
   s.llm.enqueue({ text: "Ready." });
@@ -114,7 +87,7 @@ Deno.test("git over service_message: status with a rename, diff, stage, commit, 
       ]);
       const a = st.unstaged.find((f) => f.path === "a.txt");
       assert.deepEqual([a?.status, a?.additions, a?.deletions], ["M", 2, 1]);
-      assert.deepEqual(st.untracked.map((f) => f.path), ["new.ts"]);
+      assert.deepEqual(st.untracked.map((f) => [f.path, f.additions]), [["new.ts", 1]]);
 
       const d = await g.ok<{ diff: string; truncated: boolean }>("diff", { path: "a.txt" });
       assert.match(d.diff, /^-two$/m);

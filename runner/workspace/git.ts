@@ -60,8 +60,36 @@ export async function status(top: string): Promise<GitStatus> {
   ]);
   if (unstaged.code === 0) applyNumstat(st.unstaged, dec.decode(unstaged.stdout));
   if (staged.code === 0) applyNumstat(st.staged, dec.decode(staged.stdout));
+  await countNewFiles(top, st);
   st.root = top;
   return st;
+}
+
+/** New files counted (all their lines are additions), and the largest one read for it. */
+const COUNT_NEW_FILES = 200;
+const COUNT_NEW_BYTES = 512 * 1024;
+
+/** Puts + counts on the first untracked files (git has no numstat for them). */
+async function countNewFiles(top: string, st: GitStatus): Promise<void> {
+  for (const f of st.untracked.slice(0, COUNT_NEW_FILES)) {
+    try {
+      const path = `${top}/${f.path}`;
+      const info = await Deno.lstat(path);
+      if (!info.isFile || info.size > COUNT_NEW_BYTES) continue;
+      const bytes = await Deno.readFile(path);
+      if (bytes.includes(0)) {
+        f.binary = true;
+        continue;
+      }
+      let n = 0;
+      for (const b of bytes) if (b === 10) n++;
+      if (bytes.length && bytes[bytes.length - 1] !== 10) n++;
+      f.additions = n;
+      f.deletions = 0;
+    } catch {
+      // Gone meanwhile, or unreadable: no counts.
+    }
+  }
 }
 
 /** One file's diff, staged or not; an untracked file's as all new lines. */

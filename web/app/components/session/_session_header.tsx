@@ -16,7 +16,7 @@ import { SessionMenu } from "./_session_menu.tsx";
 
 /** The header; `info` is null until the relay sent it. */
 export function SessionHeader(
-  { id, info, conv, ended, panel, onTogglePanel }: {
+  { id, info, conv, ended, panel, onTogglePanel, changes = false, onToggleChanges }: {
     id: string;
     info: SessionInfo | null;
     conv: Conversation;
@@ -24,6 +24,9 @@ export function SessionHeader(
     /** Whether the triggers panel is open. */
     panel: boolean;
     onTogglePanel: () => void;
+    /** Whether the changes (git) panel is open. */
+    changes?: boolean;
+    onToggleChanges?: () => void;
   },
 ) {
   const [renaming, setRenaming] = useState(false);
@@ -63,6 +66,16 @@ export function SessionHeader(
         >
           <Icon name="bolt" size={14} /> Triggers
         </button>
+        {onToggleChanges && !ended && (
+          <button
+            type="button"
+            class={`btn small ${changes ? "on" : ""}`}
+            aria-pressed={changes}
+            onClick={onToggleChanges}
+          >
+            <Icon name="branch" size={14} /> Changes
+          </button>
+        )}
         {info && (
           <SessionMenu
             id={id}
