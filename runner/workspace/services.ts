@@ -25,6 +25,16 @@ export interface WorkspaceServicesOptions {
   maxWatchers?: number;
 }
 
+/** Longest a request waits for its repository's watch to be set. */
+const WATCH_WAIT_MS = 2000;
+
+/** Waits for `p`, at most `ms`. */
+async function within(p: Promise<void>, ms: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  await Promise.race([p, new Promise<void>((r) => timer = setTimeout(r, ms))]);
+  clearTimeout(timer);
+}
+
 /** Progress frames of one request at most this often (push prints a line per percent). */
 const PROGRESS_EVERY_MS = 200;
 
@@ -70,7 +80,11 @@ export class WorkspaceServices {
     if (cwd === null) throw new RequestError("not_found", "Session is not on this runner");
     try {
       const top = await ops.repoTop(cwd);
-      if (this.#opts.awake(sessionId)) this.watchers.watch(sessionId, top);
+      // Once watched, every later change is pushed; a huge tree may take long to
+      // watch, and the answer does not wait for it more than WATCH_WAIT_MS.
+      if (this.#opts.awake(sessionId)) {
+        await within(this.watchers.watch(sessionId, top), WATCH_WAIT_MS);
+      }
       return await this.#run(op as GitOp, top, data, sessionId, requestId);
     } catch (err) {
       if (err instanceof GitError) throw new RequestError(err.code, err.message);
