@@ -62,18 +62,21 @@ export function SessionHeader(
           type="button"
           class={`btn small ${panel ? "on" : ""}`}
           aria-pressed={panel}
+          aria-label="Triggers"
           onClick={onTogglePanel}
         >
-          <Icon name="bolt" size={14} /> Triggers
+          <Icon name="bolt" size={14} /> <span class="wide-only">Triggers</span>
         </button>
         {onToggleChanges && !ended && (
           <button
             type="button"
             class={`btn small ${changes ? "on" : ""}`}
             aria-pressed={changes}
+            aria-label="Changes"
+            title="Changes: the repository's diff, commit and push"
             onClick={onToggleChanges}
           >
-            <Icon name="branch" size={14} /> Changes
+            <Icon name="branch" size={14} /> <span class="wide-only">Changes</span>
           </button>
         )}
         {info && (
