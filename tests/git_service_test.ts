@@ -125,8 +125,21 @@ Deno.test("git over service_message: status with a rename, diff, stage, commit, 
       await g.fails("commit", { message: "  " }, "bad_request");
 
       // Push to the bare repository on disk (no upstream yet: origin, set upstream).
-      const pushed = await g.ok<{ status: GitStatus }>("push");
+      const pushed = await g.ok<{ status: GitStatus; output: string }>("push");
       assert.equal(pushed.status.upstream, "origin/main");
+      assert.match(pushed.output, /-> main/);
+      // git's output streamed back before the answer, to this request.
+      const reply = v.messages.findIndex((m) =>
+        m.t === "service_message" && "ok" in m &&
+        ((m as Reply).data as { output?: string } | undefined)?.output !== undefined
+      );
+      const pushId = (v.messages[reply] as Reply).requestId;
+      const streamed = v.messages.filter((m, i) =>
+        i < reply && m.t === "service_message" && m.requestId === pushId &&
+        (m as Reply).op === "progress"
+      );
+      assert.ok(streamed.length > 0, "no progress came before the push's answer");
+      assert.match(JSON.stringify(streamed), /objects/);
       assert.equal(pushed.status.ahead, 0);
       assert.equal(
         (await sh(remote, "log", "-1", "--format=%H", "main")).trim(),
