@@ -476,9 +476,10 @@ export class Daemon {
   // Events towards the relay
 
   #enqueue(s: DaemonSession, e: SessionEventBody): void {
+    // The git watch follows the worker: off while the session sleeps, back when it wakes.
     if (e.type === "session_end" || e.type === "session_sleep") {
-      this.#services.forget(s.entry.sessionId);
-    }
+      this.#services.forget(s.entry.sessionId, e.type === "session_sleep");
+    } else if (e.type === "session_waking") this.#services.resume(s.entry.sessionId);
     const last = s.queue[s.queue.length - 1];
     if (last && canCoalesce(last, e)) s.queue[s.queue.length - 1] = coalesce(last, e);
     else s.queue.push(e);

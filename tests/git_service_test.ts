@@ -372,7 +372,7 @@ Deno.test("a review sent while the agent works reaches its next model call as on
   });
 });
 
-Deno.test("a sleeping session's repository is no longer watched, and git still answers for it without waking it", async () => {
+Deno.test("a sleeping session's repository is no longer watched, git still answers for it without waking it, and waking watches it again", async () => {
   await withStack({ runnerEnv: { BATON_SLEEP_AFTER: "4s" } }, async (s) => {
     const { repo } = await makeRepo(s.home);
     const sessionId = await spawnIn(s, repo);
@@ -400,6 +400,17 @@ Deno.test("a sleeping session's repository is no longer watched, and git still a
         false,
         "a git request woke the session",
       );
+      // Woken by a message, it is watched again with no request needed.
+      s.llm.enqueue({ text: "Awake." });
+      v.send({ t: "input", id: "wake", sessionId, kind: "followUp", text: "Wake up" });
+      await v.waitForEvent(sessionId, "session_waking", 20_000);
+      await v.until(
+        () => v.eventsOf(sessionId).filter((e) => e.e.type === "agent_end").length >= 2,
+        "the woken turn",
+        20_000,
+      );
+      await Deno.writeTextFile(join(repo, "woken.txt"), "x\n");
+      await v.until(() => pushedFor("woken.txt"), "status_changed after waking", 10_000);
     } finally {
       await v.close();
     }

@@ -55,6 +55,10 @@ export class GitWatchers {
     return this.#watches.size;
   }
 
+  has(sessionId: string): boolean {
+    return this.#watches.has(sessionId);
+  }
+
   /**
    * Starts watching `top` for the session (a no-op when it already is);
    * settles once changes from now on will be seen.

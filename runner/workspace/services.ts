@@ -42,6 +42,8 @@ const PROGRESS_EVERY_MS = 200;
 export class WorkspaceServices {
   readonly #opts: WorkspaceServicesOptions;
   readonly watchers: GitWatchers;
+  /** Sessions whose watch stopped because they fell asleep. */
+  readonly #paused = new Set<string>();
 
   constructor(options: WorkspaceServicesOptions) {
     this.#opts = options;
@@ -147,9 +149,25 @@ export class WorkspaceServices {
     };
   }
 
-  /** The session ended or fell asleep: stop watching its repository. */
-  forget(sessionId: string): void {
+  /**
+   * The session ended (or fell asleep, `paused`): stop watching its
+   * repository. A paused watch comes back with {@linkcode resume}.
+   */
+  forget(sessionId: string, paused = false): void {
+    if (paused && this.watchers.has(sessionId)) this.#paused.add(sessionId);
+    else this.#paused.delete(sessionId);
     this.watchers.unwatch(sessionId);
+  }
+
+  /** The session wakes: watch its repository again if it was watched when it fell asleep. */
+  resume(sessionId: string): void {
+    if (!this.#paused.delete(sessionId)) return;
+    const cwd = this.#opts.cwdOf(sessionId);
+    if (cwd === null) return;
+    ops.repoTop(cwd).then(
+      (top) => this.watchers.watch(sessionId, top),
+      () => {},
+    );
   }
 
   close(): void {
