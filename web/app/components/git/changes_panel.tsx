@@ -14,6 +14,7 @@ import {
   type GitStatus,
   type ServiceReplyMessage,
 } from "../../../../shared/git_api.ts";
+import { linkState } from "../../live.ts";
 import { link } from "../../store.ts";
 import { Icon } from "../icon.tsx";
 import { type DiffTarget, DiffView } from "./_diff_view.tsx";
@@ -50,10 +51,15 @@ export function ChangesPanel(
     setStatus(st);
     setVersion((v) => v + 1);
   };
+  // Read again after a reconnect: changes made meanwhile were pushed to nobody.
+  const online = linkState.value === "open";
   useEffect(() => {
-    setStatus(null);
+    if (!online) return;
     setError(null);
     link.service<GitStatus>(id, "status").then(take, (e) => setError(e.message));
+  }, [id, online]);
+  useEffect(() => {
+    setStatus(null);
     const listeners = link.serviceListeners.get(id) ?? new Set();
     link.serviceListeners.set(id, listeners);
     const on = (m: ServiceReplyMessage) => {
