@@ -22,6 +22,7 @@ import { type Committed, EventPipeline } from "./event_pipeline.ts";
 import { Fanout, type Subscription } from "./fanout.ts";
 import { type RunnerConnection, RunnerRegistry } from "./runner_registry.ts";
 import { SessionService } from "./session_service.ts";
+import { ServiceRouter } from "./services.ts";
 import { Retention, type RetentionPolicy } from "./retention.ts";
 import { isEnded } from "./session_state.ts";
 import { StateFeed } from "./state_feed.ts";
@@ -67,6 +68,8 @@ export class Hub implements RunnerHub, ViewerHub {
   readonly sessions: SessionService;
   readonly credentials: CredentialSweeps;
   readonly retention: Retention;
+  /** `service_message` traffic (git) between viewers and runners. */
+  readonly services: ServiceRouter<Viewer>;
   readonly #log: (line: string) => void;
   #closed = false;
 
@@ -104,6 +107,13 @@ export class Hub implements RunnerHub, ViewerHub {
       feed: this.feed,
       baseUrl: options.baseUrl,
       clock,
+    });
+    this.services = new ServiceRouter<Viewer>({
+      owned: (userId, id) => this.sessions.owned(userId, id),
+      session: (id) => store.sessions.get(id),
+      runners: this.runners,
+      viewersOf: (userId) => this.fanout.viewersOf(userId),
+      log: this.#log,
     });
     this.credentials = new CredentialSweeps({
       links: () => this.runners.links(),
@@ -168,6 +178,14 @@ export class Hub implements RunnerHub, ViewerHub {
 
   ingest(link: RunnerConnection, msg: EventsMessage): void {
     this.events.ingest(link, msg);
+  }
+
+  serviceFromRunner(link: RunnerConnection, msg: Record<string, unknown>): void {
+    this.services.fromRunner(link, msg);
+  }
+
+  serviceFromViewer(v: Viewer, msg: Record<string, unknown>): void {
+    this.services.fromViewer(v, msg);
   }
 
   link(runnerId: string): RunnerConnection | undefined {

@@ -189,6 +189,8 @@ export interface RunnerHub {
   detachRunner(link: RunnerLink): void;
   /** Takes a checked `events` message. */
   ingest(link: RunnerLink, msg: EventsMessage): void;
+  /** A runner's `service_message` (progress, live git status). */
+  serviceFromRunner(link: RunnerLink, msg: Record<string, unknown>): void;
   log(line: string): void;
   readonly store: {
     readonly runners: Pick<Store["runners"], "get" | "upsert">;
@@ -372,6 +374,8 @@ export function acceptRunnerSocket(socket: ChannelSocket, options: AcceptRunnerO
       case "ping":
         link.send({ t: "pong" });
         return;
+      case "service_message":
+        return hub.serviceFromRunner(link, msg);
       case "call": {
         const id = msg.id;
         if (typeof id !== "number" || typeof msg.op !== "string") {

@@ -80,6 +80,8 @@ export interface ViewerHub {
     text: string,
     options?: InputOptions,
   ): Promise<void>;
+  /** A `service_message` request (git), answered to this viewer alone. */
+  serviceFromViewer(v: Viewer, msg: Record<string, unknown>): void;
   listRunners(userId: string): RunnerInfo[];
   listSessions(userId: string): SessionInfo[];
   log(line: string): void;
@@ -256,6 +258,9 @@ function handle(hub: ViewerHub, v: Viewer, msg: Record<string, unknown>): void {
         v.watching = true;
         v.send({ t: "runners", runners: hub.listRunners(v.principal.userId) });
         v.send({ t: "sessions", sessions: hub.listSessions(v.principal.userId) });
+        return;
+      case "service_message":
+        hub.serviceFromViewer(v, msg);
         return;
       case "ping":
         v.send({ t: "pong" });

@@ -40,6 +40,7 @@ import { WorkspaceFiles } from "./workspace/files.ts";
 import { type SessionEntry, SessionRegistry } from "./registry.ts";
 import { checkCwd, defaultCwd, PathRejectedError, resolveRoots } from "./roots.ts";
 import { WorkerProcess } from "./worker_host.ts";
+import { WorkspaceServices } from "./workspace/services.ts";
 import { takeSecrets, withoutSecrets } from "./_secrets.ts";
 import { makePrivate } from "../shared/private_files.ts";
 import { assertModelKnown, listModels } from "./models.ts";
@@ -118,9 +119,17 @@ export class Daemon {
   readonly #docs: DocCatalog;
   readonly #plugins: PluginCatalog;
   readonly #files: WorkspaceFiles;
+  readonly #services: WorkspaceServices;
 
   constructor(options: DaemonOptions) {
     this.#opts = options;
+    this.#services = new WorkspaceServices({
+      cwdOf: (id) =>
+        this.#sessions.get(id)?.ended === false ? this.#sessions.get(id)!.entry.cwd : null,
+      awake: (id) => this.#sessions.get(id)?.asleep === false,
+      send: (msg) => this.#link.send(msg),
+      log: options.log,
+    });
     const { batonDir, home, skip } = options.config;
     this.#files = new WorkspaceFiles({ roots: options.roots, home });
     this.#docs = new DocCatalog({ batonDir, home, roots: options.roots });
@@ -165,6 +174,7 @@ export class Daemon {
       this.#opts.log(`relay refused this runner: ${err.message}`);
       this.#exitCode = DaemonExit.config;
     }
+    this.#services.close();
     await this.#shutdownWorkers();
     return this.#exitCode;
   }
@@ -488,6 +498,10 @@ export class Daemon {
   // Events towards the relay
 
   #enqueue(s: DaemonSession, e: SessionEventBody): void {
+    // The git watch follows the worker: off while the session sleeps, back when it wakes.
+    if (e.type === "session_end" || e.type === "session_sleep") {
+      this.#services.forget(s.entry.sessionId, e.type === "session_sleep");
+    } else if (e.type === "session_waking") this.#services.resume(s.entry.sessionId);
     const last = s.queue[s.queue.length - 1];
     if (last && canCoalesce(last, e)) s.queue[s.queue.length - 1] = coalesce(last, e);
     else s.queue.push(e);
@@ -616,7 +630,10 @@ export class Daemon {
       case "usage":
         return answerUsage(this.#usage, data);
       case "delete_session":
+        this.#services.forget(String((data as { sessionId?: unknown })?.sessionId));
         return this.#deleteSession(data as { sessionId?: unknown });
+      case "service_message":
+        return this.#services.handle(data);
       case "stop":
         setTimeout(() => this.stop(DaemonExit.stopped), 50);
         return Promise.resolve({});

@@ -7,6 +7,8 @@
  */
 import type { AttachmentRef, ImageInput } from "./attachments_api.ts";
 
+import type { ServiceReplyMessage, ServiceRequestMessage } from "./git_api.ts";
+
 /** Protocol version agreed in the first exchange of every channel. */
 export const PROTOCOL_VERSION = 1;
 
@@ -368,6 +370,8 @@ export type ViewerToRelay =
   }
   /** Starts the feed of the caller's runners and sessions. */
   | { t: "watch" }
+  /** A request to a service of the session's runner (git); see shared/git_api.ts. */
+  | ServiceRequestMessage
   | { t: "ping" };
 
 export type RelayToViewer =
@@ -389,4 +393,5 @@ export type RelayToViewer =
    */
   | { t: "session_deleted"; sessionId: string }
   | { t: "pong" }
+  | ServiceReplyMessage
   | ErrorMessage;

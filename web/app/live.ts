@@ -41,6 +41,21 @@ export interface FeedHandler {
 
 type Pending = { resolve: () => void; reject: (e: Error) => void };
 
+/** A service (git) request that failed, with the runner's or relay's code. */
+export class ServiceError extends Error {
+  constructor(readonly code: string, message: string) {
+    super(message);
+    this.name = "ServiceError";
+  }
+}
+
+type ServiceMsg = Extract<RelayToViewer, { t: "service_message" }>;
+interface PendingService {
+  resolve: (data: unknown) => void;
+  reject: (e: Error) => void;
+  progress?: (data: unknown) => void;
+}
+
 /** Connection state shown in the UI. */
 export const linkState = signal<"connecting" | "open" | "offline">("connecting");
 
@@ -48,6 +63,9 @@ export class LiveLink {
   #ws: WebSocket | null = null;
   #streams = new Map<string, StreamHandler>();
   #pending = new Map<string, Pending>();
+  #services = new Map<string, PendingService>();
+  /** Listeners of a session's unsolicited service messages (git's `status_changed`). */
+  readonly serviceListeners = new Map<string, Set<(msg: ServiceMsg) => void>>();
   #nextId = 1;
   #retry = 0;
   #timer: ReturnType<typeof setTimeout> | null = null;
@@ -89,6 +107,8 @@ export class LiveLink {
       if (this.#heartbeat) clearInterval(this.#heartbeat);
       for (const p of this.#pending.values()) p.reject(new Error("Connection lost; try again"));
       this.#pending.clear();
+      for (const p of this.#services.values()) p.reject(new Error("Connection lost; try again"));
+      this.#services.clear();
       if (ev.code === CloseCode.revoked || ev.code === CloseCode.unauthorized) {
         linkState.value = "offline";
         this.feed.signedOut();
@@ -165,6 +185,8 @@ export class LiveLink {
         }
         return;
       }
+      case "service_message":
+        return this.#service(msg);
       case "error": {
         const id = typeof msg.id === "string" ? msg.id : undefined;
         const p = id ? this.#pending.get(id) : undefined;
@@ -177,6 +199,44 @@ export class LiveLink {
         return;
       }
     }
+  }
+
+  #service(msg: ServiceMsg): void {
+    const p = msg.requestId ? this.#services.get(msg.requestId) : undefined;
+    if (!("ok" in msg)) {
+      if (p) p.progress?.(msg.data);
+      else for (const l of this.serviceListeners.get(msg.sessionId) ?? []) l(msg);
+      return;
+    }
+    if (!p || !msg.requestId) return;
+    this.#services.delete(msg.requestId);
+    if (msg.ok) p.resolve(msg.data);
+    else p.reject(new ServiceError(msg.code, msg.message));
+  }
+
+  /**
+   * Asks a service of a session's runner (`git`); resolves with its answer,
+   * rejects with a {@linkcode ServiceError}. `progress` gets what arrives meanwhile.
+   */
+  service<T>(
+    sessionId: string,
+    op: string,
+    data: Record<string, unknown> = {},
+    progress?: (data: unknown) => void,
+    serviceId = "git",
+  ): Promise<T> {
+    const requestId = `sv${this.#nextId++}`;
+    return new Promise((resolve, reject) => {
+      if (!this.#send({ t: "service_message", serviceId, requestId, sessionId, op, data })) {
+        reject(new Error("Not connected to the relay; try again in a moment"));
+        return;
+      }
+      this.#services.set(requestId, {
+        resolve: resolve as (d: unknown) => void,
+        reject,
+        ...(progress ? { progress } : {}),
+      });
+    });
   }
 
   /** Streams a session to `handler` until {@linkcode unsubscribe}. */

@@ -16,7 +16,18 @@ import { SessionMenu } from "./_session_menu.tsx";
 
 /** The header; `info` is null until the relay sent it. */
 export function SessionHeader(
-  { id, info, conv, ended, panel, onTogglePanel, files, onToggleFiles }: {
+  {
+    id,
+    info,
+    conv,
+    ended,
+    panel,
+    onTogglePanel,
+    files,
+    onToggleFiles,
+    changes = false,
+    onToggleChanges,
+  }: {
     id: string;
     info: SessionInfo | null;
     conv: Conversation;
@@ -27,6 +38,9 @@ export function SessionHeader(
     /** Whether the files panel is open; null: no folder to browse yet. */
     files: boolean;
     onToggleFiles: (() => void) | null;
+    /** Whether the changes (git) panel is open. */
+    changes?: boolean;
+    onToggleChanges?: () => void;
   },
 ) {
   const [renaming, setRenaming] = useState(false);
@@ -81,6 +95,19 @@ export function SessionHeader(
           >
             <Icon name="folder" size={14} />
             <span class="wide-only">Files</span>
+          </button>
+        )}
+        {onToggleChanges && !ended && (
+          <button
+            type="button"
+            class={`btn small ${changes ? "on" : ""}`}
+            aria-pressed={changes}
+            aria-label="Changes"
+            title="Changes: the repository's diff, commit and push"
+            onClick={onToggleChanges}
+          >
+            <Icon name="branch" size={14} />
+            <span class="wide-only">Changes</span>
           </button>
         )}
         {info && (

@@ -13,6 +13,7 @@ import { Icon } from "../icon.tsx";
 import { Composer } from "./_composer.tsx";
 import { SessionHeader } from "./_session_header.tsx";
 import { SessionTriggers } from "./_triggers_panel.tsx";
+import { ChangesPanel } from "../git/changes_panel.tsx";
 
 /** Session `id`, or a word that there is none the account may see. */
 export function SessionView({ id }: { id: string }) {
@@ -23,6 +24,7 @@ export function SessionView({ id }: { id: string }) {
   const [panel, setPanel] = useState(false);
   const [files, setFiles] = useState(false);
   const cwd = conv.cwd ?? info?.cwd ?? null;
+  const [changes, setChanges] = useState(false);
   const ended = info?.status === "ended" || info?.status === "error";
   const working = conv.working;
   // A prompt the agent lost in a runner restart goes again as a new message
@@ -42,9 +44,17 @@ export function SessionView({ id }: { id: string }) {
         conv={conv}
         ended={ended}
         panel={panel}
-        onTogglePanel={() => setPanel(!panel)}
+        onTogglePanel={() => {
+          setPanel(!panel);
+          setChanges(false);
+        }}
         files={files}
         onToggleFiles={cwd && info ? () => setFiles(!files) : null}
+        changes={changes}
+        onToggleChanges={() => {
+          setChanges(!changes);
+          setPanel(false);
+        }}
       />
       <div class="session-body">
         <div
@@ -63,6 +73,13 @@ export function SessionView({ id }: { id: string }) {
           )}
           <ConversationView conv={conv} resend={ended ? null : resend} />
         </div>
+        {changes && !ended && (
+          <ChangesPanel
+            id={id}
+            working={working}
+            onClose={() => setChanges(false)}
+          />
+        )}
         {panel && (
           <SessionTriggers
             id={id}

@@ -1,0 +1,175 @@
+/**
+ * Routes `service_message` traffic (the git service) between viewers and
+ * runners: a viewer's request goes to the runner of one of its own
+ * sessions, and the reply and any progress come back to that viewer only;
+ * a runner's unsolicited `status_changed` goes to the viewers of that
+ * session. The relay never looks inside `data`.
+ *
+ * @module
+ */
+import {
+  MAX_SERVICE_DATA_BYTES,
+  MAX_SERVICE_IN_FLIGHT,
+  MAX_SERVICE_REQUEST_ID,
+  SERVICE_IDS,
+  type ServiceReplyMessage,
+} from "../shared/git_api.ts";
+import { invalid, RelayError } from "./errors.ts";
+import type { RunnerPresence } from "./runner_registry.ts";
+import type { SessionRecord } from "./store/sessions.ts";
+import { assertNotEnded } from "./session_state.ts";
+
+/** A viewer as the router needs it. */
+export interface ServiceViewer {
+  readonly principal: { userId: string };
+  readonly subs: ReadonlyMap<string, unknown>;
+  send(msg: ServiceReplyMessage): void;
+}
+
+/** Options of {@linkcode ServiceRouter}. */
+export interface ServiceRouterOptions<V extends ServiceViewer> {
+  /** A session of `userId`; throws the same 404 for foreign and unknown ids. */
+  owned: (userId: string, sessionId: string) => SessionRecord;
+  /** A session by id, whoever owns it (for a runner's unsolicited messages). */
+  session: (sessionId: string) => SessionRecord | undefined;
+  runners: RunnerPresence;
+  viewersOf: (userId: string) => Iterable<V>;
+  log: (line: string) => void;
+}
+
+/** How long the relay waits for a runner's answer: push talks to a remote, the rest is local. */
+const PUSH_WAIT_MS = 130_000;
+const OP_WAIT_MS = 45_000;
+
+interface InFlight<V> {
+  viewer: V;
+  requestId: string;
+  sessionId: string;
+  serviceId: string;
+  runnerId: string;
+}
+
+/** Forwards service requests and routes their replies (one per relay). */
+export class ServiceRouter<V extends ServiceViewer> {
+  readonly #opts: ServiceRouterOptions<V>;
+  readonly #inFlight = new Map<string, InFlight<V>>();
+  readonly #count = new WeakMap<V, number>();
+  #next = 1;
+
+  constructor(options: ServiceRouterOptions<V>) {
+    this.#opts = options;
+  }
+
+  /** A viewer's `service_message`: checked, forwarded, answered to that viewer alone. */
+  fromViewer(v: V, msg: Record<string, unknown>): void {
+    const requestId = typeof msg.requestId === "string" ? msg.requestId : "";
+    const serviceId = typeof msg.serviceId === "string" ? msg.serviceId.slice(0, 100) : "";
+    const sessionId = typeof msg.sessionId === "string" ? msg.sessionId.slice(0, 100) : "";
+    const fail = (err: unknown) => {
+      const e = err instanceof RelayError ? err : null;
+      if (!e) this.#opts.log(`service message failed: ${err}`);
+      v.send({
+        t: "service_message",
+        serviceId,
+        sessionId,
+        ...(requestId ? { requestId } : {}),
+        ok: false,
+        code: e?.code ?? "internal",
+        message: e?.message ?? "Internal error",
+      });
+    };
+    try {
+      if (!requestId || requestId.length > MAX_SERVICE_REQUEST_ID) {
+        throw invalid(`requestId must be a string of 1 to ${MAX_SERVICE_REQUEST_ID} characters`);
+      }
+      if (!sessionId) throw invalid("sessionId is required");
+      if (!(SERVICE_IDS as readonly string[]).includes(serviceId)) {
+        throw invalid(
+          `Unknown service: '${serviceId}' (known: ${SERVICE_IDS.join(", ")})`,
+          "unknown_service",
+        );
+      }
+      if (typeof msg.op !== "string" || msg.op === "" || msg.op.length > 100) {
+        throw invalid("op must be a non-empty string");
+      }
+      const data = msg.data ?? {};
+      if (typeof data !== "object" || data === null || Array.isArray(data)) {
+        throw invalid("data must be an object");
+      }
+      const size = JSON.stringify(data).length;
+      if (size > MAX_SERVICE_DATA_BYTES) {
+        throw invalid(
+          `data must be at most ${MAX_SERVICE_DATA_BYTES} bytes (has ${size})`,
+          "too_large",
+        );
+      }
+      const inFlight = this.#count.get(v) ?? 0;
+      if (inFlight >= MAX_SERVICE_IN_FLIGHT) {
+        throw new RelayError(
+          "rate_limited",
+          "too_many_requests",
+          `At most ${MAX_SERVICE_IN_FLIGHT} service requests may be in flight at once`,
+        );
+      }
+      const s = this.#opts.owned(v.principal.userId, sessionId);
+      assertNotEnded(s);
+      const link = this.#opts.runners.connected(s.runnerId);
+      const relayId = `s${this.#next++}`;
+      this.#inFlight.set(relayId, {
+        viewer: v,
+        requestId,
+        sessionId,
+        serviceId,
+        runnerId: s.runnerId,
+      });
+      this.#count.set(v, inFlight + 1);
+      const op = msg.op;
+      link.request(
+        "service_message",
+        { sessionId, serviceId, op, data, requestId: relayId },
+        op === "push" ? PUSH_WAIT_MS : OP_WAIT_MS,
+      ).then(
+        (result) =>
+          v.send({ t: "service_message", serviceId, requestId, sessionId, ok: true, data: result }),
+        fail,
+      ).finally(() => {
+        this.#inFlight.delete(relayId);
+        this.#count.set(v, Math.max(0, (this.#count.get(v) ?? 1) - 1));
+      });
+    } catch (err) {
+      fail(err);
+    }
+  }
+
+  /**
+   * A runner's `service_message`: progress of a request in flight (sent to
+   * the viewer that asked) or an unsolicited message about one of its
+   * sessions (sent to the viewers subscribed to it). Anything else is dropped.
+   */
+  fromRunner(link: { runnerId: string; userId: string }, msg: Record<string, unknown>): void {
+    const { sessionId, serviceId, op } = msg;
+    if (typeof sessionId !== "string" || typeof serviceId !== "string" || typeof op !== "string") {
+      return;
+    }
+    const data = msg.data ?? null;
+    if (typeof msg.requestId === "string") {
+      const f = this.#inFlight.get(msg.requestId);
+      if (!f || f.runnerId !== link.runnerId || f.sessionId !== sessionId) return;
+      f.viewer.send({
+        t: "service_message",
+        serviceId: f.serviceId,
+        requestId: f.requestId,
+        sessionId,
+        op: op.slice(0, 100),
+        data,
+      });
+      return;
+    }
+    const s = this.#opts.session(sessionId);
+    if (!s || s.runnerId !== link.runnerId || s.userId !== link.userId) return;
+    for (const v of this.#opts.viewersOf(s.userId)) {
+      if (!v.subs.has(sessionId)) continue;
+      v.send({ t: "service_message", serviceId, sessionId, op: op.slice(0, 100), data });
+    }
+  }
+}
