@@ -36,18 +36,14 @@ import {
   runnerFlags,
 } from "./config.ts";
 import { ControlLink, RelayRejectedError, type ReplyStream, RequestError } from "./control_link.ts";
-import { WorkspaceFiles } from "./workspace/files.ts";
 import { type SessionEntry, SessionRegistry } from "./registry.ts";
 import { checkCwd, defaultCwd, PathRejectedError, resolveRoots } from "./roots.ts";
 import { WorkerProcess } from "./worker_host.ts";
-import { WorkspaceServices } from "./workspace/services.ts";
 import { takeSecrets, withoutSecrets } from "./_secrets.ts";
 import { makePrivate } from "../shared/private_files.ts";
 import { assertModelKnown, listModels } from "./models.ts";
-import { DocCatalog } from "./workspace/skills.ts";
-import { PluginCatalog } from "./workspace/plugins.ts";
-import { answerUsage, runnerUsageIndex, type UsageIndex } from "./workspace/usage.ts";
 import { withAttachments } from "./workspace/attachments.ts";
+import { Workspace } from "./workspace/mod.ts";
 
 /** Exit codes the supervisor understands. */
 export const DaemonExit = {
@@ -108,7 +104,6 @@ export class Daemon {
   readonly #opts: DaemonOptions;
   readonly #sessions = new Map<string, DaemonSession>();
   readonly #registry: SessionRegistry;
-  readonly #usage: UsageIndex;
   readonly #link: ControlLink;
   readonly #stop = new AbortController();
   #exitCode: number = DaemonExit.stopped;
@@ -116,31 +111,21 @@ export class Daemon {
   #spare: WorkerProcess | null = null;
   #nextInputId = 1;
   #flushTimer: ReturnType<typeof setTimeout> | null = null;
-  readonly #docs: DocCatalog;
-  readonly #plugins: PluginCatalog;
-  readonly #files: WorkspaceFiles;
-  readonly #services: WorkspaceServices;
+  readonly #workspace: Workspace;
 
   constructor(options: DaemonOptions) {
     this.#opts = options;
-    this.#services = new WorkspaceServices({
+    this.#registry = new SessionRegistry(options.config.batonDir);
+    this.#workspace = new Workspace({
+      config: options.config,
+      roots: options.roots,
+      conversationsDir: this.#registry.conversationsDir,
       cwdOf: (id) =>
         this.#sessions.get(id)?.ended === false ? this.#sessions.get(id)!.entry.cwd : null,
       awake: (id) => this.#sessions.get(id)?.asleep === false,
       send: (msg) => this.#link.send(msg),
       log: options.log,
     });
-    const { batonDir, home, skip } = options.config;
-    this.#files = new WorkspaceFiles({ roots: options.roots, home });
-    this.#docs = new DocCatalog({ batonDir, home, roots: options.roots });
-    this.#plugins = new PluginCatalog({
-      batonDir,
-      home,
-      roots: options.roots,
-      skipped: skip.plugins,
-    });
-    this.#registry = new SessionRegistry(options.config.batonDir);
-    this.#usage = runnerUsageIndex(options.config.batonDir, this.#registry.conversationsDir);
     this.#link = new ControlLink({
       url: controlUrl(options.config.relayUrl!),
       hello: () => ({
@@ -174,7 +159,7 @@ export class Daemon {
       this.#opts.log(`relay refused this runner: ${err.message}`);
       this.#exitCode = DaemonExit.config;
     }
-    this.#services.close();
+    this.#workspace.close();
     await this.#shutdownWorkers();
     return this.#exitCode;
   }
@@ -500,8 +485,8 @@ export class Daemon {
   #enqueue(s: DaemonSession, e: SessionEventBody): void {
     // The git watch follows the worker: off while the session sleeps, back when it wakes.
     if (e.type === "session_end" || e.type === "session_sleep") {
-      this.#services.forget(s.entry.sessionId, e.type === "session_sleep");
-    } else if (e.type === "session_waking") this.#services.resume(s.entry.sessionId);
+      this.#workspace.sessionStopped(s.entry.sessionId, e.type === "session_sleep");
+    } else if (e.type === "session_waking") this.#workspace.sessionWaking(s.entry.sessionId);
     const last = s.queue[s.queue.length - 1];
     if (last && canCoalesce(last, e)) s.queue[s.queue.length - 1] = coalesce(last, e);
     else s.queue.push(e);
@@ -610,11 +595,8 @@ export class Daemon {
   // Requests from the relay
 
   #onRequest(op: string, data: unknown, reply: ReplyStream): Promise<unknown> {
+    if (this.#workspace.handles(op)) return this.#workspace.request(op, data, reply);
     switch (op) {
-      case "files":
-      case "search_files":
-      case "read_file":
-        return this.#files.handle(op, data, reply);
       case "spawn":
         return this.#spawn(data as SpawnRequest);
       case "input":
@@ -623,17 +605,9 @@ export class Daemon {
         return this.#trigger(data as TriggerRequest);
       case "models":
         return listModels(this.#opts.config.batonDir).then((r) => r);
-      case "docs":
-        return this.#docs.request(data);
-      case "plugins":
-        return this.#plugins.request(data);
-      case "usage":
-        return answerUsage(this.#usage, data);
       case "delete_session":
-        this.#services.forget(String((data as { sessionId?: unknown })?.sessionId));
+        this.#workspace.sessionStopped(String((data as { sessionId?: unknown })?.sessionId));
         return this.#deleteSession(data as { sessionId?: unknown });
-      case "service_message":
-        return this.#services.handle(data);
       case "stop":
         setTimeout(() => this.stop(DaemonExit.stopped), 50);
         return Promise.resolve({});
