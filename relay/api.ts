@@ -26,6 +26,7 @@ import { settingsRoutes } from "./routes/settings.ts";
 import { skillRoutes } from "./routes/skills.ts";
 import { runnerTriggerRoutes, sessionTriggerRoutes } from "./routes/triggers.ts";
 import { webhookFireRoute, webhookRoutes } from "./routes/webhooks.ts";
+import { tunnelRoutes } from "./routes/tunnel.ts";
 
 /** What the API's routes are built over. */
 export interface ApiOptions {
@@ -67,6 +68,17 @@ export function apiRoutes(o: ApiOptions): Hono<RelayEnv> {
   );
   // Webhook senders prove themselves with a signature, not a cookie or key.
   app.route("/api/webhooks", webhookFireRoute(o.webhooks));
+
+  // The tunnel takes the owner's cookie only, and checks it itself.
+  app.route(
+    "/api/tunnel",
+    tunnelRoutes({
+      auth: o.auth,
+      tunnels: o.hub.tunnels,
+      store: o.store,
+      originAllowed: o.originAllowed,
+    }),
+  );
 
   // Every other /api route needs a principal (cookie or key).
   app.use("/api/*", requirePrincipal(o.auth, o.originAllowed));

@@ -35,6 +35,7 @@ import {
   runnerFlags,
 } from "./config.ts";
 import { ControlLink, RelayRejectedError, RequestError } from "./control_link.ts";
+import { runTunnel } from "./tunnel.ts";
 import { type SessionEntry, SessionRegistry } from "./registry.ts";
 import { checkCwd, defaultCwd, PathRejectedError, resolveRoots } from "./roots.ts";
 import { WorkerProcess } from "./worker_host.ts";
@@ -150,6 +151,12 @@ export class Daemon {
   async run(): Promise<number> {
     await this.#resumeAll();
     this.#refillSpare();
+    const tunnel = runTunnel(
+      this.#opts.config,
+      this.#opts.runnerId,
+      this.#opts.log,
+      this.#stop.signal,
+    );
     try {
       await this.#link.run(this.#stop.signal);
     } catch (err) {
@@ -157,6 +164,7 @@ export class Daemon {
       this.#opts.log(`relay refused this runner: ${err.message}`);
       this.#exitCode = DaemonExit.config;
     }
+    await tunnel.stop();
     await this.#shutdownWorkers();
     return this.#exitCode;
   }

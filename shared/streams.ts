@@ -227,8 +227,8 @@ export class MuxStream {
   _onData(bytes: Uint8Array, window: number): boolean {
     if (this.#reset) return true;
     if (this.#remoteEnded || this.#queuedBytes + bytes.byteLength > window) return false;
-    // A copy: the frame's buffer belongs to the channel.
-    this.#queued.push(bytes.slice());
+    // Kept as is: receive() takes the frame's buffer over (ws hands a new one per message).
+    this.#queued.push(bytes);
     this.#queuedBytes += bytes.byteLength;
     this.#wakeReader();
     return true;
@@ -246,6 +246,8 @@ export class MuxStream {
   _onEnd(): void {
     this.#remoteEnded = true;
     this.#wakeReader();
+    // A side that never reads (a GET's empty request body) still frees the stream.
+    this.#maybeDone();
   }
 
   #wakeReader(): void {
@@ -308,7 +310,11 @@ export class StreamMux {
     return stream;
   }
 
-  /** Handles one frame from the channel (an undecodable one is ignored). */
+  /**
+   * Handles one frame from the channel (an undecodable one is ignored). The
+   * stream keeps a view of `bytes` until its reader takes it: pass a buffer
+   * the channel will not reuse.
+   */
   receive(bytes: Uint8Array): void {
     const frame = decodeFrame(bytes);
     if (!frame || this.#closed !== null) return;
