@@ -6,7 +6,12 @@
  */
 import assert from "node:assert/strict";
 import { signUp, type User } from "./harness/client.ts";
-import { type RelayProcess, RelayProcess as Relay, startRunner } from "./harness/procs.ts";
+import {
+  type RelayProcess,
+  RelayProcess as Relay,
+  type RunnerProcess,
+  startRunner,
+} from "./harness/procs.ts";
 
 const MB = 1024 * 1024;
 
@@ -14,6 +19,17 @@ function rssOf(pid: number): number {
   const m = Deno.readTextFileSync(`/proc/${pid}/status`).match(/^VmRSS:\s+(\d+)\s+kB/m);
   if (!m) throw new Error(`No VmRSS for pid ${pid}`);
   return Number(m[1]) * 1024;
+}
+
+/** The `_daemon` child of a runner's supervisor process. */
+function daemonPid(supervisor: number): number {
+  const children = Deno.readTextFileSync(`/proc/${supervisor}/task/${supervisor}/children`)
+    .trim().split(/\s+/).map(Number);
+  const daemon = children.find((pid) =>
+    Deno.readTextFileSync(`/proc/${pid}/cmdline`).split("\0").includes("_daemon")
+  );
+  if (!daemon) throw new Error(`No _daemon child of ${supervisor}`);
+  return daemon;
 }
 
 /** What the local service saw of each request. */
@@ -75,13 +91,14 @@ interface World {
   port: number;
   seen: Seen[];
   tunnel: (path: string, init?: RequestInit) => Promise<Response>;
+  runner: () => RunnerProcess;
 }
 
 async function withWorld(fn: (w: World) => Promise<void>): Promise<void> {
   const relay = await Relay.start({ args: ["--allow-signup"] });
   const seen: Seen[] = [];
   const service = startService(seen);
-  let runner: Awaited<ReturnType<typeof startRunner>> | null = null;
+  let runner: RunnerProcess | null = null as RunnerProcess | null;
   try {
     const owner = await signUp(relay.url);
     const stranger = await signUp(relay.url);
@@ -98,6 +115,7 @@ async function withWorld(fn: (w: World) => Promise<void>): Promise<void> {
       port,
       seen,
       tunnel: (path, init) => owner.web(`/api/tunnel/runner/${runnerId}/${port}${path}`, init),
+      runner: () => runner!,
     });
   } catch (err) {
     console.error(relay.proc.output());
@@ -272,4 +290,61 @@ Deno.test("the tunnel answers 503 while the runner is offline", async () => {
   } finally {
     await relay.stop();
   }
+});
+
+Deno.test("a runner's tunnel drop resets its streams, and a revoked key closes the tunnel", async (t) => {
+  await withWorld(async (w) => {
+    await t.step("a download in flight ends with an error when the runner dies", async () => {
+      const res = await w.tunnel("/big?mb=2000");
+      const reader = res.body!.getReader();
+      await reader.read();
+      const runner = w.runner();
+      // The daemon, not its supervisor (which would start it again).
+      Deno.kill(daemonPid(runner.proc.pid), "SIGKILL");
+      const failed = (async () => {
+        for (;;) if ((await reader.read()).done) return "ended cleanly";
+      })().catch(() => "errored");
+      const outcome = await Promise.race([
+        failed,
+        new Promise((r) => setTimeout(() => r("hung"), 10_000)),
+      ]);
+      // A truncated body must not look complete: the connection is cut.
+      assert.equal(outcome, "errored");
+      const after = await w.tunnel("/echo");
+      assert.equal(after.status, 503);
+      await after.body?.cancel();
+    });
+
+    await t.step("revoking the runner's key closes its tunnel", async () => {
+      // The supervisor started the daemon again after the kill above.
+      const runner = w.runner();
+      const deadline0 = Date.now() + 30_000;
+      while (runner.proc.count(/tunnel connected/) < 2) {
+        if (Date.now() > deadline0) throw new Error("the daemon's tunnel did not come back");
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const ok = await w.tunnel("/echo");
+      assert.equal(ok.status, 200);
+      await ok.body?.cancel();
+      const { keys } = await (await w.owner.web("/api/keys")).json();
+      for (const k of keys as { id: string }[]) {
+        const del = await w.owner.web(`/api/keys/${k.id}`, {
+          method: "DELETE",
+          headers: { origin: w.relay.url },
+        });
+        assert.equal(del.status < 300, true, `revoke: ${del.status}`);
+        await del.body?.cancel();
+      }
+      // The relay closes the tunnel itself (its key is gone), whatever the daemon does next.
+      const deadline = Date.now() + 5000;
+      let status = 0;
+      while (Date.now() < deadline && status !== 503) {
+        const after = await w.tunnel("/echo");
+        status = after.status;
+        await after.body?.cancel();
+        if (status !== 503) await new Promise((r) => setTimeout(r, 100));
+      }
+      assert.equal(status, 503);
+    });
+  });
 });
