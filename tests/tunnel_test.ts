@@ -5,6 +5,7 @@
  * /proc while a large download and a stalled reader run.
  */
 import assert from "node:assert/strict";
+import { launchBrowser, newPage } from "./harness/browser.ts";
 import { signUp, type User } from "./harness/client.ts";
 import {
   type RelayProcess,
@@ -31,6 +32,22 @@ function daemonPid(supervisor: number): number {
   if (!daemon) throw new Error(`No _daemon child of ${supervisor}`);
   return daemon;
 }
+
+const PROBE_PAGE = `<!doctype html><div id="out">pending</div><script>
+const out = {};
+try { out.cookie = document.cookie; } catch (e) { out.cookie = "threw " + e.name; }
+const api = fetch("/api/sessions", { credentials: "include" })
+  .then((r) => r.text()).then((t) => out.api = "read " + t.slice(0, 40), (e) => out.api = "blocked");
+const own = fetch("./echo").then((r) => out.own = r.status, () => out.own = "blocked");
+const sub = new Promise((done) => {
+  const s = document.createElement("script");
+  s.src = "./script.js";
+  s.onload = () => done(out.script = "loaded");
+  s.onerror = () => done(out.script = "failed");
+  document.head.append(s);
+});
+Promise.all([api, own, sub]).then(() => document.getElementById("out").textContent = JSON.stringify(out));
+</script>`;
 
 /** What the local service saw of each request. */
 interface Seen {
@@ -72,6 +89,13 @@ function startService(seen: Seen[]) {
     }
     if (url.pathname === "/go") {
       return new Response(null, { status: 302, headers: { location: "/landed" } });
+    }
+    if (url.pathname === "/probe") {
+      // What a hostile preview would try: read the relay's cookie, call /api as the person.
+      return new Response(PROBE_PAGE, { headers: { "content-type": "text/html" } });
+    }
+    if (url.pathname === "/script.js") {
+      return new Response("window.loaded = 1;", { headers: { "content-type": "text/javascript" } });
     }
     if (url.pathname === "/page") {
       return new Response("<h1>hello</h1>", { headers: { "content-type": "text/html" } });
@@ -346,5 +370,33 @@ Deno.test("a runner's tunnel drop resets its streams, and a revoked key closes t
       }
       assert.equal(status, 503);
     });
+  });
+});
+
+Deno.test("a previewed page cannot read the relay's cookie or call /api as the person (Chromium)", async () => {
+  await withWorld(async (w) => {
+    const browser = await launchBrowser();
+    try {
+      const { page } = await newPage(browser);
+      await page.context().addCookies(
+        w.owner.cookie.split("; ").map((pair) => {
+          const [name, ...rest] = pair.split("=");
+          return { name: name!, value: rest.join("="), url: w.relay.url };
+        }),
+      );
+      const res = await page.goto(`${w.relay.url}/api/tunnel/runner/${w.runnerId}/${w.port}/probe`);
+      assert.equal(res?.status(), 200);
+      await page.waitForFunction("document.getElementById('out').textContent !== 'pending'");
+      const out = JSON.parse((await page.textContent("#out"))!);
+      // An opaque origin: document.cookie throws or is empty, never the session.
+      assert.ok(out.cookie === "" || String(out.cookie).startsWith("threw"), out.cookie);
+      assert.equal(out.api, "blocked");
+      // The price of the sandbox (docs/security.md, "Tunnel isolation"): the page's own
+      // sub-requests go without the SameSite cookie, so even its scripts are refused.
+      assert.equal(out.own, "blocked");
+      assert.equal(out.script, "failed");
+    } finally {
+      await browser.close();
+    }
   });
 });
