@@ -6,6 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { launchBrowser, newPage } from "./harness/browser.ts";
+import { WsPeer } from "./harness/ws_peer.ts";
 import { signUp, type User } from "./harness/client.ts";
 import {
   type RelayProcess,
@@ -399,4 +400,29 @@ Deno.test("a previewed page cannot read the relay's cookie or call /api as the p
       await browser.close();
     }
   });
+});
+
+Deno.test("the /_tunnel channel refuses what the control channel refuses", async () => {
+  const relay = await Relay.start({ args: ["--allow-signup"] });
+  try {
+    const owner = await signUp(relay.url);
+    await (await owner.api("/api/runners")).body?.cancel();
+    const bad = await WsPeer.open(relay.port, "/_tunnel");
+    await bad.send({ t: "register", apiKey: "bk_nope", runnerId: "r1" });
+    assert.equal(await bad.closed, 4001);
+    const unknown = await WsPeer.open(relay.port, "/_tunnel", { "x-api-key": owner.apiKey });
+    await unknown.send({ t: "register", apiKey: owner.apiKey, runnerId: "never-connected" });
+    assert.equal(await unknown.closed, 4003);
+    const other = await WsPeer.open(relay.port, "/_tunnel", { "x-api-key": owner.apiKey });
+    await other.send({ t: "register", apiKey: "bk_another", runnerId: "r1" });
+    assert.equal(await other.closed, 4001, "the register must carry the handshake's key");
+    const big = await WsPeer.open(relay.port, "/_tunnel");
+    await big.stream(2 * MB);
+    assert.equal(await big.closed, 1009);
+    const garbage = await WsPeer.open(relay.port, "/_tunnel");
+    await garbage.send("not an object");
+    assert.equal(await garbage.closed, 4400);
+  } finally {
+    await relay.stop();
+  }
 });
