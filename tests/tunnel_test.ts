@@ -58,6 +58,9 @@ interface Seen {
   body: number;
 }
 
+/** Releases the second server-sent event of `/events`. */
+const sseGate = Promise.withResolvers<void>();
+
 /** The service on the runner's machine: echoes, streams, sets cookies, redirects. */
 function startService(seen: Seen[]) {
   const chunk = new Uint8Array(64 * 1024).fill(120);
@@ -81,6 +84,21 @@ function startService(seen: Seen[]) {
           },
         }, { highWaterMark: 0 }),
         { headers: { "content-type": "application/octet-stream" } },
+      );
+    }
+    if (url.pathname === "/events") {
+      // Server-sent events: one now, the next only when the test says so.
+      const enc = new TextEncoder();
+      return new Response(
+        new ReadableStream({
+          async start(c) {
+            c.enqueue(enc.encode("data: first\n\n"));
+            await sseGate.promise;
+            c.enqueue(enc.encode("data: second\n\n"));
+            c.close();
+          },
+        }),
+        { headers: { "content-type": "text/event-stream", "cache-control": "no-cache" } },
       );
     }
     if (url.pathname === "/cookie") {
@@ -249,8 +267,14 @@ Deno.test("the HTTP tunnel forwards every method with its body to the runner's l
 
     await t.step("a 300 MB download streams through with the relay's RSS bounded", async () => {
       const before = rssOf(w.relay.proc.pid);
+      const daemon = daemonPid(w.runner().proc.pid);
+      const daemonBefore = rssOf(daemon);
       let peak = before;
-      const timer = setInterval(() => peak = Math.max(peak, rssOf(w.relay.proc.pid)), 50);
+      let daemonPeak = daemonBefore;
+      const timer = setInterval(() => {
+        peak = Math.max(peak, rssOf(w.relay.proc.pid));
+        daemonPeak = Math.max(daemonPeak, rssOf(daemon));
+      }, 50);
       try {
         const res = await w.tunnel("/big?mb=300");
         assert.equal(res.status, 200);
@@ -265,6 +289,8 @@ Deno.test("the HTTP tunnel forwards every method with its body to the runner's l
       // the streams themselves hold 256 KiB each). Buffering the body would
       // take all 300 MB.
       assert.ok(peak - before < 128 * MB, `relay grew ${(peak - before) / MB} MB`);
+      const daemonGrew = (daemonPeak - daemonBefore) / MB;
+      assert.ok(daemonGrew < 128, `runner daemon grew ${daemonGrew} MB`);
     });
 
     await t.step("a reader that stalls does not grow the relay", async () => {
@@ -281,6 +307,28 @@ Deno.test("the HTTP tunnel forwards every method with its body to the runner's l
       const ok = await w.tunnel("/echo");
       assert.equal(ok.status, 200);
       await ok.body?.cancel();
+    });
+
+    await t.step("server-sent events arrive one by one, unbuffered", async () => {
+      const res = await w.tunnel("/events");
+      assert.equal(res.headers.get("content-type"), "text/event-stream");
+      const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+      let got = "";
+      while (!got.includes("first")) got += (await reader.read()).value ?? "";
+      assert.doesNotMatch(got, /second/);
+      sseGate.resolve();
+      while (!got.includes("second")) got += (await reader.read()).value ?? "";
+      await reader.cancel();
+    });
+
+    await t.step("100 concurrent requests each get their own answer", async () => {
+      const answers = await Promise.all(
+        Array.from({ length: 100 }, async (_, i) => {
+          const res = await w.tunnel(`/echo`, { method: "POST", body: `request ${i}` });
+          return (await res.json()).echo;
+        }),
+      );
+      answers.forEach((a, i) => assert.equal(a, `request ${i}`));
     });
 
     await t.step("a large upload streams to the service", async () => {
