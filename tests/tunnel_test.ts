@@ -66,6 +66,7 @@ function startService(seen: Seen[]) {
   const chunk = new Uint8Array(64 * 1024).fill(120);
   return Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (req) => {
     const url = new URL(req.url);
+    if (url.pathname === "/early") return new Response("early", { status: 413 });
     const body = req.body ? new Uint8Array(await new Response(req.body).arrayBuffer()) : null;
     seen.push({
       method: req.method,
@@ -85,6 +86,10 @@ function startService(seen: Seen[]) {
         }, { highWaterMark: 0 }),
         { headers: { "content-type": "application/octet-stream" } },
       );
+    }
+    if (url.pathname === "/early") {
+      // Answers without reading the body (as a 413 or an auth failure does).
+      return new Response("early", { status: 413 });
     }
     if (url.pathname === "/events") {
       // Server-sent events: one now, the next only when the test says so.
@@ -329,6 +334,18 @@ Deno.test("the HTTP tunnel forwards every method with its body to the runner's l
         }),
       );
       answers.forEach((a, i) => assert.equal(a, `request ${i}`));
+    });
+
+    await t.step("answers sent before the request body was read free their stream", async () => {
+      // More than the 256 streams a tunnel holds at once, one after the other.
+      for (let i = 0; i < 300; i++) {
+        const res = await w.tunnel("/early", { method: "POST", body: new Uint8Array(1 * MB) });
+        assert.equal(res.status, 413, `request ${i}`);
+        await res.body?.cancel();
+      }
+      const ok = await w.tunnel("/echo");
+      assert.equal(ok.status, 200);
+      await ok.body?.cancel();
     });
 
     await t.step("a large upload streams to the service", async () => {

@@ -166,13 +166,14 @@ async function proxy(c: Context<RelayEnv>, link: TunnelLink, base: string): Prom
     reader.cancel().catch(() => {});
     return new Response(null, { status: h.status, headers: out });
   }
-  return new Response(bodyOf(reader, answer.rest), { status: h.status, headers: out });
+  return new Response(bodyOf(reader, answer.rest, stream), { status: h.status, headers: out });
 }
 
 /** The rest of the response, read only as the client takes it (which grants the runner credit). */
 function bodyOf(
   reader: ReadableStreamDefaultReader<Uint8Array>,
   first: Uint8Array,
+  stream: MuxStream,
 ): ReadableStream<Uint8Array> {
   let pending: Uint8Array | null = first.byteLength > 0 ? first : null;
   return new ReadableStream<Uint8Array>({
@@ -183,8 +184,12 @@ function bodyOf(
         return;
       }
       const { done, value } = await reader.read();
-      if (done) controller.close();
-      else controller.enqueue(value);
+      if (!done) return controller.enqueue(value);
+      controller.close();
+      // A service that answered without reading the whole request body (a
+      // 413, a refusal) leaves the upload waiting for credit: the answer is
+      // complete, so the stream is dropped (a no-op when both sides ended).
+      stream.reset("response complete");
     },
     cancel(reason) {
       return reader.cancel(reason);
