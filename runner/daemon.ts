@@ -151,12 +151,11 @@ export class Daemon {
   async run(): Promise<number> {
     await this.#resumeAll();
     this.#refillSpare();
-    const tunnel = runTunnel(
-      this.#opts.config,
-      this.#opts.runnerId,
-      this.#opts.log,
-      this.#stop.signal,
-    );
+    const tunnel = runTunnel(this.#opts.config, this.#opts.runnerId, {
+      log: this.#opts.log,
+      ready: () => this.#link.connected,
+      signal: this.#stop.signal,
+    });
     try {
       await this.#link.run(this.#stop.signal);
     } catch (err) {

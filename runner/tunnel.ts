@@ -32,6 +32,12 @@ export interface TunnelClientOptions {
   handshakeMs?: number;
   /** Silence after which the relay is assumed gone; default 45 s. */
   silenceMs?: number;
+  /**
+   * Whether to dial now: the daemon's control link is welcomed (the relay
+   * knows the runner only after its hello, and a relay the control link
+   * cannot reach needs no second dialler). Default: always.
+   */
+  ready?: () => boolean;
 }
 
 /**
@@ -41,14 +47,14 @@ export interface TunnelClientOptions {
 export function runTunnel(
   config: { relayUrl?: string | null; apiKey?: string | null },
   runnerId: string,
-  log: (line: string) => void,
-  signal: AbortSignal,
+  options: { log: (line: string) => void; ready: () => boolean; signal: AbortSignal },
 ): { stop(): Promise<void> } {
+  const { log, ready, signal } = options;
   const ac = new AbortController();
   const onAbort = () => ac.abort();
   signal.addEventListener("abort", onAbort, { once: true });
   const running = config.relayUrl && config.apiKey
-    ? new TunnelClient({ relayUrl: config.relayUrl, apiKey: config.apiKey, runnerId, log })
+    ? new TunnelClient({ relayUrl: config.relayUrl, apiKey: config.apiKey, runnerId, log, ready })
       .run(ac.signal).catch((err) => log(`tunnel stopped: ${err}`))
     : Promise.resolve();
   return {
@@ -87,6 +93,11 @@ export class TunnelClient {
    */
   async run(signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
+      try {
+        while (this.#opts.ready && !this.#opts.ready()) await delay(100, signal);
+      } catch {
+        return;
+      }
       const started = Date.now();
       const { code, reason } = await this.#connectOnce(signal);
       if (signal.aborted) return;
@@ -134,9 +145,10 @@ export class TunnelClient {
         if (Date.now() - lastHeard > silence) return socket.terminate();
         if (socket.readyState === WebSocket.OPEN) socket.ping();
       }, Math.min(15_000, silence / 3));
+      let cut: ReturnType<typeof setTimeout> | undefined;
       const onAbort = () => {
         socket.close(CloseCode.normal, "Runner stopping");
-        setTimeout(() => socket.terminate(), 2000);
+        cut = setTimeout(() => socket.terminate(), 2000);
       };
       signal.addEventListener("abort", onAbort, { once: true });
       socket.on("open", () => {
@@ -172,6 +184,7 @@ export class TunnelClient {
       socket.on("error", () => {});
       socket.on("close", (code, reasonBytes) => {
         clearInterval(heartbeat);
+        clearTimeout(cut);
         signal.removeEventListener("abort", onAbort);
         // Streams open at the drop are reset: the service's response is cancelled.
         mux?.close("tunnel lost");
