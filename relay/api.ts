@@ -32,6 +32,7 @@ import { workspaceFileRoutes } from "./routes/workspace_files.ts";
 import { WorkspaceFilesService } from "./workspace_files.ts";
 import { runnerTriggerRoutes, sessionTriggerRoutes } from "./routes/triggers.ts";
 import { webhookFireRoute, webhookRoutes } from "./routes/webhooks.ts";
+import { tunnelRoutes } from "./routes/tunnel.ts";
 
 /** What the API's routes are built over. */
 export interface ApiOptions {
@@ -76,6 +77,17 @@ export function apiRoutes(o: ApiOptions): Hono<RelayEnv> {
   app.route("/api/webhooks", webhookFireRoute(o.webhooks));
   // Downloads authenticate themselves: they also take the key as ?apiKey=.
   app.route("/api/attachments", attachmentDownloadRoutes(o.attachments, o.auth));
+
+  // The tunnel takes the owner's cookie only, and checks it itself.
+  app.route(
+    "/api/tunnel",
+    tunnelRoutes({
+      auth: o.auth,
+      tunnels: o.hub.tunnels,
+      store: o.store,
+      originAllowed: o.originAllowed,
+    }),
+  );
 
   // Every other /api route needs a principal (cookie or key).
   app.use("/api/*", requirePrincipal(o.auth, o.originAllowed));

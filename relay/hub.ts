@@ -18,6 +18,7 @@ import {
 import { type Clock, systemClock } from "./_clock.ts";
 import type { Credential } from "./auth.ts";
 import { CredentialSweeps } from "./credential_sweeps.ts";
+import { TunnelRegistry } from "./tunnel_link.ts";
 import { type Committed, EventPipeline } from "./event_pipeline.ts";
 import { Fanout, type Subscription } from "./fanout.ts";
 import { type RunnerConnection, RunnerRegistry } from "./runner_registry.ts";
@@ -67,6 +68,8 @@ export class Hub implements RunnerHub, ViewerHub {
   readonly feed: StateFeed;
   readonly sessions: SessionService;
   readonly credentials: CredentialSweeps;
+  /** The runners' tunnel channels (byte streams: the HTTP tunnel). */
+  readonly tunnels: TunnelRegistry;
   readonly retention: Retention;
   /** `service_message` traffic (git) between viewers and runners. */
   readonly services: ServiceRouter<Viewer>;
@@ -79,6 +82,7 @@ export class Hub implements RunnerHub, ViewerHub {
     this.store = store;
     this.#log = options.log ?? (() => {});
     this.runners = new RunnerRegistry({ store, clock });
+    this.tunnels = new TunnelRegistry(store);
     this.fanout = new Fanout<Viewer>({
       tail: (id) => this.events.get(id),
       readLog: (id, seq, limit) => store.events.after(id, seq, limit),
@@ -116,7 +120,7 @@ export class Hub implements RunnerHub, ViewerHub {
       log: this.#log,
     });
     this.credentials = new CredentialSweeps({
-      links: () => this.runners.links(),
+      links: () => [...this.runners.links(), ...this.tunnels.links()],
       viewers: (userId) =>
         userId === undefined ? this.fanout.viewers() : this.fanout.viewersOf(userId),
       ...(options.principalLive ? { principalLive: options.principalLive } : {}),
@@ -292,6 +296,7 @@ export class Hub implements RunnerHub, ViewerHub {
     this.fanout.close();
     this.credentials.close();
     this.runners.closeAll(CloseCode.goingAway, "Relay shutting down");
+    this.tunnels.closeAll(CloseCode.goingAway, "Relay shutting down");
     for (const v of this.fanout.viewers()) v.close(CloseCode.goingAway, "Relay shutting down");
   }
 }

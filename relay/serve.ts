@@ -6,6 +6,7 @@ import {
   MAX_VIEWER_MESSAGE_BYTES,
   MAX_WS_MESSAGE_BYTES,
 } from "../shared/protocol.ts";
+import { MAX_TUNNEL_MESSAGE_BYTES, MAX_TUNNEL_REGISTER_BYTES } from "../shared/tunnel_api.ts";
 import { AddressCounter } from "./address_limits.ts";
 import { createRelay, type Relay, type RelayOptions } from "./app.ts";
 import {
@@ -71,9 +72,17 @@ export function environmentForChildren(): Record<string, string> {
 export async function serveRelay(options: ServeRelayOptions): Promise<ServedRelay> {
   const log = options.log ?? (() => {});
   const transport = new WsTransport({
-    maxMessageBytes: { viewer: MAX_VIEWER_MESSAGE_BYTES, runner: MAX_WS_MESSAGE_BYTES },
-    idleSeconds: { viewer: 60, runner: 30 },
-    firstMessageBytes: { viewer: MAX_VIEWER_AUTH_BYTES, runner: MAX_RUNNER_HELLO_BYTES },
+    maxMessageBytes: {
+      viewer: MAX_VIEWER_MESSAGE_BYTES,
+      runner: MAX_WS_MESSAGE_BYTES,
+      tunnel: MAX_TUNNEL_MESSAGE_BYTES,
+    },
+    idleSeconds: { viewer: 60, runner: 30, tunnel: 30 },
+    firstMessageBytes: {
+      viewer: MAX_VIEWER_AUTH_BYTES,
+      runner: MAX_RUNNER_HELLO_BYTES,
+      tunnel: MAX_TUNNEL_REGISTER_BYTES,
+    },
     unauthenticatedPerAddress: options.maxUnauthenticatedSocketsPerAddress ??
       CONNECTION_DEFAULTS.maxUnauthenticatedSocketsPerAddress,
   });

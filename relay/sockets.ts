@@ -4,6 +4,8 @@ import { type Auth, keyFromHeaders, type Principal } from "./auth.ts";
 import { clientIp, HttpError, type RelayEnv } from "./_http.ts";
 import type { Hub } from "./hub.ts";
 import { acceptRunnerSocket } from "./runner_link.ts";
+import { TUNNEL_WS_PATH } from "../shared/tunnel_api.ts";
+import { acceptTunnelSocket } from "./tunnel_link.ts";
 import type { RunnerCalls } from "./runner_link.ts";
 import { acceptViewerSocket, VIEWER_SCOPE_MESSAGE } from "./viewer.ts";
 import { FORBIDDEN_SCOPE, isUnrestricted } from "./scopes.ts";
@@ -62,6 +64,24 @@ export function socketRoutes(options: SocketRoutesOptions): Hono<RelayEnv> {
       calls,
       authenticated,
       helloTimeoutMs: authTimeoutMs,
+    });
+    return response;
+  });
+
+  app.get(TUNNEL_WS_PATH, async (c) => {
+    requireUpgrade(c.req.raw);
+    const headerKey = keyFromHeaders(c.req.raw.headers);
+    const keyed = headerKey !== null && (await auth.principalFromKey(headerKey)) !== null;
+    const address = clientIp(c, options.trustProxy ?? false);
+    const { socket, response, authenticated } = upgrade(c.req.raw, "tunnel", address, keyed);
+    acceptTunnelSocket(socket, {
+      registry: hub.tunnels,
+      store: hub.store,
+      headerKey,
+      principalFromKey: auth.principalFromKey,
+      authenticated,
+      registerTimeoutMs: authTimeoutMs,
+      log: (line) => hub.log(line),
     });
     return response;
   });

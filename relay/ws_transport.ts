@@ -36,8 +36,8 @@ export interface ChannelSocket {
   onerror: ((ev: unknown) => void) | null;
 }
 
-/** The two channels; each has its own message limit and idle period. */
-export type Channel = "viewer" | "runner";
+/** The channels; each has its own message limit and idle period. */
+export type Channel = "viewer" | "runner" | "tunnel";
 
 /** Limits of {@linkcode WsTransport}. */
 export interface WsLimits {
@@ -88,13 +88,17 @@ export class WsTransport {
   readonly #upgraded = new WeakSet<Request>();
   #servers: Record<Channel, WebSocketServer> | null = null;
   #loading: Promise<void> | null = null;
-  readonly #live: Record<Channel, Set<Live>> = { viewer: new Set(), runner: new Set() };
+  readonly #live: Record<Channel, Set<Live>> = {
+    viewer: new Set(),
+    runner: new Set(),
+    tunnel: new Set(),
+  };
   readonly #timers: ReturnType<typeof setInterval>[] = [];
   readonly #unauthenticated: AddressCounter;
 
   constructor(readonly limits: WsLimits) {
     this.#unauthenticated = new AddressCounter(limits.unauthenticatedPerAddress);
-    for (const channel of ["viewer", "runner"] as const) {
+    for (const channel of ["viewer", "runner", "tunnel"] as const) {
       const timer = setInterval(() => this.#sweep(channel), limits.idleSeconds[channel] * 500);
       Deno.unrefTimer(timer as unknown as number);
       this.#timers.push(timer);
@@ -114,7 +118,11 @@ export class WsTransport {
           perMessageDeflate: false,
           clientTracking: false,
         });
-      this.#servers = { viewer: server("viewer"), runner: server("runner") };
+      this.#servers = {
+        viewer: server("viewer"),
+        runner: server("runner"),
+        tunnel: server("tunnel"),
+      };
     }).catch((err) => {
       this.#loading = null;
       throw err;

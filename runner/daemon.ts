@@ -36,6 +36,7 @@ import {
   runnerFlags,
 } from "./config.ts";
 import { ControlLink, RelayRejectedError, type ReplyStream, RequestError } from "./control_link.ts";
+import { runTunnel } from "./tunnel.ts";
 import { type SessionEntry, SessionRegistry } from "./registry.ts";
 import { checkCwd, defaultCwd, PathRejectedError, resolveRoots } from "./roots.ts";
 import { WorkerProcess } from "./worker_host.ts";
@@ -152,6 +153,11 @@ export class Daemon {
   async run(): Promise<number> {
     await this.#resumeAll();
     this.#refillSpare();
+    const tunnel = runTunnel(this.#opts.config, this.#opts.runnerId, {
+      log: this.#opts.log,
+      ready: () => this.#link.connected,
+      signal: this.#stop.signal,
+    });
     try {
       await this.#link.run(this.#stop.signal);
     } catch (err) {
@@ -160,6 +166,7 @@ export class Daemon {
       this.#exitCode = DaemonExit.config;
     }
     this.#workspace.close();
+    await tunnel.stop();
     await this.#shutdownWorkers();
     return this.#exitCode;
   }

@@ -14,6 +14,9 @@ import { tempDir } from "./harness/procs.ts";
 const OUTSIDE = new Set([
   // better-auth's proxy: its answers and errors are better-auth's own.
   "/api/auth/*",
+  // The HTTP tunnel: every method, and the proxied service's answers (docs/api.md says why).
+  "/api/tunnel/runner/{runnerId}/{port}/*",
+  "/api/tunnel/{sessionId}/{port}/*",
   // The document itself.
   "/api/openapi.json",
 ]);

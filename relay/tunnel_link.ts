@@ -1,0 +1,186 @@
+/**
+ * The relay's end of a runner's tunnel channel (`/_tunnel`): the register
+ * message that proves the runner, then binary frames of the stream layer
+ * (shared/streams.ts). One tunnel per runner; a newer one replaces the older.
+ *
+ * @module
+ */
+import { CloseCode } from "../shared/protocol.ts";
+import { StreamMux } from "../shared/streams.ts";
+import type { TunnelRegister } from "../shared/tunnel_api.ts";
+import type { Principal } from "./auth.ts";
+import { notFound, offline } from "./errors.ts";
+import type { Store } from "./store/mod.ts";
+import type { ChannelSocket } from "./ws_transport.ts";
+
+const RUNNER_ID = /^[A-Za-z0-9_-]{1,64}$/;
+const OPEN = 1;
+
+/** One runner's tunnel: its multiplexer, and who it belongs to. */
+export class TunnelLink {
+  readonly mux: StreamMux;
+
+  constructor(
+    readonly socket: ChannelSocket,
+    readonly runnerId: string,
+    readonly userId: string,
+    readonly keyId: string | null,
+  ) {
+    this.mux = new StreamMux({
+      dialer: true,
+      send: (frame) => {
+        if (socket.readyState === OPEN) (socket as unknown as BinarySocket).send(frame);
+      },
+    });
+  }
+
+  close(code: number, reason: string): void {
+    this.mux.close(reason);
+    try {
+      this.socket.close(code, reason);
+    } catch {
+      // Gone already.
+    }
+  }
+}
+
+interface BinarySocket {
+  send(data: Uint8Array): void;
+}
+
+/** The tunnel links by runner id. */
+export class TunnelRegistry {
+  readonly #links = new Map<string, TunnelLink>();
+
+  constructor(readonly store: Pick<Store, "runners">) {}
+
+  /** Registers a link, closing an older one of the same runner. */
+  attach(link: TunnelLink): void {
+    const old = this.#links.get(link.runnerId);
+    if (old && old !== link) old.close(CloseCode.replaced, "Replaced by a newer tunnel");
+    this.#links.set(link.runnerId, link);
+  }
+
+  detach(link: TunnelLink): void {
+    if (this.#links.get(link.runnerId) === link) this.#links.delete(link.runnerId);
+  }
+
+  links(): TunnelLink[] {
+    return [...this.#links.values()];
+  }
+
+  /** The tunnel of a runner `userId` owns: 404 for a foreign or unknown runner, 503 offline. */
+  connected(userId: string, runnerId: string): TunnelLink {
+    if (!this.store.runners.getOwned(userId, runnerId)) throw notFound("Runner");
+    const link = this.#links.get(runnerId);
+    if (!link) throw offline("Runner");
+    return link;
+  }
+
+  closeAll(code: number, reason: string): void {
+    for (const l of this.links()) l.close(code, reason);
+  }
+}
+
+/** Options of {@linkcode acceptTunnelSocket}. */
+export interface AcceptTunnelOptions {
+  registry: TunnelRegistry;
+  store: Pick<Store, "runners">;
+  principalFromKey: (key: string) => Promise<Principal | null>;
+  /** The key of the handshake's headers, if any: the register must carry the same. */
+  headerKey: string | null;
+  /** Lifts the transport's first-message limit. */
+  authenticated: () => void;
+  registerTimeoutMs: number;
+  log: (line: string) => void;
+}
+
+/**
+ * Drives one tunnel socket: waits for the register message, checks the key
+ * as the control channel does (same close codes, so a runner stops on a bad
+ * key), then feeds binary frames to the link's multiplexer.
+ */
+export function acceptTunnelSocket(socket: ChannelSocket, options: AcceptTunnelOptions): void {
+  let link: TunnelLink | null = null;
+  let registering = false;
+  const timer = setTimeout(() => {
+    if (!link) refuse(CloseCode.badHello, "register_timeout", "No register message in time");
+  }, options.registerTimeoutMs);
+
+  function refuse(code: number, errCode: string, message: string): void {
+    clearTimeout(timer);
+    try {
+      socket.send(JSON.stringify({ t: "error", code: errCode, message }));
+      socket.close(code, message.slice(0, 120));
+    } catch {
+      // Gone already.
+    }
+  }
+
+  async function onRegister(msg: Partial<TunnelRegister>): Promise<void> {
+    if (msg.t !== "register" || typeof msg.runnerId !== "string" || !RUNNER_ID.test(msg.runnerId)) {
+      return refuse(CloseCode.badHello, "bad_register", "First message must be a register");
+    }
+    const sameKey = !options.headerKey || msg.apiKey === options.headerKey;
+    const principal = typeof msg.apiKey === "string" && sameKey
+      ? await options.principalFromKey(msg.apiKey)
+      : null;
+    if (!principal) {
+      return refuse(CloseCode.unauthorized, "unauthorized", "Invalid or revoked API key");
+    }
+    if (principal.scope === "read") {
+      return refuse(
+        CloseCode.forbidden,
+        "forbidden_scope",
+        "A read-only key cannot connect a runner",
+      );
+    }
+    if (principal.runnerId !== null && principal.runnerId !== msg.runnerId) {
+      return refuse(CloseCode.forbidden, "forbidden_scope", "This key is bound to another runner");
+    }
+    // The control channel makes the runner known; the tunnel follows it.
+    const runner = options.store.runners.get(msg.runnerId);
+    if (!runner || runner.userId !== principal.userId) {
+      return refuse(CloseCode.forbidden, "forbidden", "Unknown runner: connect /_runner first");
+    }
+    if (socket.readyState !== OPEN) return;
+    clearTimeout(timer);
+    options.authenticated();
+    link = new TunnelLink(socket, msg.runnerId, principal.userId, principal.keyId);
+    options.registry.attach(link);
+    socket.send(JSON.stringify({ t: "registered" }));
+  }
+
+  socket.onmessage = (ev) => {
+    const data = ev.data;
+    if (link) {
+      if (data instanceof Uint8Array) link.mux.receive(data);
+      return;
+    }
+    if (typeof data !== "string") {
+      return refuse(CloseCode.badHello, "bad_register", "First message must be a register");
+    }
+    if (registering) return;
+    registering = true;
+    let msg: Partial<TunnelRegister>;
+    try {
+      msg = JSON.parse(data);
+    } catch {
+      return refuse(CloseCode.badHello, "bad_register", "Register is not JSON");
+    }
+    if (typeof msg !== "object" || msg === null) {
+      return refuse(CloseCode.badHello, "bad_register", "Register is not a JSON object");
+    }
+    onRegister(msg).catch((err) => {
+      options.log(`tunnel register failed: ${err}`);
+      refuse(CloseCode.internalError, "internal", "Relay failed to accept the tunnel");
+    }).finally(() => registering = false);
+  };
+  socket.onclose = () => {
+    clearTimeout(timer);
+    if (!link) return;
+    link.mux.close("runner tunnel lost");
+    options.registry.detach(link);
+  };
+  socket.onerror = () => {};
+}

@@ -1,0 +1,281 @@
+/**
+ * The runner's end of the tunnel channel (`/_tunnel`): dials the relay with
+ * the control channel's backoff, registers with the runner's key, and
+ * answers the streams the relay opens. An HTTP stream is forwarded to
+ * `127.0.0.1:{port}` only (the head names a port, never a host), its
+ * request and response bodies streamed with the stream layer's credit.
+ *
+ * @module
+ */
+import { Backoff, delay } from "../shared/backoff.ts";
+import { CloseCode } from "../shared/protocol.ts";
+import { type MuxStream, StreamMux } from "../shared/streams.ts";
+import {
+  encodeResponseHead,
+  MAX_TUNNEL_MESSAGE_BYTES,
+  TUNNEL_STRIPPED_REQUEST_HEADERS,
+  TUNNEL_STRIPPED_RESPONSE_HEADERS,
+  TUNNEL_WS_PATH,
+  type TunnelRequestHead,
+  type TunnelResponseHead,
+} from "../shared/tunnel_api.ts";
+import WebSocket from "ws";
+
+/** Options of {@linkcode TunnelClient}. */
+export interface TunnelClientOptions {
+  /** The relay's http(s) address. */
+  relayUrl: string;
+  apiKey: string;
+  runnerId: string;
+  log: (line: string) => void;
+  /** How long a connection may take to open; default 15 s. */
+  handshakeMs?: number;
+  /** Silence after which the relay is assumed gone; default 45 s. */
+  silenceMs?: number;
+  /**
+   * Whether to dial now: the daemon's control link is welcomed (the relay
+   * knows the runner only after its hello, and a relay the control link
+   * cannot reach needs no second dialler). Default: always.
+   */
+  ready?: () => boolean;
+}
+
+/**
+ * Runs the daemon's tunnel beside its control link, until `signal` aborts
+ * or `stop()` (the control link ended) is called.
+ */
+export function runTunnel(
+  config: { relayUrl?: string | null; apiKey?: string | null },
+  runnerId: string,
+  options: { log: (line: string) => void; ready: () => boolean; signal: AbortSignal },
+): { stop(): Promise<void> } {
+  const { log, ready, signal } = options;
+  const ac = new AbortController();
+  const onAbort = () => ac.abort();
+  signal.addEventListener("abort", onAbort, { once: true });
+  const running = config.relayUrl && config.apiKey
+    ? new TunnelClient({ relayUrl: config.relayUrl, apiKey: config.apiKey, runnerId, log, ready })
+      .run(ac.signal).catch((err) => log(`tunnel stopped: ${err}`))
+    : Promise.resolve();
+  return {
+    async stop() {
+      signal.removeEventListener("abort", onAbort);
+      ac.abort();
+      await running;
+    },
+  };
+}
+
+/** The tunnel URL of a relay address. */
+export function tunnelUrl(relayUrl: string): string {
+  return relayUrl.replace(/\/+$/, "").replace(/^http/, "ws") + TUNNEL_WS_PATH;
+}
+
+/** Keeps the runner's tunnel connected until stopped or refused for good. */
+export class TunnelClient {
+  readonly #opts: TunnelClientOptions;
+  readonly #backoff = new Backoff({ initialMs: 500, maxMs: 15_000 });
+  #mux: StreamMux | null = null;
+
+  constructor(options: TunnelClientOptions) {
+    this.#opts = options;
+  }
+
+  /** Streams open now (for tests and logs). */
+  get openStreams(): number {
+    return this.#mux?.size ?? 0;
+  }
+
+  /**
+   * Dials and redials until `signal` aborts; resolves early when the relay
+   * refuses the key (4001, 4401) or another runner took this id (4009): the
+   * control channel reports those and stops the daemon.
+   */
+  async run(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      try {
+        while (this.#opts.ready && !this.#opts.ready()) await delay(100, signal);
+      } catch {
+        return;
+      }
+      const started = Date.now();
+      const { code, reason } = await this.#connectOnce(signal);
+      if (signal.aborted) return;
+      if (
+        code === CloseCode.unauthorized || code === CloseCode.revoked ||
+        code === CloseCode.replaced
+      ) {
+        this.#opts.log(
+          `tunnel refused (code ${code}${reason ? `: ${reason}` : ""}); not redialling`,
+        );
+        return;
+      }
+      if (Date.now() - started > 30_000) this.#backoff.reset();
+      const wait = this.#backoff.next();
+      this.#opts.log(
+        `tunnel lost (code ${code}${reason ? `: ${reason}` : ""}); redialling in ${wait} ms`,
+      );
+      try {
+        await delay(wait, signal);
+      } catch {
+        return;
+      }
+    }
+  }
+
+  #connectOnce(signal: AbortSignal): Promise<{ code: number; reason: string }> {
+    return new Promise((resolve) => {
+      const { apiKey, runnerId } = this.#opts;
+      let socket: WebSocket;
+      try {
+        socket = new WebSocket(tunnelUrl(this.#opts.relayUrl), {
+          headers: { "x-api-key": apiKey },
+          perMessageDeflate: false,
+          handshakeTimeout: this.#opts.handshakeMs ?? 15_000,
+          maxPayload: MAX_TUNNEL_MESSAGE_BYTES,
+        });
+      } catch (err) {
+        resolve({ code: 0, reason: String(err) });
+        return;
+      }
+      let mux: StreamMux | null = null;
+      let lastHeard = Date.now();
+      const silence = this.#opts.silenceMs ?? 45_000;
+      const heartbeat = setInterval(() => {
+        if (Date.now() - lastHeard > silence) return socket.terminate();
+        if (socket.readyState === WebSocket.OPEN) socket.ping();
+      }, Math.min(15_000, silence / 3));
+      let cut: ReturnType<typeof setTimeout> | undefined;
+      const onAbort = () => {
+        socket.close(CloseCode.normal, "Runner stopping");
+        cut = setTimeout(() => socket.terminate(), 2000);
+      };
+      signal.addEventListener("abort", onAbort, { once: true });
+      socket.on("open", () => {
+        socket.send(JSON.stringify({ t: "register", apiKey, runnerId }));
+      });
+      socket.on("pong", () => lastHeard = Date.now());
+      socket.on("message", (data, isBinary) => {
+        lastHeard = Date.now();
+        const bytes = data as Uint8Array;
+        if (isBinary) {
+          mux?.receive(bytes);
+          return;
+        }
+        let msg: { t?: string };
+        try {
+          msg = JSON.parse(String(data));
+        } catch {
+          return;
+        }
+        if (msg.t === "registered" && !mux) {
+          this.#backoff.reset();
+          mux = new StreamMux({
+            dialer: false,
+            send: (frame) => {
+              if (socket.readyState === WebSocket.OPEN) socket.send(frame);
+            },
+            onStream: (stream, header) => serveStream(stream, header, this.#opts.log),
+          });
+          this.#mux = mux;
+          this.#opts.log("tunnel connected");
+        }
+      });
+      socket.on("error", () => {});
+      socket.on("close", (code, reasonBytes) => {
+        clearInterval(heartbeat);
+        clearTimeout(cut);
+        signal.removeEventListener("abort", onAbort);
+        // Streams open at the drop are reset: the service's response is cancelled.
+        mux?.close("tunnel lost");
+        if (this.#mux === mux) this.#mux = null;
+        resolve({ code, reason: reasonBytes.toString() });
+      });
+    });
+  }
+}
+
+/** Answers one stream the relay opened. */
+function serveStream(stream: MuxStream, header: Uint8Array, log: (l: string) => void): void {
+  let head: TunnelRequestHead;
+  try {
+    head = JSON.parse(new TextDecoder().decode(header));
+  } catch {
+    return stream.reset("bad_open");
+  }
+  if (head?.kind !== "http") return stream.reset("unknown_kind");
+  serveHttp(stream, head).catch((err) => {
+    log(`tunnel stream failed: ${err}`);
+    stream.reset("runner_error");
+  });
+}
+
+/** The loopback URL of a request head, or null when it would leave 127.0.0.1:{port}. */
+export function loopbackUrl(head: Pick<TunnelRequestHead, "port" | "path">): URL | null {
+  const { port, path } = head;
+  if (!Number.isInteger(port) || port < 1 || port > 65535) return null;
+  if (typeof path !== "string" || !path.startsWith("/") || path.startsWith("//")) return null;
+  let url: URL;
+  try {
+    url = new URL(`http://127.0.0.1:${port}${path}`);
+  } catch {
+    return null;
+  }
+  return url.hostname === "127.0.0.1" && url.port === String(port) ? url : null;
+}
+
+async function serveHttp(stream: MuxStream, head: TunnelRequestHead): Promise<void> {
+  const writer = stream.writable.getWriter();
+  const fail = async (error: Extract<TunnelResponseHead, { error: unknown }>["error"]) => {
+    await writer.write(encodeResponseHead({ error }));
+    await writer.close();
+  };
+  const url = loopbackUrl(head);
+  if (!url || typeof head.method !== "string" || !/^[A-Z]{1,20}$/.test(head.method)) {
+    return await fail({
+      code: "bad_target",
+      message: "The runner forwards to 127.0.0.1:{port} only",
+    });
+  }
+  const headers = new Headers();
+  for (const [k, v] of Array.isArray(head.headers) ? head.headers : []) {
+    if (typeof k !== "string" || typeof v !== "string") continue;
+    if (TUNNEL_STRIPPED_REQUEST_HEADERS.has(k.toLowerCase())) continue;
+    try {
+      headers.append(k, v);
+    } catch { /* an invalid header is dropped */ }
+  }
+  // Bodies pass through as the service sends them; fetch would otherwise
+  // ask for gzip and decode it, and the relay would pass a decoded body
+  // under the service's headers.
+  headers.set("accept-encoding", "identity");
+  const hasBody = head.method !== "GET" && head.method !== "HEAD";
+  let res: Response;
+  try {
+    res = await fetch(url, {
+      method: head.method,
+      headers,
+      redirect: "manual",
+      ...(hasBody ? { body: stream.readable, duplex: "half" } as RequestInit : {}),
+    });
+  } catch (err) {
+    // Deno's fetch names the cause only in its message: "tcp connect error: Connection refused".
+    const refused = err instanceof Error &&
+      /connection refused/i.test(`${err.message} ${err.cause}`);
+    return await fail(
+      refused
+        ? { code: "port_closed", message: `Nothing is listening on port ${head.port}` }
+        : { code: "upstream_error", message: `The service failed: ${String(err).slice(0, 300)}` },
+    );
+  }
+  const out: [string, string][] = [];
+  for (const [k, v] of res.headers) {
+    if (k === "set-cookie" || TUNNEL_STRIPPED_RESPONSE_HEADERS.has(k)) continue;
+    out.push([k, v]);
+  }
+  for (const c of res.headers.getSetCookie()) out.push(["set-cookie", c]);
+  await writer.write(encodeResponseHead({ status: res.status, headers: out }));
+  writer.releaseLock();
+  if (res.body) await res.body.pipeTo(stream.writable);
+  else await stream.writable.close();
+}

@@ -1,0 +1,397 @@
+/**
+ * Many byte streams over one message channel (the `/_tunnel` WebSocket),
+ * each with its own credit window per direction, so that a fast producer
+ * or a reader that stops never grows memory beyond `window` bytes per
+ * stream and direction, and a stalled stream holds up no other.
+ *
+ * A frame is one binary message (docs/protocol.md, "Tunnel frames"):
+ *
+ * ```
+ * byte 0      kind (1 open, 2 data, 3 credit, 4 end, 5 reset)
+ * bytes 1..4  stream id, unsigned 32-bit big-endian
+ * bytes 5..   payload: open: the opener's header bytes; data: body bytes;
+ *             credit: unsigned 32-bit big-endian byte count; end: empty;
+ *             reset: a UTF-8 reason (may be empty)
+ * ```
+ *
+ * The side that dials (the relay, for the tunnel) opens odd ids, the other
+ * side even ones. Every stream starts with `window` bytes of credit in each
+ * direction; a receiver grants credit back as its reader takes bytes. A
+ * sender that exceeds its credit, or a peer opening more than `maxStreams`,
+ * gets the stream reset.
+ *
+ * @module
+ */
+
+/** Frame kinds (the first byte of a frame). */
+export const FrameKind = {
+  open: 1,
+  data: 2,
+  credit: 3,
+  end: 4,
+  reset: 5,
+} as const;
+
+/** A frame kind. */
+export type FrameKind = typeof FrameKind[keyof typeof FrameKind];
+
+/** One decoded frame. */
+export interface Frame {
+  streamId: number;
+  kind: FrameKind;
+  bytes: Uint8Array;
+}
+
+/** Bytes of a frame's header (kind and stream id). */
+export const FRAME_HEADER_BYTES = 5;
+/** Default credit per stream and direction: 256 KiB, 4 frames of the largest data size. */
+export const DEFAULT_WINDOW = 256 * 1024;
+/** Largest data payload per frame: 64 KiB keeps a frame well under the channel's 1 MiB cap. */
+export const MAX_DATA_BYTES = 64 * 1024;
+/** Default cap on the streams open at once on one connection, per opener. */
+export const DEFAULT_MAX_STREAMS = 256;
+/** Largest open payload (a request's head). */
+export const MAX_OPEN_BYTES = 64 * 1024;
+
+/** Encodes a frame. */
+export function encodeFrame(frame: Frame): Uint8Array {
+  const out = new Uint8Array(FRAME_HEADER_BYTES + frame.bytes.byteLength);
+  out[0] = frame.kind;
+  new DataView(out.buffer).setUint32(1, frame.streamId);
+  out.set(frame.bytes, FRAME_HEADER_BYTES);
+  return out;
+}
+
+/** Decodes a frame; null for one too short or of an unknown kind. */
+export function decodeFrame(bytes: Uint8Array): Frame | null {
+  if (bytes.byteLength < FRAME_HEADER_BYTES) return null;
+  const kind = bytes[0] as FrameKind;
+  if (kind < FrameKind.open || kind > FrameKind.reset) return null;
+  const streamId = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getUint32(1);
+  return { kind, streamId, bytes: bytes.subarray(FRAME_HEADER_BYTES) };
+}
+
+/** The stream was reset (by the peer, by this side, or by the connection's loss). */
+export class StreamResetError extends Error {
+  constructor(readonly reason: string) {
+    super(`Stream reset: ${reason || "no reason given"}`);
+    this.name = "StreamResetError";
+  }
+}
+
+/** Options of {@linkcode StreamMux}. */
+export interface StreamMuxOptions {
+  /** Writes one encoded frame to the channel. */
+  send(frame: Uint8Array): void;
+  /** True on the side that dialled: it opens odd stream ids. */
+  dialer: boolean;
+  /** Called for each stream the peer opens, with its open payload. */
+  onStream?: (stream: MuxStream, header: Uint8Array) => void;
+  /** Credit per stream and direction (default {@linkcode DEFAULT_WINDOW}). */
+  window?: number;
+  /** Streams open at once, per side (default {@linkcode DEFAULT_MAX_STREAMS}). */
+  maxStreams?: number;
+}
+
+/** Bytes of a frame payload to UTF-8 text. */
+const text = new TextDecoder();
+const encoder = new TextEncoder();
+
+/**
+ * One stream: a readable of the peer's bytes and a writable to it. Reading
+ * grants the peer credit; writing waits for credit.
+ */
+export class MuxStream {
+  readonly readable: ReadableStream<Uint8Array>;
+  readonly writable: WritableStream<Uint8Array>;
+  /** Bytes received and not yet read (at most the window). */
+  #queued: Uint8Array[] = [];
+  #queuedBytes = 0;
+  #remoteEnded = false;
+  #localEnded = false;
+  #reset: StreamResetError | null = null;
+  #credit: number;
+  #creditWaiter: (() => void) | null = null;
+  #pullWaiter: (() => void) | null = null;
+  #readController!: ReadableStreamDefaultController<Uint8Array>;
+  #writeController!: WritableStreamDefaultController;
+  readonly #closed: Promise<void>;
+  #resolveClosed!: () => void;
+
+  constructor(readonly id: number, readonly mux: StreamMux, window: number) {
+    this.#credit = window;
+    this.#closed = new Promise((r) => this.#resolveClosed = r);
+    this.readable = new ReadableStream<Uint8Array>({
+      start: (c) => {
+        this.#readController = c;
+      },
+      pull: async () => {
+        while (this.#queued.length === 0 && !this.#remoteEnded && !this.#reset) {
+          await new Promise<void>((r) => this.#pullWaiter = r);
+        }
+        if (this.#reset) return; // errored already
+        const chunk = this.#queued.shift();
+        if (chunk) {
+          this.#queuedBytes -= chunk.byteLength;
+          this.#readController.enqueue(chunk);
+          this.mux._grant(this, chunk.byteLength);
+          return;
+        }
+        this.#readController.close();
+        this.#maybeDone();
+      },
+      cancel: (reason) => {
+        this.reset(`reader cancelled${reason ? `: ${String(reason)}` : ""}`);
+      },
+    }, { highWaterMark: 0 });
+    this.writable = new WritableStream<Uint8Array>({
+      start: (c) => {
+        this.#writeController = c;
+      },
+      write: async (chunk) => {
+        let offset = 0;
+        while (offset < chunk.byteLength) {
+          while (this.#credit <= 0 && !this.#reset) {
+            await new Promise<void>((r) => this.#creditWaiter = r);
+          }
+          if (this.#reset) throw this.#reset;
+          const n = Math.min(this.#credit, MAX_DATA_BYTES, chunk.byteLength - offset);
+          this.#credit -= n;
+          this.mux._send(FrameKind.data, this.id, chunk.subarray(offset, offset + n));
+          offset += n;
+        }
+      },
+      close: () => {
+        if (this.#reset) throw this.#reset;
+        this.#localEnded = true;
+        this.mux._send(FrameKind.end, this.id, new Uint8Array());
+        this.#maybeDone();
+      },
+      abort: (reason) => {
+        this.reset(`writer aborted${reason ? `: ${String(reason)}` : ""}`);
+      },
+    }, { highWaterMark: 1 });
+  }
+
+  /** Bytes received from the peer and not read yet. */
+  get queuedBytes(): number {
+    return this.#queuedBytes;
+  }
+
+  /** Credit left for sending. */
+  get credit(): number {
+    return this.#credit;
+  }
+
+  /** Resolves when the stream is done: ended both ways, or reset. */
+  get closed(): Promise<void> {
+    return this.#closed;
+  }
+
+  /** Whether the stream was reset, and why. */
+  get resetReason(): string | null {
+    return this.#reset?.reason ?? null;
+  }
+
+  /** Abandons the stream both ways and tells the peer. */
+  reset(reason = ""): void {
+    if (this.#reset) return;
+    if (this.#localEnded && this.#remoteEnded) {
+      this.#queued = [];
+      this.#queuedBytes = 0;
+      return this.#done();
+    }
+    this.mux._send(FrameKind.reset, this.id, encoder.encode(reason.slice(0, 200)));
+    this._onReset(reason);
+  }
+
+  /** @internal The stream is gone: wake and fail everything waiting on it. */
+  _onReset(reason: string): void {
+    if (this.#reset) return;
+    const err = new StreamResetError(reason);
+    this.#reset = err;
+    this.#queued = [];
+    this.#queuedBytes = 0;
+    try {
+      this.#readController.error(err);
+    } catch { /* closed already */ }
+    try {
+      this.#writeController.error(err);
+    } catch { /* closed already */ }
+    this.#creditWaiter?.();
+    this.#pullWaiter?.();
+    this.#done();
+  }
+
+  /** @internal Bytes from the peer; false when they exceed the credit it was given. */
+  _onData(bytes: Uint8Array, window: number): boolean {
+    if (this.#reset) return true;
+    if (this.#remoteEnded || this.#queuedBytes + bytes.byteLength > window) return false;
+    // Kept as is: receive() takes the frame's buffer over (ws hands a new one per message).
+    this.#queued.push(bytes);
+    this.#queuedBytes += bytes.byteLength;
+    this.#wakeReader();
+    return true;
+  }
+
+  /** @internal */
+  _onCredit(n: number): void {
+    this.#credit += n;
+    const w = this.#creditWaiter;
+    this.#creditWaiter = null;
+    w?.();
+  }
+
+  /** @internal */
+  _onEnd(): void {
+    this.#remoteEnded = true;
+    this.#wakeReader();
+    // A side that never reads (a GET's empty request body) still frees the stream.
+    this.#maybeDone();
+  }
+
+  #wakeReader(): void {
+    const w = this.#pullWaiter;
+    this.#pullWaiter = null;
+    w?.();
+  }
+
+  #maybeDone(): void {
+    if (this.#localEnded && this.#remoteEnded && this.#queued.length === 0) this.#done();
+  }
+
+  #done(): void {
+    this.mux._forget(this);
+    this.#resolveClosed();
+  }
+}
+
+/** The multiplexer over one channel; feed it every frame received with {@linkcode receive}. */
+export class StreamMux {
+  readonly #opts: StreamMuxOptions;
+  readonly #streams = new Map<number, MuxStream>();
+  readonly #window: number;
+  readonly #maxStreams: number;
+  #nextId: number;
+  #localOpen = 0;
+  #remoteOpen = 0;
+  #closed: string | null = null;
+
+  constructor(options: StreamMuxOptions) {
+    this.#opts = options;
+    this.#window = options.window ?? DEFAULT_WINDOW;
+    this.#maxStreams = options.maxStreams ?? DEFAULT_MAX_STREAMS;
+    this.#nextId = options.dialer ? 1 : 2;
+  }
+
+  /** Streams open now. */
+  get size(): number {
+    return this.#streams.size;
+  }
+
+  /**
+   * Opens a stream with `header` as its open payload. Throws a RangeError
+   * when `maxStreams` are open already, and a StreamResetError once closed.
+   */
+  open(header: Uint8Array): MuxStream {
+    if (this.#closed !== null) throw new StreamResetError(this.#closed);
+    if (this.#localOpen >= this.#maxStreams) {
+      throw new RangeError(`Too many open streams (at most ${this.#maxStreams})`);
+    }
+    if (header.byteLength > MAX_OPEN_BYTES) {
+      throw new RangeError(`Stream header too large (at most ${MAX_OPEN_BYTES} bytes)`);
+    }
+    const id = this.#nextId;
+    this.#nextId = this.#nextId + 2 > 0xffff_ffff ? this.#nextId % 2 || 2 : this.#nextId + 2;
+    const stream = new MuxStream(id, this, this.#window);
+    this.#streams.set(id, stream);
+    this.#localOpen++;
+    this._send(FrameKind.open, id, header);
+    return stream;
+  }
+
+  /**
+   * Handles one frame from the channel (an undecodable one is ignored). The
+   * stream keeps a view of `bytes` until its reader takes it: pass a buffer
+   * the channel will not reuse.
+   */
+  receive(bytes: Uint8Array): void {
+    const frame = decodeFrame(bytes);
+    if (!frame || this.#closed !== null) return;
+    const { streamId, kind } = frame;
+    if (kind === FrameKind.open) return this.#onOpen(streamId, frame.bytes);
+    const stream = this.#streams.get(streamId);
+    if (!stream) {
+      // Frames for a stream already reset here may still be in flight.
+      return;
+    }
+    switch (kind) {
+      case FrameKind.data:
+        if (!stream._onData(frame.bytes, this.#window)) {
+          stream.reset("flow_control: data beyond the credit granted");
+        }
+        return;
+      case FrameKind.credit:
+        if (frame.bytes.byteLength === 4) {
+          stream._onCredit(new DataView(frame.bytes.buffer, frame.bytes.byteOffset).getUint32(0));
+        }
+        return;
+      case FrameKind.end:
+        stream._onEnd();
+        return;
+      case FrameKind.reset:
+        stream._onReset(text.decode(frame.bytes));
+        return;
+    }
+  }
+
+  /** The channel is gone: every open stream is reset with `reason`, and no more open. */
+  close(reason = "connection lost"): void {
+    if (this.#closed !== null) return;
+    this.#closed = reason;
+    for (const s of [...this.#streams.values()]) s._onReset(reason);
+  }
+
+  #onOpen(id: number, header: Uint8Array): void {
+    const theirs = (id % 2 === 1) !== this.#opts.dialer;
+    if (!theirs || this.#streams.has(id) || !this.#opts.onStream) {
+      this._send(FrameKind.reset, id, encoder.encode("bad_open"));
+      return;
+    }
+    if (this.#remoteOpen >= this.#maxStreams) {
+      this._send(FrameKind.reset, id, encoder.encode("too_many_streams"));
+      return;
+    }
+    const stream = new MuxStream(id, this, this.#window);
+    this.#streams.set(id, stream);
+    this.#remoteOpen++;
+    this.#opts.onStream(stream, header.slice());
+  }
+
+  /** @internal */
+  _send(kind: FrameKind, streamId: number, bytes: Uint8Array): void {
+    if (this.#closed !== null) return;
+    try {
+      this.#opts.send(encodeFrame({ kind, streamId, bytes }));
+    } catch {
+      // The channel is closing: its close resets the streams.
+    }
+  }
+
+  /** @internal The reader took `n` bytes: the peer may send that many more. */
+  _grant(stream: MuxStream, n: number): void {
+    if (n <= 0 || !this.#streams.has(stream.id)) return;
+    const b = new Uint8Array(4);
+    new DataView(b.buffer).setUint32(0, n);
+    this._send(FrameKind.credit, stream.id, b);
+  }
+
+  /** @internal */
+  _forget(stream: MuxStream): void {
+    if (this.#streams.get(stream.id) !== stream) return;
+    this.#streams.delete(stream.id);
+    const mine = (stream.id % 2 === 1) === this.#opts.dialer;
+    if (mine) this.#localOpen--;
+    else this.#remoteOpen--;
+  }
+}
