@@ -100,11 +100,13 @@ Deno.test("the Changes panel: live list, stage, diff side by side and unified, r
       const phone = await newPage(browser, { viewport: PHONE });
       await phone.page.goto(`${s.relay.url}/session/${sessionId}`);
       await signInUi(phone.page, s.user);
-      // The header keeps every action on screen: Changes is an icon on a phone.
+      // The header keeps every action on screen: Changes waits under "More actions" on a phone.
       const endButton = phone.page.locator(".session-head").getByRole("button", { name: /^End/ });
       await endButton.waitFor();
       const end = await endButton.boundingBox();
       assert.ok(end && end.x + end.width <= PHONE.width, "End is pushed off the screen");
+      // Changes is under "More actions" on a phone, where a user finds it.
+      await phone.page.getByRole("button", { name: "More actions" }).click();
       await phone.page.getByRole("button", { name: "Changes" }).click();
       const p2 = phone.page.getByRole("complementary", { name: "Changes" });
       await shot(phone.page, "git-changes-phone");

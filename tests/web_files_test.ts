@@ -58,9 +58,13 @@ Deno.test("a session's files panel lists its folder, opens files read-only with 
         await signInUi(page, w.user);
         await page.goto(`${w.relay.url}/session/${sessionId}`);
 
-        await page.getByRole("button", { name: "Files" }).waitFor();
+        // "Attach files" (the composer's paperclip) is another button: the header's is "Files".
+        const filesButton = page.getByRole("button", { name: "Files", exact: true });
+        // A phone's header has room for Files only under "More actions", as a user finds it.
+        if (device === "phone") await page.getByRole("button", { name: "More actions" }).click();
+        await filesButton.waitFor();
         await shot(page, `files-button-${device}`);
-        await page.getByRole("button", { name: "Files" }).click();
+        await filesButton.click();
         const listing = page.getByRole("list", { name: "Folder contents" });
         await listing.getByRole("button", { name: "README.md" }).waitFor();
         assert.deepEqual(await names(page), ["assets", "src", "README.md", "server.log"]);

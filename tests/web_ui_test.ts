@@ -378,6 +378,25 @@ Deno.test("the new-session form refuses an empty prompt, warns about a huge one,
       assert.equal(await overflowsSideways(p), false);
       await shot(p, "session-long-message-phone");
       assert.deepEqual(await axeViolations(p), []);
+
+      // Files and Changes wait under "More actions", on the same row, and open on screen.
+      const more = head.getByRole("button", { name: "More actions" });
+      const m = await boxOf(more);
+      assert.ok(sameRow(pill, m) && m.x + m.width <= PHONE.width, "More actions is on the row");
+      await more.click();
+      assert.equal(await more.getAttribute("aria-expanded"), "true");
+      for (const name of ["Files", "Changes"]) {
+        const b = await boxOf(head.getByRole("button", { name, exact: true }));
+        assert.ok(b.x >= 0 && b.x + b.width <= PHONE.width, `${name} is on screen`);
+        assert.ok(b.y + b.height <= PHONE.height, `${name} is on screen`);
+      }
+      assert.equal(await overflowsSideways(p), false);
+      await shot(p, "session-more-phone");
+      assert.deepEqual(await axeViolations(p), []);
+      // Escape closes the list and gives the focus back to its button.
+      await p.keyboard.press("Escape");
+      await head.getByRole("button", { name: "Files", exact: true }).waitFor({ state: "hidden" });
+      assert.equal(await more.evaluate((el) => el === el.ownerDocument.activeElement), true);
       assert.deepEqual(phone.errors, []);
     });
     assert.deepEqual(errors, []);
@@ -507,6 +526,9 @@ Deno.test("on a phone, while the agent works, the message box keeps its width an
 
     const area = await boxOf(box);
     assert.ok(area.width >= 220, `the message box is ${area.width} px wide`);
+    // The "working" status is the header's widest: its actions still fit beside it.
+    const end = await boxOf(page.locator(".session-head").getByRole("button", { name: /^End/ }));
+    assert.ok(end.x + end.width <= PHONE.width - 8, "End is on screen while the agent works");
     for (const name of ["Steer", "Follow-up"]) {
       const b = await boxOf(page.getByRole("radio", { name }));
       assert.ok(b.x >= 0 && b.x + b.width <= PHONE.width, `${name} is on screen`);

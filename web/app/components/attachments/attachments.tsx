@@ -161,7 +161,7 @@ export function AttachButton({ onFiles }: { onFiles: (files: File[]) => void }) 
       />
       <button
         type="button"
-        class="btn icon-only"
+        class="btn icon-only attach"
         aria-label="Attach files"
         title="Attach files (or drop or paste them)"
         onClick={() => input.current?.click()}

@@ -102,7 +102,7 @@ export function Composer(
           <button type="button" class="btn small" onClick={() => setNote(null)}>Dismiss</button>
         </p>
       )}
-      <form class="composer-row" onSubmit={submit}>
+      <form class={`composer-row ${working ? "working" : ""}`} onSubmit={submit}>
         <AttachButton onFiles={files.add} />
         <MessageBox
           text={text}

@@ -4,7 +4,8 @@
  *
  * @module
  */
-import { useState } from "preact/hooks";
+import type { ComponentChildren } from "preact";
+import { useEffect, useRef, useState } from "preact/hooks";
 import type { Conversation } from "../../../../shared/conversation.ts";
 import type { SessionInfo } from "../../../../shared/protocol.ts";
 import { baseName, cost, tokens } from "../../format.ts";
@@ -44,7 +45,15 @@ export function SessionHeader(
   },
 ) {
   const [renaming, setRenaming] = useState(false);
+  /** Set when a rename ends, so that focus goes back to the Rename button once it shows again. */
+  const refocus = useRef(false);
+  useEffect(() => {
+    if (renaming || !refocus.current) return;
+    refocus.current = false;
+    document.getElementById("rename-session")?.focus();
+  }, [renaming]);
   const st = info ? statusOf(info) : { label: "loading", tone: "off" };
+  const showChanges = onToggleChanges && !ended;
   return (
     <header class="session-head">
       <div class="session-head-main">
@@ -60,8 +69,8 @@ export function SessionHeader(
             id={id}
             title={info.title}
             onDone={() => {
+              refocus.current = true;
               setRenaming(false);
-              document.getElementById("rename-session")?.focus();
             }}
           />
         )}
@@ -72,54 +81,112 @@ export function SessionHeader(
           {st.tone === "busy" && <span class="spinner" aria-hidden="true" />}
           {st.label}
         </span>
-        <button
-          type="button"
-          class={`btn small ${panel ? "on" : ""}`}
-          aria-pressed={panel}
-          aria-label="Triggers"
-          title="Triggers"
-          onClick={onTogglePanel}
-        >
-          {/* Icons alone on a phone, so that the header's actions keep one row. */}
-          <Icon name="bolt" size={14} />
-          <span class="wide-only">Triggers</span>
-        </button>
-        {onToggleFiles && (
-          <button
-            type="button"
-            class={`btn small ${files ? "on" : ""}`}
-            aria-pressed={files}
-            aria-label="Files"
-            title="Files"
-            onClick={onToggleFiles}
-          >
-            <Icon name="folder" size={14} />
-            <span class="wide-only">Files</span>
-          </button>
-        )}
-        {onToggleChanges && !ended && (
-          <button
-            type="button"
-            class={`btn small ${changes ? "on" : ""}`}
-            aria-pressed={changes}
-            aria-label="Changes"
-            title="Changes: the repository's diff, commit and push"
-            onClick={onToggleChanges}
-          >
-            <Icon name="branch" size={14} />
-            <span class="wide-only">Changes</span>
-          </button>
-        )}
-        {info && (
-          <SessionMenu
-            id={id}
-            pinned={info.isPinned}
-            ended={ended}
-            onRename={() => setRenaming(true)}
-          />
+        {/* While renaming, the title box has the row: the actions come back when it is done. */}
+        {!renaming && (
+          <>
+            <button
+              type="button"
+              class={`btn small ${panel ? "on" : ""}`}
+              aria-pressed={panel}
+              aria-label="Triggers"
+              title="Triggers"
+              onClick={onTogglePanel}
+            >
+              {/* Icons alone on a phone, so that the header's actions keep one row. */}
+              <Icon name="bolt" size={14} />
+              <span class="wide-only">Triggers</span>
+            </button>
+            {(onToggleFiles || showChanges) && (
+              <MoreActions>
+                {onToggleFiles && (
+                  <button
+                    type="button"
+                    class={`btn small ${files ? "on" : ""}`}
+                    aria-pressed={files}
+                    aria-label="Files"
+                    title="Files: browse the session's folder"
+                    onClick={onToggleFiles}
+                  >
+                    <Icon name="folder" size={14} />
+                    <span class="wide-only">Files</span>
+                  </button>
+                )}
+                {showChanges && (
+                  <button
+                    type="button"
+                    class={`btn small ${changes ? "on" : ""}`}
+                    aria-pressed={changes}
+                    aria-label="Changes"
+                    title="Changes: the repository's diff, commit and push"
+                    onClick={onToggleChanges}
+                  >
+                    <Icon name="branch" size={14} />
+                    <span class="wide-only">Changes</span>
+                  </button>
+                )}
+              </MoreActions>
+            )}
+            {info && (
+              <SessionMenu
+                id={id}
+                pinned={info.isPinned}
+                ended={ended}
+                onRename={() => setRenaming(true)}
+              />
+            )}
+          </>
         )}
       </div>
     </header>
+  );
+}
+
+/**
+ * Files and Changes: in the row on a wide screen; on a phone, where the row
+ * has room for the status, Triggers and the session's own actions only, behind
+ * a "More actions" button that shows them in a small list under it (closed by
+ * a choice, Escape or a click elsewhere).
+ */
+function MoreActions({ children }: { children: ComponentChildren }) {
+  const [open, setOpen] = useState(false);
+  const box = useRef<HTMLDivElement>(null);
+  const toggle = useRef<HTMLButtonElement>(null);
+  useEffect(() => {
+    if (!open) return;
+    const away = (e: PointerEvent) => {
+      if (!box.current?.contains(e.target as Node)) setOpen(false);
+    };
+    document.addEventListener("pointerdown", away);
+    return () => document.removeEventListener("pointerdown", away);
+  }, [open]);
+  return (
+    <div
+      ref={box}
+      class={`head-more ${open ? "open" : ""}`}
+      onKeyDown={(e) => {
+        if (e.key === "Escape" && open) {
+          setOpen(false);
+          toggle.current?.focus();
+        }
+      }}
+    >
+      <button
+        type="button"
+        ref={toggle}
+        class={`btn small head-more-toggle ${open ? "on" : ""}`}
+        aria-expanded={open}
+        aria-controls="session-more"
+        aria-label="More actions"
+        title="More: files and changes"
+        onClick={() => setOpen(!open)}
+      >
+        <Icon name="menu" size={14} />
+      </button>
+      {/* A choice closes the list (the panel it opens takes the screen on a phone). */}
+      <div id="session-more" class="head-more-items" onClick={() => setOpen(false)}>
+        {children}
+      </div>
+    </div>
   );
 }
 
