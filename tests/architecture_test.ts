@@ -223,3 +223,23 @@ Deno.test("baton relay loads better-auth, the HTTP API and ws only on first use,
     assert.ok([...later].some((s) => s.startsWith(`npm:/${pkg}`)), `${pkg} loads on first use`);
   }
 });
+
+Deno.test("no merge conflict markers are left in the source, styles or docs", async () => {
+  // A marker that slipped through a merge and was then formatted (a CSS
+  // file takes it as a selector) silently dropped every rule after it.
+  const MARKER = /^\s*(<{7}|>{7}) |^\s*={7}\s*$/m;
+  const found: string[] = [];
+  async function walk(dir: string): Promise<void> {
+    for await (const entry of Deno.readDir(join(ROOT, dir))) {
+      const path = dir ? `${dir}/${entry.name}` : entry.name;
+      if (entry.isDirectory) {
+        if ([".git", "node_modules", "dist", "results"].includes(entry.name)) continue;
+        await walk(path);
+      } else if (/\.(tsx?|css|md|json|html|ya?ml|sh)$/.test(entry.name)) {
+        if (MARKER.test(await Deno.readTextFile(join(ROOT, path)))) found.push(path);
+      }
+    }
+  }
+  await walk("");
+  assert.deepEqual(found, []);
+});
