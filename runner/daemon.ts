@@ -226,6 +226,7 @@ export class Daemon {
     if (skip.mcp) env.BATON_NO_MCP = "1";
     if (skip.plugins) env.BATON_NO_PLUGINS = "1";
     if (skip.hooks) env.BATON_NO_HOOKS = "1";
+    if (this.#opts.config.sandboxMode) env.BATON_SANDBOX = this.#opts.config.sandboxMode;
     return env;
   }
 

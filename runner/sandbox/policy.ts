@@ -362,11 +362,13 @@ export function checkAccess(
   path: string,
 ): string | null {
   const within = (list: string[]) => list.find((e) => isWithin(path, e, "linux"));
+  if (op === "write") {
+    const denied = within(paths.denyWrite);
+    if (denied) return `Sandbox: writing '${denied}' is denied`;
+  }
   const hidden = within(paths.denyRead);
-  if (hidden) return `Sandbox: reading '${hidden}' is denied`;
+  if (hidden) return `Sandbox: ${op === "read" ? "reading" : "writing"} '${hidden}' is denied`;
   if (op === "read") return null;
-  const denied = within(paths.denyWrite);
-  if (denied) return `Sandbox: writing '${denied}' is denied`;
   if (!within(paths.allowWrite)) {
     return `Sandbox: writes are allowed only in ${paths.allowWrite.join(", ")}`;
   }
