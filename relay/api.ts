@@ -25,6 +25,7 @@ import { sessionRoutes } from "./routes/sessions.ts";
 import { settingsRoutes } from "./routes/settings.ts";
 import { skillRoutes } from "./routes/skills.ts";
 import { usageRoutes } from "./routes/usage.ts";
+import { sandboxRoutes } from "./routes/sandbox.ts";
 import { runnerTriggerRoutes, sessionTriggerRoutes } from "./routes/triggers.ts";
 import { webhookFireRoute, webhookRoutes } from "./routes/webhooks.ts";
 
@@ -78,6 +79,7 @@ export function apiRoutes(o: ApiOptions): Hono<RelayEnv> {
   app.route("/api/runners", runnerTriggerRoutes(o.listeners));
   app.route("/api/runners", skillRoutes(o.hub.runners));
   app.route("/api/runners", usageRoutes(o.hub.runners));
+  app.route("/api/runners", sandboxRoutes(o.hub.runners));
   app.route("/api/sessions", sessionRoutes(o.hub));
   app.route("/api/sessions", sessionTriggerRoutes(o.triggers));
   app.route("/api/settings", settingsRoutes(o.store));

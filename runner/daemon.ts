@@ -39,6 +39,7 @@ import { type SessionEntry, SessionRegistry } from "./registry.ts";
 import { checkCwd, defaultCwd, PathRejectedError, resolveRoots } from "./roots.ts";
 import { WorkerProcess } from "./worker_host.ts";
 import { takeSecrets, withoutSecrets } from "./_secrets.ts";
+import { SandboxService } from "./sandbox/service.ts";
 import { makePrivate } from "../shared/private_files.ts";
 import { assertModelKnown, listModels } from "./models.ts";
 import { DocCatalog } from "./workspace/skills.ts";
@@ -114,10 +115,17 @@ export class Daemon {
   #flushTimer: ReturnType<typeof setTimeout> | null = null;
   readonly #docs: DocCatalog;
   readonly #plugins: PluginCatalog;
+  readonly #sandbox: SandboxService;
 
   constructor(options: DaemonOptions) {
     this.#opts = options;
     const { batonDir, home, skip } = options.config;
+    this.#sandbox = new SandboxService({
+      home,
+      batonDir,
+      modeOverride: options.config.sandboxMode,
+      noSandbox: Deno.env.get("BATON_NO_SANDBOX") === "1",
+    });
     this.#docs = new DocCatalog({ batonDir, home, roots: options.roots });
     this.#plugins = new PluginCatalog({
       batonDir,
@@ -319,6 +327,9 @@ export class Daemon {
           case "agent_end":
           case "session_error":
             this.#setWorking(s, false);
+            break;
+          case "sandbox:violation":
+            this.#sandbox.record(msg.e);
             break;
         }
         this.#enqueue(s, msg.e);
@@ -605,6 +616,9 @@ export class Daemon {
         return this.#plugins.request(data);
       case "usage":
         return answerUsage(this.#usage, data);
+      case "sandbox_status":
+      case "sandbox_config":
+        return this.#sandbox.request(op, data);
       case "delete_session":
         return this.#deleteSession(data as { sessionId?: unknown });
       case "stop":
@@ -711,6 +725,13 @@ export class Daemon {
     }
     const text = typeof req.text === "string" ? req.text : "";
     const s = this.#sessions.get(req?.sessionId);
+    // `/sandbox ...` is answered here, where the runner's violations are.
+    if (s && !s.ended && text.startsWith("/sandbox") && kind !== "dequeue") {
+      return this.#sandbox.slash(text, s.entry.cwd).then((e) => {
+        if (!e) return this.#ask(req?.sessionId, (id) => ({ t: "input", id, kind, text }));
+        this.#enqueue(s, e);
+      });
+    }
     if (s?.asleep && !s.ended) {
       // Nothing runs and nothing is queued in a sleeping session: these need no worker.
       if (kind === "abort") return Promise.resolve();

@@ -47,9 +47,9 @@ export const DEFAULT_WRITES = [".", "/tmp"];
 /**
  * baton's own secrets under `<home>/.baton`, hidden in every mode but none:
  * the runner's key (`config.json`), pi's provider keys (`auth.json`,
- * `models.json`) and the one-time hand-over files of `_secrets.ts`.
+ * `models.json`) and the one-time key hand-over files of `_secrets.ts`.
  */
-export const BATON_SECRETS = ["config.json", "auth.json", "models.json", "secrets"];
+export const BATON_SECRETS = ["config.json", "auth.json", "models.json", "runner/.handover-*"];
 
 const ARRAY_KEYS = {
   filesystem: ["denyRead", "allowWrite", "denyWrite"],
