@@ -113,8 +113,9 @@ export function sandboxRoutes(runners: RunnerRegistry): Hono<RelayEnv> {
       },
     }),
     async (c) => {
-      const { userId, runnerId } = owned(c);
+      // The body first, as every JSON route does (a bad one is 400 for anyone).
       const config = await readJson(c, ConfigPatch);
+      const { userId, runnerId } = owned(c);
       const link = runners.connectedRunner(userId, runnerId);
       const res = SavedAnswer.safeParse(
         await link.request("sandbox_config", { config }, TIMEOUT_MS),

@@ -317,7 +317,14 @@ export function resolveSandbox(config: SandboxConfig, o: ResolveOptions): Resolv
   const secrets = [...BATON_SECRETS.map((f) => join(o.batonDir, f)), ...(o.protect ?? [])];
   const denyRead = abs([...PROTECTED_READS, ...secrets, ...(fs.denyRead ?? [])]);
   const allowWrite = abs(fs.allowWrite ?? DEFAULT_WRITES);
-  const denyWrite = abs([...PROTECTED_WRITES, ...secrets, ...(fs.denyWrite ?? [])]);
+  // All of `~/.baton` is kept from writes: besides the keys, it holds pi's extensions
+  // and settings, which the (unsandboxed) worker of the next session would load.
+  const denyWrite = abs([
+    ...PROTECTED_WRITES,
+    o.batonDir,
+    ...(o.protect ?? []),
+    ...(fs.denyWrite ?? []),
+  ]);
   const unixSockets = [...(net.allowUnixSockets ?? [])];
   if (o.sshAuthSock && !unixSockets.includes(o.sshAuthSock)) unixSockets.push(o.sshAuthSock);
   const network: Record<string, unknown> = {

@@ -212,6 +212,11 @@ Deno.test("checkAccess: reads under denied paths, writes outside cwd and /tmp re
   assert.match(checkAccess(paths, "read", "/home/u/.ssh/id_rsa")!, /reading '\/home\/u\/\.ssh'/);
   assert.equal(checkAccess(paths, "read", "/etc/hosts"), null);
   assert.match(checkAccess(paths, "read", "/home/u/.baton/config.json")!, /denied/);
+  assert.equal(checkAccess(paths, "read", "/home/u/.baton/skills/x/SKILL.md"), null);
+  assert.match(
+    checkAccess(paths, "write", "/home/u/.baton/extensions/evil.ts")!,
+    /writing '\/home\/u\/\.baton' is denied/,
+  );
   assert.equal(checkAccess(paths, "write", "/home/u/proj/src/a.ts"), null);
   assert.equal(checkAccess(paths, "write", "/tmp/x"), null);
   assert.match(checkAccess(paths, "write", "/home/u/proj/.env")!, /writing/);

@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { SandboxManager } from "@anthropic-ai/sandbox-runtime";
 import {
@@ -130,10 +131,18 @@ export class SessionSandbox {
       };
     }
     try {
+      // A read denial of a path that is not there hides nothing (Linux), and bubblewrap
+      // would leave an empty mount point in its place (a 0444 ~/.baton/config.json).
+      const runtime = structuredClone(this.#policy.runtime) as {
+        filesystem: { denyRead: string[] };
+      };
+      runtime.filesystem.denyRead = runtime.filesystem.denyRead.filter((p) =>
+        /[*?[\]]/.test(p) || existsSync(p)
+      );
       const deps = SandboxManager.checkDependencies();
       if (deps.errors.length > 0) throw new Error(deps.errors.join("; "));
       // deno-lint-ignore no-explicit-any
-      await SandboxManager.initialize(this.#policy.runtime as any, undefined, true);
+      await SandboxManager.initialize(runtime as any, undefined, true);
       const store = SandboxManager.getSandboxViolationStore();
       let seen = store.getTotalCount();
       store.subscribe((all) => {
