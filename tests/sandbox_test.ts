@@ -141,6 +141,14 @@ Deno.test({
           },
           { id: "b5", name: "bash", args: { command: "cat ~/.baton/config.json; echo rc=$?" } },
           { id: "b6", name: "bash", args: { command: "echo ok > /tmp/baton-sbx-ok; echo rc=$?" } },
+          // An extension there would run unsandboxed in the next session's worker.
+          {
+            id: "b7",
+            name: "bash",
+            args: {
+              command: "mkdir -p ~/.baton/extensions/x; echo 1 > ~/.baton/extensions/x/index.ts",
+            },
+          },
         ];
         const { events, results } = await runTools(w, calls);
         const r = (id: string) => results.get(id)!;
@@ -165,6 +173,7 @@ Deno.test({
         assert.equal(env, "", "a .env was written");
         assert.equal(await exists(join(w.home, ".ssh", "authorized_keys")), false);
         assert.equal(await Deno.readTextFile(join(w.project, "notes.txt")), "fine");
+        assert.equal(await exists(join(w.home, ".baton", "extensions", "x", "index.ts")), false);
 
         const seen = violations(events);
         const has = (op: string, re: RegExp) =>
@@ -227,6 +236,11 @@ Deno.test({
       );
       const start = denied.events.find((e) => e.e.type === "session_start")!.e;
       assert.deepEqual(start.sandbox, { mode: "full", active: true }, "the project cannot weaken");
+      const refused = denied.events.filter((e) => e.e.type === "sandbox:violation").map((e) => e.e);
+      assert.ok(
+        refused.some((v) => v.operation === "network" && String(v.target).includes("127.0.0.1")),
+        JSON.stringify(refused),
+      );
     });
     await withWorld({ mode: "full" }, async (w) => {
       const { results } = await runTools(w, [{ id: "c3", ...curl }]);
