@@ -149,9 +149,15 @@ Deno.test({
               command: "mkdir -p ~/.baton/extensions/x; echo 1 > ~/.baton/extensions/x/index.ts",
             },
           },
+          { id: "w5", name: "write", args: { path: ".pi/extensions/y.ts", content: "x" } },
         ];
+        await Deno.writeTextFile(join(w.project, ".env"), "ORIGINAL=1\n");
         const { events, results } = await runTools(w, calls);
-        const r = (id: string) => results.get(id)!;
+        const r = (id: string) => {
+          const got = results.get(id);
+          assert.ok(got, `no result for ${id}`);
+          return got;
+        };
         assert.equal(r("r1").isError, true);
         assert.match(r("r1").text, /Sandbox: reading .*\.ssh' is denied/);
         assert.ok(!r("r1").text.includes("PRIVATE-KEY"));
@@ -168,12 +174,16 @@ Deno.test({
         assert.ok(!r("b5").text.includes("apiKey"), r("b5").text);
         assert.match(r("b6").text, /rc=0/);
         assert.equal(await exists(outside), false, "a write outside cwd and /tmp got through");
-        // bubblewrap may leave an empty mount point where it hid a missing .env.
-        const env = await Deno.readTextFile(join(w.project, ".env")).catch(() => "");
-        assert.equal(env, "", "a .env was written");
+        assert.equal(await Deno.readTextFile(join(w.project, ".env")), "ORIGINAL=1\n");
         assert.equal(await exists(join(w.home, ".ssh", "authorized_keys")), false);
         assert.equal(await Deno.readTextFile(join(w.project, "notes.txt")), "fine");
         assert.equal(await exists(join(w.home, ".baton", "extensions", "x", "index.ts")), false);
+        // Nothing left behind where a protected file was missing (pi looks for a .pi folder).
+        assert.equal(await exists(join(w.project, ".env.local")), false);
+        // No placeholder left behind where pi later looks for a folder.
+        const pi = await Deno.lstat(join(w.project, ".pi")).catch(() => null);
+        assert.ok(pi === null || pi.isDirectory, "an empty .pi file was left in the project");
+        assert.match(r("w5").text, /Sandbox: writing .*\.pi' is denied/);
 
         const seen = violations(events);
         const has = (op: string, re: RegExp) =>

@@ -40,8 +40,12 @@ export const PROTECTED_READS = [
   "~/Library/Application Support/Firefox",
   "~/Library/Safari",
 ];
-/** Writes the spec blocks in basic and full mode. */
-export const PROTECTED_WRITES = [".env", ".env.local", "~/.ssh"];
+/**
+ * Writes blocked in basic and full mode: the spec's, and (beyond it) the
+ * project's `.pi`, whose extensions the next session's worker would load
+ * outside the sandbox.
+ */
+export const PROTECTED_WRITES = [".env", ".env.local", "~/.ssh", ".pi"];
 /** Where writes go when `filesystem.allowWrite` is not given. */
 export const DEFAULT_WRITES = [".", "/tmp"];
 /**

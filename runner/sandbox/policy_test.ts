@@ -181,6 +181,7 @@ Deno.test("basic protects the spec's paths and baton's secrets; full denies the 
   }
   assert.deepEqual(fs.allowWrite, ["/home/u/proj", "/tmp"]);
   assert.ok(fs.denyWrite!.includes("/home/u/proj/.env"));
+  assert.ok(fs.denyWrite!.includes("/home/u/proj/.pi"), "a project's pi extensions");
   const net = basic.runtime!.network as Record<string, unknown>;
   assert.equal(net.allowedDomains, undefined, "basic leaves the network alone");
   assert.deepEqual(net.allowUnixSockets, ["/s"]);

@@ -133,10 +133,16 @@ export class SessionSandbox {
     try {
       // A read denial of a path that is not there hides nothing (Linux), and bubblewrap
       // would leave an empty mount point in its place (a 0444 ~/.baton/config.json).
+      // The same for write denials (an empty, read-only `.env` left in every project, or a
+      // `.pi` file where pi later looks for a folder): bash may create such a file where
+      // none is, but not change one that is; the gate still refuses the file tools both.
       const runtime = structuredClone(this.#policy.runtime) as {
-        filesystem: { denyRead: string[] };
+        filesystem: { denyRead: string[]; denyWrite: string[] };
       };
       runtime.filesystem.denyRead = runtime.filesystem.denyRead.filter((p) =>
+        /[*?[\]]/.test(p) || existsSync(p)
+      );
+      runtime.filesystem.denyWrite = runtime.filesystem.denyWrite.filter((p) =>
         /[*?[\]]/.test(p) || existsSync(p)
       );
       const deps = SandboxManager.checkDependencies();
