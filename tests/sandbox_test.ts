@@ -307,3 +307,23 @@ Deno.test({
     }, { BATON_NO_SANDBOX: "1" });
   },
 });
+
+Deno.test({
+  name: "a sandboxed worker still stops on the daemon's SIGTERM (an idle session sleeps)",
+  ignore: !haveBwrap,
+  async fn() {
+    await withWorld({ mode: "full" }, async (w) => {
+      const { sessionId } = await runTools(w, [
+        { id: "b1", name: "bash", args: { command: "echo hi" } },
+      ]);
+      const viewer = await Viewer.connect(w.relay.url, { apiKey: w.user.apiKey });
+      try {
+        viewer.subscribe(sessionId);
+        // The runtime's own SIGTERM listener used to keep the worker alive: no sleep came.
+        await viewer.waitForEvent(sessionId, "session_sleep", 15_000);
+      } finally {
+        await viewer.close();
+      }
+    }, { BATON_SLEEP_AFTER: "1s" });
+  },
+});

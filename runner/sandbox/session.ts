@@ -9,6 +9,7 @@
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
+import process from "node:process";
 import { SandboxManager } from "@anthropic-ai/sandbox-runtime";
 import {
   type BashOperations,
@@ -149,6 +150,7 @@ export class SessionSandbox {
       if (deps.errors.length > 0) throw new Error(deps.errors.join("; "));
       // deno-lint-ignore no-explicit-any
       await SandboxManager.initialize(runtime as any, undefined, true);
+      dieOnSigterm();
       const store = SandboxManager.getSandboxViolationStore();
       let seen = store.getTotalCount();
       store.subscribe((all) => {
@@ -248,6 +250,27 @@ export class SessionSandbox {
       });
     };
   }
+}
+
+/**
+ * The runtime's cleanup listens for SIGTERM (node's `process.once`), which
+ * leaves the process running afterwards: the daemon's SIGTERM would no
+ * longer stop the worker. So: clean up (the proxy bridges, at most 1 s),
+ * then end by that same signal, as the daemon expects.
+ */
+function dieOnSigterm(): void {
+  if (Deno.build.os === "windows") return;
+  const onTerm = () => {
+    Deno.removeSignalListener("SIGTERM", onTerm);
+    process.removeAllListeners("SIGTERM");
+    const die = () => {
+      Deno.kill(Deno.pid, "SIGTERM");
+      setTimeout(() => Deno.exit(143), 300);
+    };
+    SandboxManager.reset().then(die, die);
+    setTimeout(die, 1000);
+  };
+  Deno.addSignalListener("SIGTERM", onTerm);
 }
 
 /** Tools that change files (pi's `write` and `edit`, and any named alike). */
