@@ -4,6 +4,7 @@ import {
   loadRunnerConfig,
   RUNNER_FLAGS,
   runnerFlags,
+  sandboxDependencyWarning,
   shedEnvironmentSecrets,
   supervise,
   takeSecrets,
@@ -24,6 +25,9 @@ Options:
   --no-plugins     Sessions load no plugins: pi extensions (~/.baton/extensions, a project's
                    .pi/extensions) and packages of settings.json (env BATON_NO_PLUGINS=1)
   --no-hooks       Skip hooks (env BATON_NO_HOOKS=1)
+  --sandbox <mode> Agent sandbox: none, basic (default) or full (env BATON_SANDBOX;
+                   BATON_NO_SANDBOX=1 is none; config sandbox.mode; see docs/sandbox.md).
+                   On Linux it needs bwrap and socat: apt-get install bubblewrap socat ripgrep
   --no-relay       Do not connect to a relay (env BATON_NO_RELAY=1; config relayUrl "off");
                    a runner needs one, so with this (or --safe-mode) it exits with a message
   -h, --help       Show this help
@@ -83,6 +87,8 @@ export async function runnerMain(argv: string[]): Promise<number> {
     );
   }
   const runnerId = await ensureRunnerId(config.batonDir);
+  const warning = sandboxDependencyWarning();
+  if (warning) console.error(`Warning: ${warning}`);
   const stop = new AbortController();
   untilSignal().then(() => stop.abort());
   console.log(`baton runner ${runnerId} (${config.name}) connecting to ${config.relayUrl}`);

@@ -1,6 +1,6 @@
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { createKey, environmentForChildren, hashKey, serveRelay } from "../relay/mod.ts";
-import { ensureRunnerId, supervise } from "../runner/mod.ts";
+import { ensureRunnerId, sandboxDependencyWarning, supervise } from "../runner/mod.ts";
 import { encodeBase64Url } from "../shared/mod.ts";
 import {
   homeDir,
@@ -34,6 +34,10 @@ Options:
   --no-runner         Start only the relay
   --no-plugins        The local runner's sessions load no plugins (pi extensions and
                       packages); env BATON_NO_PLUGINS=1 does the same
+  --sandbox <mode>    The local runner's agent sandbox: none, basic (default) or full
+                      (env BATON_SANDBOX; BATON_NO_SANDBOX=1 is none; see docs/sandbox.md).
+                      On Linux it needs bwrap and socat (apt-get install bubblewrap socat
+                      ripgrep). The relay's data folder is hidden from the agents.
   -h, --help          Show this help
 
 Environment:
@@ -56,7 +60,11 @@ export async function upMain(argv: string[]): Promise<number> {
     email: { type: "string", env: "BATON_OWNER_EMAIL" },
     "no-runner": { type: "boolean" },
     "no-plugins": { type: "boolean" },
+    sandbox: { type: "string" },
   });
+  if (values.sandbox !== undefined && !["none", "basic", "full"].includes(values.sandbox)) {
+    throw new UsageError(`Invalid --sandbox: '${values.sandbox}' (expected none, basic or full)`);
+  }
   const dataDir = values["data-dir"] ?? join(homeDir(), ".baton", "relay");
   const served = await serveRelay({
     web: await webClient(),
@@ -93,9 +101,14 @@ export async function upMain(argv: string[]): Promise<number> {
   if (!values["no-runner"]) {
     const runnerId = await ensureRunnerId(join(homeDir(), ".baton"));
     const token = await localRunnerToken(relay.store, { ownerId: owner.id, runnerId, dataDir });
+    const warning = sandboxDependencyWarning();
+    if (warning) console.error(`Warning: ${warning}`);
     runnerDone = supervise({
-      daemonArgs: values["no-plugins"] ? ["--no-plugins"] : [],
-      env: runnerEnv(served.baseUrl),
+      daemonArgs: [
+        ...(values["no-plugins"] ? ["--no-plugins"] : []),
+        ...(values.sandbox !== undefined ? ["--sandbox", values.sandbox] : []),
+      ],
+      env: { ...runnerEnv(served.baseUrl), BATON_SANDBOX_PROTECT: await realDir(dataDir) },
       apiKey: token,
       log: (line) => console.error(`[runner] ${line}`),
       signal: stop.signal,
@@ -111,6 +124,15 @@ export async function upMain(argv: string[]): Promise<number> {
   const code = await runnerDone;
   await served.shutdown();
   return code;
+}
+
+/** A folder's real path (it exists: the relay made it), so the sandbox hides what it is. */
+async function realDir(dir: string): Promise<string> {
+  try {
+    return await Deno.realPath(dir);
+  } catch {
+    return resolve(dir);
+  }
 }
 
 /**

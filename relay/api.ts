@@ -30,6 +30,7 @@ import { skillRoutes } from "./routes/skills.ts";
 import { usageRoutes } from "./routes/usage.ts";
 import { workspaceFileRoutes } from "./routes/workspace_files.ts";
 import { WorkspaceFilesService } from "./workspace_files.ts";
+import { sandboxRoutes } from "./routes/sandbox.ts";
 import { runnerTriggerRoutes, sessionTriggerRoutes } from "./routes/triggers.ts";
 import { webhookFireRoute, webhookRoutes } from "./routes/webhooks.ts";
 import { tunnelRoutes } from "./routes/tunnel.ts";
@@ -105,6 +106,7 @@ export function apiRoutes(o: ApiOptions): Hono<RelayEnv> {
     "/api/runners",
     workspaceFileRoutes(new WorkspaceFilesService({ runners: o.hub.runners })),
   );
+  app.route("/api/runners", sandboxRoutes(o.hub.runners));
   app.route("/api/sessions", sessionRoutes(o.hub));
   app.route("/api/sessions", sessionTriggerRoutes(o.triggers));
   app.route("/api/sessions", attachmentUploadRoutes(o.attachments, o.hub.sessions));

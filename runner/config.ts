@@ -1,6 +1,8 @@
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { RUNNER_WS_PATH } from "../shared/protocol.ts";
+import type { SandboxMode } from "../shared/sandbox_api.ts";
+import { parseMode, SandboxConfigError } from "./sandbox/policy.ts";
 
 /** A configuration problem the user must fix (printed as one line, exit code 2). */
 export class ConfigError extends Error {
@@ -34,6 +36,8 @@ export interface RunnerConfig {
   skip: SkipOptions;
   /** How long a session may go without a turn before its worker stops (0: never). */
   sleepAfterMs: number;
+  /** The sandbox mode from `--sandbox` or `BATON_SANDBOX` (null: the config files decide). */
+  sandboxMode: SandboxMode | null;
 }
 
 /** Default of `sleepAfter`: an idle session's worker stops after 10 minutes. */
@@ -147,6 +151,8 @@ export interface RunnerFlags {
   noPlugins?: boolean;
   noHooks?: boolean;
   noRelay?: boolean;
+  /** `--sandbox <none|basic|full>`. */
+  sandbox?: string;
 }
 
 /** The flags of `baton runner`, which the supervisor passes on to its daemon. */
@@ -157,6 +163,7 @@ export const RUNNER_FLAGS = {
   "no-plugins": { type: "boolean" },
   "no-hooks": { type: "boolean" },
   "no-relay": { type: "boolean" },
+  sandbox: { type: "string" },
 } as const;
 
 /** {@linkcode RunnerFlags} from the parsed values of {@linkcode RUNNER_FLAGS}. */
@@ -167,9 +174,11 @@ export function runnerFlags(values: {
   "no-plugins"?: boolean;
   "no-hooks"?: boolean;
   "no-relay"?: boolean;
+  sandbox?: string;
 }): RunnerFlags {
   return {
     ...(values.name !== undefined ? { name: values.name } : {}),
+    ...(values.sandbox !== undefined ? { sandbox: values.sandbox } : {}),
     safeMode: values["safe-mode"] ?? false,
     noMcp: values["no-mcp"] ?? false,
     noPlugins: values["no-plugins"] ?? false,
@@ -212,7 +221,18 @@ export async function loadRunnerConfig(
     : typeof file.sleepAfter === "string" || typeof file.sleepAfter === "number"
     ? parseDuration(file.sleepAfter, "sleepAfter in config.json")
     : DEFAULT_SLEEP_AFTER_MS;
+  let sandboxMode: SandboxMode | null = null;
+  try {
+    const rawMode = flags.sandbox ?? env("BATON_SANDBOX");
+    if (rawMode !== undefined && rawMode.trim() !== "") {
+      sandboxMode = parseMode(rawMode, flags.sandbox !== undefined ? "--sandbox" : "BATON_SANDBOX");
+    }
+  } catch (err) {
+    if (err instanceof SandboxConfigError) throw new ConfigError(err.message);
+    throw err;
+  }
   return {
+    sandboxMode,
     home,
     batonDir,
     relayUrl,

@@ -41,6 +41,7 @@ import { type SessionEntry, SessionRegistry } from "./registry.ts";
 import { checkCwd, defaultCwd, PathRejectedError, resolveRoots } from "./roots.ts";
 import { WorkerProcess } from "./worker_host.ts";
 import { takeSecrets, withoutSecrets } from "./_secrets.ts";
+import { SandboxService } from "./sandbox/service.ts";
 import { makePrivate } from "../shared/private_files.ts";
 import { assertModelKnown, listModels } from "./models.ts";
 import { withAttachments } from "./workspace/attachments.ts";
@@ -113,9 +114,17 @@ export class Daemon {
   #nextInputId = 1;
   #flushTimer: ReturnType<typeof setTimeout> | null = null;
   readonly #workspace: Workspace;
+  readonly #sandbox: SandboxService;
 
   constructor(options: DaemonOptions) {
     this.#opts = options;
+    const { batonDir, home } = options.config;
+    this.#sandbox = new SandboxService({
+      home,
+      batonDir,
+      modeOverride: options.config.sandboxMode,
+      noSandbox: Deno.env.get("BATON_NO_SANDBOX") === "1",
+    });
     this.#registry = new SessionRegistry(options.config.batonDir);
     this.#workspace = new Workspace({
       config: options.config,
@@ -233,6 +242,7 @@ export class Daemon {
     if (skip.mcp) env.BATON_NO_MCP = "1";
     if (skip.plugins) env.BATON_NO_PLUGINS = "1";
     if (skip.hooks) env.BATON_NO_HOOKS = "1";
+    if (this.#opts.config.sandboxMode) env.BATON_SANDBOX = this.#opts.config.sandboxMode;
     return env;
   }
 
@@ -327,6 +337,9 @@ export class Daemon {
           case "agent_end":
           case "session_error":
             this.#setWorking(s, false);
+            break;
+          case "sandbox:violation":
+            this.#sandbox.record(msg.e);
             break;
         }
         this.#enqueue(s, msg.e);
@@ -612,6 +625,9 @@ export class Daemon {
         return this.#trigger(data as TriggerRequest);
       case "models":
         return listModels(this.#opts.config.batonDir).then((r) => r);
+      case "sandbox_status":
+      case "sandbox_config":
+        return this.#sandbox.request(op, data);
       case "delete_session":
         this.#workspace.sessionStopped(String((data as { sessionId?: unknown })?.sessionId));
         return this.#deleteSession(data as { sessionId?: unknown });
@@ -722,6 +738,13 @@ export class Daemon {
     }
     const text = typeof req.text === "string" ? req.text : "";
     const s = this.#sessions.get(req?.sessionId);
+    // `/sandbox ...` is answered here, where the runner's violations are.
+    if (s && !s.ended && text.startsWith("/sandbox") && kind !== "dequeue") {
+      return this.#sandbox.slash(text, s.entry.cwd).then((e) => {
+        if (!e) return this.#ask(req?.sessionId, (id) => ({ t: "input", id, kind, text }));
+        this.#enqueue(s, e);
+      });
+    }
     if (s?.asleep && !s.ended) {
       // Nothing runs and nothing is queued in a sleeping session: these need no worker.
       if (kind === "abort") return Promise.resolve();

@@ -18,4 +18,5 @@ export {
   updateUserConfig,
 } from "./config.ts";
 export { supervise, type SuperviseOptions } from "./supervisor.ts";
+export { sandboxDependencyWarning } from "./sandbox/deps.ts";
 export { type RunnerSecrets, shedEnvironmentSecrets, takeSecrets } from "./_secrets.ts";

@@ -99,3 +99,29 @@ export function expandHome(p: string, home: string): string {
   if (p.startsWith("~/") || p.startsWith("~\\")) return join(home, p.slice(2));
   return p;
 }
+
+/**
+ * The real path of `path` (absolute), which need not exist: its deepest
+ * existing ancestor's real path followed by the rest. Symlinks and `..` are
+ * resolved the way {@linkcode checkCwd} resolves a cwd, so a file tool's
+ * target is compared with the sandbox's lists as what it really is.
+ */
+export async function realPathOf(path: string): Promise<string> {
+  let head = resolve(path);
+  const tail: string[] = [];
+  for (;;) {
+    try {
+      const real = await Deno.realPath(head);
+      return tail.length ? join(real, ...tail.reverse()) : real;
+    } catch (err) {
+      if (
+        !(err instanceof Deno.errors.NotFound) && !(err instanceof Deno.errors.NotADirectory) &&
+        !(err instanceof Deno.errors.PermissionDenied)
+      ) throw err;
+      const parent = resolve(head, "..");
+      if (parent === head) return path;
+      tail.push(head.slice(parent.length).replace(/^[\\/]/, ""));
+      head = parent;
+    }
+  }
+}

@@ -31,6 +31,7 @@ import type {
 } from "../shared/protocol.ts";
 import { triggerMessage, triggerTools } from "./trigger_tools.ts";
 import { readLines } from "./_lines.ts";
+import { resolveForSession, SessionSandbox } from "./sandbox/session.ts";
 
 /** How often a running tool's partial output is forwarded at most. */
 const TOOL_UPDATE_INTERVAL_MS = 100;
@@ -142,6 +143,14 @@ class Worker {
       hooks: Deno.env.get("BATON_NO_HOOKS") === "1",
     };
     Deno.chdir(msg.cwd);
+    const home = Deno.env.get("HOME") ?? Deno.env.get("USERPROFILE") ?? msg.cwd;
+    const env = (k: string) => Deno.env.get(k);
+    // Every tool call runs under the sandbox: bash inside it, the others behind its gate.
+    const sandbox = new SessionSandbox(
+      await resolveForSession({ home, batonDir: agentDir, cwd: msg.cwd, env }),
+      { cwd: msg.cwd, home, report: (v) => this.emit({ type: "sandbox:violation", ...v }) },
+    );
+    const sandboxState = await sandbox.start();
     const authStorage = AuthStorage.create(join(agentDir, "auth.json"));
     const modelRegistry = ModelRegistry.create(authStorage, join(agentDir, "models.json"));
     const model = msg.model ? modelRegistry.find(msg.model.provider, msg.model.id) : undefined;
@@ -155,6 +164,7 @@ class Worker {
       agentDir,
       settingsManager,
       noExtensions: skip.plugins,
+      extensionFactories: [sandbox.gate()],
     });
     await resourceLoader.reload();
     const { session, modelFallbackMessage } = await createAgentSession({
@@ -165,7 +175,7 @@ class Worker {
       sessionManager,
       settingsManager,
       resourceLoader,
-      customTools: triggerTools(this.call),
+      customTools: [...triggerTools(this.call), sandbox.bashTool()],
       ...(model ? { model } : {}),
     });
     this.#session = session;
@@ -186,7 +196,10 @@ class Worker {
       // showed after the last remembered prompt as forgotten (pi saves a
       // conversation only once its first answer ends).
       ...(msg.resumed ? { memory: memoryOf(session.messages) } : {}),
-      ...(modelFallbackMessage ? { notice: modelFallbackMessage } : {}),
+      sandbox: { mode: sandboxState.mode, active: sandboxState.active },
+      ...(modelFallbackMessage || sandboxState.notice
+        ? { notice: [sandboxState.notice, modelFallbackMessage].filter(Boolean).join("\n") }
+        : {}),
     });
     session.subscribe((ev) => {
       this.emit(slimPiEvent(ev as { type: string }));

@@ -48,6 +48,14 @@ export type Item =
   }
   | { kind: "notice"; key: string; level: "info" | "error"; text: string }
   | {
+    /** The sandbox blocked something (`violation`), or the runner answered `/sandbox …` (`info`). */
+    kind: "sandbox";
+    key: string;
+    variant: "violation" | "info";
+    title: string;
+    text: string;
+  }
+  | {
     kind: "trigger";
     key: string;
     triggerId: string;
@@ -277,6 +285,27 @@ function apply(
       });
       return;
     }
+    case "sandbox:violation": {
+      const op = String(e.operation ?? "");
+      const verb = op === "read" ? "a read of" : op === "write" ? "a write to" : "a connection to";
+      items().push({
+        kind: "sandbox",
+        key: `s${ev.seq}`,
+        variant: "violation",
+        title: `Sandbox blocked ${verb} ${String(e.target ?? "")}`,
+        text: String(e.reason ?? ""),
+      });
+      return;
+    }
+    case "sandbox:info":
+      items().push({
+        kind: "sandbox",
+        key: `s${ev.seq}`,
+        variant: "info",
+        title: String(e.command ?? "/sandbox"),
+        text: String(e.text ?? ""),
+      });
+      return;
     case "event_too_large":
       notice("error", `An event of type ${e.originalType} was too large to keep`);
       return;

@@ -278,3 +278,31 @@ Deno.test("a runner restart ends the turn in flight and marks the prompts the ag
     assert.equal(c.items.some((i) => i.kind === "user" && i.forgotten), false);
   });
 });
+
+Deno.test("sandbox violations and /sandbox answers show as their own items", () => {
+  const c = applyEvents(
+    emptyConversation(),
+    log(
+      {
+        type: "sandbox:violation",
+        timestamp: "2026-11-26T08:00:00.000Z",
+        operation: "read",
+        target: "/home/ada/.ssh",
+        reason: "Sandbox: reading '/home/ada/.ssh' is denied",
+      },
+      { type: "sandbox:violation", operation: "write", target: "/etc/x", reason: "r" },
+      { type: "sandbox:violation", operation: "network", target: "evil.com:443", reason: "r" },
+      { type: "sandbox:info", command: "/sandbox", text: "Sandbox: mode basic, active" },
+    ),
+  );
+  assert.deepEqual(c.items.map((i) => i.kind === "sandbox" && [i.variant, i.title, i.text]), [
+    [
+      "violation",
+      "Sandbox blocked a read of /home/ada/.ssh",
+      "Sandbox: reading '/home/ada/.ssh' is denied",
+    ],
+    ["violation", "Sandbox blocked a write to /etc/x", "r"],
+    ["violation", "Sandbox blocked a connection to evil.com:443", "r"],
+    ["info", "/sandbox", "Sandbox: mode basic, active"],
+  ]);
+});

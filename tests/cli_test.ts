@@ -376,6 +376,23 @@ Deno.test("baton rejects command-line mistakes with exit code 2 and one line", a
       },
       re: /Invalid BATON_SLEEP_AFTER: 'soon'/,
     },
+    {
+      name: "a sandbox mode that does not exist",
+      args: ["runner", "--sandbox", "strict"],
+      env: { BATON_RELAY_URL: "http://127.0.0.1:9", BATON_API_KEY: "bk_x" },
+      re: /Invalid --sandbox: 'strict' \(expected none, basic or full\)/,
+    },
+    {
+      name: "BATON_SANDBOX that is not a mode",
+      args: ["runner"],
+      env: { BATON_RELAY_URL: "http://127.0.0.1:9", BATON_API_KEY: "bk_x", BATON_SANDBOX: "on" },
+      re: /Invalid BATON_SANDBOX: 'on'/,
+    },
+    {
+      name: "up with a sandbox mode that does not exist",
+      args: ["up", "--sandbox", "x"],
+      re: /--sandbox/,
+    },
     { name: "a flag without its value", args: ["relay", "--port"], re: /--port/ },
     { name: "an unknown flag of up", args: ["up", "--nope"], re: /--nope/ },
     { name: "an unknown flag of setup", args: ["setup", "--nope"], re: /--nope/ },

@@ -72,6 +72,23 @@ export function defaultAnswer(req: ControlRequest): FakeAnswer {
       return { ok: true, data: { plugins: [], skipped: false } };
     case "usage":
       return { ok: true, data: emptyUsage(data.range === undefined ? "90d" : data.range) };
+    case "sandbox_status":
+      return {
+        ok: true,
+        data: {
+          mode: "basic",
+          active: true,
+          platform: "linux",
+          violations: 0,
+          recentViolations: [],
+          config: {},
+        },
+      };
+    case "sandbox_config":
+      return {
+        ok: true,
+        data: { saved: true, resolvedConfig: {}, message: "Saved" },
+      };
     default:
       return { ok: true, data: {} };
   }

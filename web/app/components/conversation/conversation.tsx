@@ -39,6 +39,8 @@ const ItemView = memo(function ItemView(
       return <TriggerMessage item={item} />;
     case "notice":
       return <Notice item={item} />;
+    case "sandbox":
+      return <SandboxNote item={item} />;
     default:
       return <AssistantMessage item={item} tools={tools} />;
   }
@@ -71,6 +73,30 @@ function TriggerMessage({ item }: { item: Extract<Item, { kind: "trigger" }> }) 
           __html: highlight(JSON.stringify(item.payload, null, 2), "json"),
         }} /></pre>
       </details>
+    </article>
+  );
+}
+
+/** What the sandbox blocked, or the runner's answer to `/sandbox …` (docs/sandbox.md). */
+function SandboxNote({ item }: { item: Extract<Item, { kind: "sandbox" }> }) {
+  if (item.variant === "violation") {
+    return (
+      <article class="msg sandbox violation" aria-label="Sandbox violation">
+        <div class="sandbox-head">
+          <Icon name="shield" size={15} />
+          <strong>{item.title}</strong>
+        </div>
+        {item.text && <p class="sandbox-reason">{item.text}</p>}
+      </article>
+    );
+  }
+  return (
+    <article class="msg sandbox info" aria-label={`Answer to ${item.title}`}>
+      <div class="sandbox-head">
+        <Icon name="shield" size={15} />
+        <code>{item.title}</code>
+      </div>
+      <pre class="sandbox-text">{item.text}</pre>
     </article>
   );
 }

@@ -1,6 +1,6 @@
 /**
  * A runner's settings page (`/settings/runners/{id}`): its skills and agent
- * definitions, edited as Markdown with a preview, and its plugins.
+ * definitions, edited as Markdown with a preview, its plugins and its sandbox.
  *
  * @module
  */
@@ -18,13 +18,15 @@ import { runners } from "../../store.ts";
 import { Icon } from "../icon.tsx";
 import { AppLink } from "../widgets.tsx";
 import { DocEditor } from "./_doc_editor.tsx";
+import { SandboxPanel } from "../sandbox/sandbox_panel.tsx";
 
-type Tab = DocKind | "plugins";
+type Tab = DocKind | "plugins" | "sandbox";
 
 const TAB_LABEL: Record<Tab, string> = {
   skills: "Skills",
   agents: "Agents",
   plugins: "Plugins",
+  sandbox: "Sandbox",
 };
 
 /** The page: the runner's name and state, then one tab of skills, agents or plugins. */
@@ -66,6 +68,8 @@ export function RunnerSettings({ id }: { id: string }) {
         ? <p class="error" role="alert">This runner is offline: its files cannot be read now.</p>
         : tab === "plugins"
         ? <Plugins key={id} runnerId={id} />
+        : tab === "sandbox"
+        ? <SandboxPanel key={id} runnerId={id} />
         : <Docs key={`${id}-${tab}`} runnerId={id} kind={tab} />}
     </main>
   );

@@ -1,0 +1,294 @@
+/**
+ * The sandbox of one session, in its worker: the resolved policy, the OS
+ * sandbox (`@anthropic-ai/sandbox-runtime`: bubblewrap and socat on Linux,
+ * Seatbelt on macOS) around every `bash` command, and a gate in front of
+ * every other tool that checks each path it names against the same policy
+ * before the tool runs. Violations go out as `sandbox:violation` events.
+ *
+ * @module
+ */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import process from "node:process";
+import { SandboxManager } from "@anthropic-ai/sandbox-runtime";
+import {
+  type BashOperations,
+  createBashToolDefinition,
+  createLocalBashOperations,
+  type ExtensionFactory,
+  type ToolDefinition,
+} from "@mariozechner/pi-coding-agent";
+import type { SandboxMode, SandboxViolation } from "../../shared/sandbox_api.ts";
+import { readUserConfig } from "../config.ts";
+import { realPathOf } from "../roots.ts";
+import {
+  absoluteEntry,
+  applyModeOverride,
+  checkAccess,
+  mergeProjectConfig,
+  type ResolvedSandbox,
+  resolveSandbox,
+  validateSandboxConfig,
+} from "./policy.ts";
+
+/** The notice a session shows when the sandbox cannot start and tools run anyway (spec). */
+export const INIT_FAILED = "Sandbox init failed, continuing unsandboxed";
+
+/** Environment variables the daemon sets on workers. */
+export const SANDBOX_ENV = {
+  /** A mode from `--sandbox` (or the user's `BATON_SANDBOX`). */
+  mode: "BATON_SANDBOX",
+  /** `1`: no sandbox at all. */
+  off: "BATON_NO_SANDBOX",
+  /** More paths to hide, joined by the platform's list separator (the relay's data folder). */
+  protect: "BATON_SANDBOX_PROTECT",
+} as const;
+
+/** Reads a project's `.baton/config.json` `sandbox` (or {}), checked. */
+async function projectSandbox(cwd: string): Promise<Record<string, unknown>> {
+  const file = await readUserConfig(join(cwd, ".baton"));
+  return validateSandboxConfig(file.sandbox, "sandbox (project .baton/config.json)");
+}
+
+/** Global over project, with the overrides: what a session in `cwd` runs under. */
+export async function resolveForSession(o: {
+  home: string;
+  batonDir: string;
+  cwd: string;
+  env: (k: string) => string | undefined;
+}): Promise<ResolvedSandbox> {
+  const file = await readUserConfig(o.batonDir);
+  let global = validateSandboxConfig(file.sandbox);
+  global = applyModeOverride(global, { env: o.env(SANDBOX_ENV.mode) });
+  const project = await projectSandbox(o.cwd);
+  const merged = mergeProjectConfig(global, project, o);
+  const protect = (o.env(SANDBOX_ENV.protect) ?? "").split(Deno.build.os === "windows" ? ";" : ":")
+    .filter((p) => p.trim() !== "");
+  const sock = o.env("SSH_AUTH_SOCK");
+  return resolveSandbox(merged, {
+    home: o.home,
+    cwd: o.cwd,
+    batonDir: o.batonDir,
+    protect,
+    ...(sock ? { sshAuthSock: sock } : {}),
+    noSandbox: o.env(SANDBOX_ENV.off) === "1",
+  });
+}
+
+/** What a session's sandbox turned out to be. */
+export interface SandboxState {
+  mode: SandboxMode;
+  /** Enforcement runs. */
+  active: boolean;
+  /** A notice for the session (init failed, inactive platform). */
+  notice?: string;
+  /** Tools are refused (init failed with `failClosed`). */
+  refuse?: string;
+}
+
+/** One session's sandbox: start it, then hand its tools to pi. */
+export class SessionSandbox {
+  readonly #policy: ResolvedSandbox;
+  readonly #cwd: string;
+  readonly #home: string;
+  readonly #report: (v: SandboxViolation) => void;
+  #paths: ResolvedSandbox["paths"];
+  #state: SandboxState;
+
+  constructor(
+    policy: ResolvedSandbox,
+    o: { cwd: string; home: string; report: (v: SandboxViolation) => void },
+  ) {
+    this.#policy = policy;
+    this.#paths = policy.paths;
+    this.#cwd = o.cwd;
+    this.#home = o.home;
+    this.#report = o.report;
+    this.#state = { mode: policy.mode, active: false };
+  }
+
+  get state(): SandboxState {
+    return this.#state;
+  }
+
+  /** Starts the OS sandbox. Never throws: a failure is in {@linkcode state}. */
+  async start(): Promise<SandboxState> {
+    const mode = this.#policy.mode;
+    if (mode === "none" || !this.#policy.runtime) {
+      return this.#state = { mode, active: false };
+    }
+    // The file tools compare real paths: the lists' entries too (a symlinked home).
+    const real = async (l: string[]) => await Promise.all(l.map((p) => realPathOf(p)));
+    this.#paths = {
+      denyRead: await real(this.#policy.paths.denyRead),
+      allowWrite: await real(this.#policy.paths.allowWrite),
+      denyWrite: await real(this.#policy.paths.denyWrite),
+    };
+    if (Deno.build.os === "windows") {
+      return this.#state = {
+        mode,
+        active: false,
+        notice: "The sandbox is inactive on Windows: tools run unrestricted",
+      };
+    }
+    try {
+      // A read denial of a path that is not there hides nothing (Linux), and bubblewrap
+      // would leave an empty mount point in its place (a 0444 ~/.baton/config.json).
+      // The same for write denials (an empty, read-only `.env` left in every project, or a
+      // `.pi` file where pi later looks for a folder): bash may create such a file where
+      // none is, but not change one that is; the gate still refuses the file tools both.
+      const runtime = structuredClone(this.#policy.runtime) as {
+        filesystem: { denyRead: string[]; denyWrite: string[] };
+      };
+      runtime.filesystem.denyRead = runtime.filesystem.denyRead.filter((p) =>
+        /[*?[\]]/.test(p) || existsSync(p)
+      );
+      runtime.filesystem.denyWrite = runtime.filesystem.denyWrite.filter((p) =>
+        /[*?[\]]/.test(p) || existsSync(p)
+      );
+      const deps = SandboxManager.checkDependencies();
+      if (deps.errors.length > 0) throw new Error(deps.errors.join("; "));
+      // deno-lint-ignore no-explicit-any
+      await SandboxManager.initialize(runtime as any, undefined, true);
+      dieOnSigterm();
+      const store = SandboxManager.getSandboxViolationStore();
+      let seen = store.getTotalCount();
+      store.subscribe((all) => {
+        const fresh = Math.min(store.getTotalCount() - seen, all.length);
+        seen = store.getTotalCount();
+        for (const v of all.slice(all.length - fresh)) this.#fromRuntime(v.line, v.timestamp);
+      });
+      return this.#state = { mode, active: true };
+    } catch (err) {
+      const why = err instanceof Error ? err.message.split("\n")[0] : String(err);
+      if (this.#policy.failClosed) {
+        const refuse =
+          `Sandbox init failed and sandbox.failClosed is set: tools are refused (${why})`;
+        return this.#state = { mode, active: false, notice: refuse, refuse };
+      }
+      return this.#state = { mode, active: false, notice: `${INIT_FAILED} (${why})` };
+    }
+  }
+
+  /** A violation line of the runtime's monitor (`deny openat /path`) or proxy. */
+  #fromRuntime(line: string, ts: Date | string | undefined): void {
+    const timestamp = new Date(ts ?? Date.now()).toISOString();
+    const m = line.match(/deny\s+(\S+)\s+(\/\S.*)$/);
+    if (m) {
+      this.#report({ timestamp, operation: "write", target: m[2]!.trim(), reason: line.trim() });
+      return;
+    }
+    const host = line.match(/([A-Za-z0-9.-]+:\d+)/)?.[1] ?? line.trim().slice(0, 200);
+    this.#report({ timestamp, operation: "network", target: host, reason: line.trim() });
+  }
+
+  /** pi's `bash`, each command run inside the OS sandbox (when it is active). */
+  bashTool(): ToolDefinition {
+    const local = createLocalBashOperations();
+    const operations: BashOperations = {
+      exec: async (command, cwd, options) => {
+        if (this.#state.refuse) throw new Error(this.#state.refuse);
+        if (!this.#state.active) return await local.exec(command, cwd, options);
+        this.#noteReads(command);
+        const wrapped = await SandboxManager.wrapWithSandbox(
+          command,
+          undefined,
+          undefined,
+          options.signal,
+          { commandId: crypto.randomUUID() },
+        );
+        return await local.exec(wrapped, cwd, options);
+      },
+    };
+    return createBashToolDefinition(this.#cwd, { operations }) as unknown as ToolDefinition;
+  }
+
+  /**
+   * A command that names a read-protected path: the OS sandbox shows it an
+   * empty place (no error to observe), so the violation is reported here.
+   */
+  #noteReads(command: string): void {
+    for (const word of command.split(/[\s'"<>|;&()=]+/)) {
+      if (!word || !/[~/.]/.test(word)) continue;
+      const abs = absoluteEntry(word.replace(/^\$HOME(?=\/|$)/, "~"), {
+        home: this.#home,
+        cwd: this.#cwd,
+      });
+      const why = checkAccess(this.#paths, "read", abs);
+      if (why) {
+        this.#report({
+          timestamp: new Date().toISOString(),
+          operation: "read",
+          target: abs,
+          reason: `${why} (bash: the sandbox hides it)`,
+        });
+      }
+    }
+  }
+
+  /** A pi extension: every tool call's paths checked before the tool runs. */
+  gate(): ExtensionFactory {
+    return (pi) => {
+      pi.on("tool_call", async (event) => {
+        if (this.#state.refuse) return { block: true, reason: this.#state.refuse };
+        if (this.#policy.mode === "none" || event.toolName === "bash") return undefined;
+        const op = WRITING_TOOL.test(event.toolName) ? "write" : "read";
+        for (const p of pathsOf(event.input as Record<string, unknown>)) {
+          const abs = await realPathOf(absoluteEntry(p, { home: this.#home, cwd: this.#cwd }));
+          const why = checkAccess(this.#paths, op, abs);
+          if (why) {
+            this.#report({
+              timestamp: new Date().toISOString(),
+              operation: op,
+              target: abs,
+              reason: why,
+            });
+            return { block: true, reason: why };
+          }
+        }
+        return undefined;
+      });
+    };
+  }
+}
+
+/**
+ * The runtime's cleanup listens for SIGTERM (node's `process.once`), which
+ * leaves the process running afterwards: the daemon's SIGTERM would no
+ * longer stop the worker. So: clean up (the proxy bridges, at most 1 s),
+ * then end by that same signal, as the daemon expects.
+ */
+function dieOnSigterm(): void {
+  if (Deno.build.os === "windows") return;
+  const onTerm = () => {
+    Deno.removeSignalListener("SIGTERM", onTerm);
+    process.removeAllListeners("SIGTERM");
+    const die = () => {
+      Deno.kill(Deno.pid, "SIGTERM");
+      setTimeout(() => Deno.exit(143), 300);
+    };
+    SandboxManager.reset().then(die, die);
+    setTimeout(die, 1000);
+  };
+  Deno.addSignalListener("SIGTERM", onTerm);
+}
+
+/** Tools that change files (pi's `write` and `edit`, and any named alike). */
+const WRITING_TOOL = /write|edit|patch|create|delete|remove|move|rename|mkdir/i;
+/** Argument names that hold a path, in pi's tools and common custom ones. */
+const PATH_KEYS = ["path", "file_path", "filePath", "file", "filename", "dir", "directory", "cwd"];
+
+function pathsOf(input: Record<string, unknown>): string[] {
+  const out: string[] = [];
+  for (const k of PATH_KEYS) {
+    const v = input?.[k];
+    if (typeof v === "string" && v.trim() !== "") out.push(v.trim().replace(/^@/, ""));
+  }
+  for (const k of ["paths", "files"]) {
+    const v = input?.[k];
+    if (Array.isArray(v)) { for (const e of v) if (typeof e === "string") out.push(e); }
+  }
+  // Tools that default to the working directory (ls, grep, find) read it.
+  if (out.length === 0 && "pattern" in (input ?? {})) out.push(".");
+  return out;
+}
