@@ -11,7 +11,7 @@ import {
   UsageError,
 } from "./_args.ts";
 import { ask, askSecret, interactive } from "./_prompt.ts";
-import { retentionFromEnv, untilSignal } from "./relay.ts";
+import { pushFromEnv, retentionFromEnv, untilSignal } from "./relay.ts";
 import { webClient } from "../web/mod.ts";
 
 export const UP_HELP = `Usage: baton up [options]
@@ -66,6 +66,7 @@ export async function upMain(argv: string[]): Promise<number> {
       ? { allowedHosts: parseHostList(values["allowed-hosts"], "--allowed-hosts") }
       : {}),
     retention: retentionFromEnv(),
+    ...pushFromEnv(),
     log: (line) => console.error(`[relay] ${line}`),
   });
   const { relay, url } = served;

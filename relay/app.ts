@@ -18,6 +18,8 @@ import { Hub } from "./hub.ts";
 import { browserAccess } from "./principal.ts";
 import type { apiRoutes } from "./api.ts";
 import type { RetentionPolicy } from "./retention.ts";
+import { loadVapidKeys, type VapidKeys } from "./push_keys.ts";
+import { PushSender } from "./push_sender.ts";
 import { TriggerCalls } from "./runner_calls.ts";
 import { SecretBox } from "./secret_box.ts";
 import { TriggerListeners } from "./trigger_listeners.ts";
@@ -83,6 +85,18 @@ export interface RelayOptions {
    * build it: the CLI passes `webClient()` from `web/mod.ts`.
    */
   web?: WebRoutes;
+  /**
+   * The VAPID key pair (`VAPID_*`); default: generated once and kept in
+   * `<dataDir>/vapid.json`.
+   */
+  vapidKeys?: VapidKeys | null;
+  /** The VAPID contact with generated keys (`VAPID_SUBJECT`). */
+  vapidSubject?: string;
+  /**
+   * Push endpoint origins the relay calls although they are http or private
+   * (`BATON_PUSH_ALLOW_ORIGINS`: tests, a push service on the LAN).
+   */
+  pushAllowedOrigins?: string[];
 }
 
 /** A browser client the relay serves beside its API. */
@@ -160,6 +174,13 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     allowSignup,
     trustedOrigins: access.origins,
   });
+  const vapid = await loadVapidKeys(
+    options.dataDir,
+    options.vapidKeys ?? null,
+    options.vapidSubject,
+  );
+  const pushAllowedOrigins = new Set(options.pushAllowedOrigins ?? []);
+  const pushSender = new PushSender({ keys: vapid, allowedOrigins: pushAllowedOrigins });
   // The event log is written on this thread, or on the store thread while
   // the relay uses more than a core and for large commits (adaptiveCommit),
   // unless a custom store must receive the writes (then always on this one).
@@ -172,6 +193,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     ...(options.retention ? { retention: options.retention } : {}),
     truncateWal: () => storeThread.truncateWal(),
     ...(options.log ? { log: options.log } : {}),
+    pushSend: (target, payload, delivery) => pushSender.send(target, payload, delivery),
   });
   hub.start();
   const triggers = new Triggers({ store, sessions: hub.sessions });
@@ -273,6 +295,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
         originAllowed,
         onError,
         health,
+        push: { publicKey: vapid.publicKey, allowedOrigins: pushAllowedOrigins },
       })
     ).catch((err) => {
       api = null;

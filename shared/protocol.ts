@@ -349,6 +349,11 @@ export type ViewerToRelay =
   | { t: "subscribe"; sessionId: string; since?: number }
   | { t: "unsubscribe"; sessionId: string }
   | { t: "input"; id?: string; sessionId: string; kind: InputKind; text?: string }
+  /**
+   * Whether a subscribed session is on this client's screen (page visible,
+   * session open); the relay sends no push notification of it meanwhile.
+   */
+  | { t: "visibility"; sessionId: string; visible: boolean }
   /** Starts the feed of the caller's runners and sessions. */
   | { t: "watch" }
   | { t: "ping" };

@@ -834,8 +834,9 @@ async function sendHttp(w: World, c: HttpCase): Promise<void> {
   if (c.deep) checkDeep(w, c, res, what);
   if (c.kind === "upgrade" && res.status === 101) return;
   assert.ok(res.status >= 200 && res.status !== 101, `unexpected status: ${what}`);
-  const publicRoute = /^\w+ \/api\/(openapi\.json|register|setup-status|auth\/|webhooks\/:id\/fire)/
-    .test(c.route);
+  const publicRoute =
+    /^\w+ \/api\/(openapi\.json|register|setup-status|auth\/|webhooks\/:id\/fire|push\/vapid-public-key)/
+      .test(c.route);
   if (
     c.auth === "tokenA" && c.route.startsWith(`${c.method} /api/`) && !publicRoute &&
     res.status < 400

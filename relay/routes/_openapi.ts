@@ -69,9 +69,14 @@ const SECURITY_SCHEMES = {
 } as const;
 
 /** Who may call a route, as OpenAPI security requirements (any one of them). */
-export const SECURITY: Record<"principal" | "key" | "signature" | "none", SecurityRequirement[]> = {
+export const SECURITY: Record<
+  "principal" | "key" | "cookie" | "signature" | "none",
+  SecurityRequirement[]
+> = {
   /** The session cookie, an API key or a runner token (`requirePrincipal`). */
   principal: [{ cookie: [] }, { apiKey: [] }, { bearer: [] }],
+  /** The session cookie only: a browser's own settings (push subscriptions). */
+  cookie: [{ cookie: [] }],
   /** An API key or runner token; a cookie is refused. */
   key: [{ apiKey: [] }, { bearer: [] }],
   /** The webhook's signature; no cookie or key. */
@@ -117,6 +122,7 @@ export interface RouteDoc {
     | "Sessions"
     | "Triggers"
     | "Settings"
+    | "Push"
     | "Webhooks";
   summary: string;
   description?: string;
@@ -139,6 +145,10 @@ export function routeDoc(doc: RouteDoc): MiddlewareHandler {
   const add = (status: ErrorStatus, codes: string) => {
     errors[status] = errors[status] ? `${errors[status]}; ${codes}` : codes;
   };
+  if (doc.auth === "cookie") {
+    add(401, "`unauthorized`: not signed in");
+    add(403, "`cookie_required`: an API key was sent; this route is a browser's (session cookie)");
+  }
   if (doc.auth === "principal" || doc.auth === "key") {
     add(401, "`unauthorized`: no credentials, or a wrong, expired or revoked key");
     // scopes.ts refuses it before any route runs, so every keyed route may answer it.

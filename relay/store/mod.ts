@@ -8,6 +8,7 @@ import { type Database, transaction } from "./db.ts";
 import { AccountsRepo } from "./accounts.ts";
 import { EventsRepo } from "./events.ts";
 import { KeysRepo } from "./keys.ts";
+import { PushRepo } from "./push.ts";
 import { RetentionRepo } from "./retention.ts";
 import { RunnersRepo } from "./runners.ts";
 import { SessionsRepo } from "./sessions.ts";
@@ -17,6 +18,7 @@ import { WebhooksRepo } from "./webhooks.ts";
 
 export type { AccountRecord } from "./accounts.ts";
 export type { KeyRecord } from "./keys.ts";
+export type { PushSubscriptionRecord } from "./push.ts";
 export type { Deletable } from "./retention.ts";
 export type { RunnerRecord } from "./runners.ts";
 export type { SessionPatch, SessionRecord } from "./sessions.ts";
@@ -35,6 +37,7 @@ export class Store {
   readonly triggers: TriggersRepo;
   readonly webhooks: WebhooksRepo;
   readonly retention: RetentionRepo;
+  readonly push: PushRepo;
 
   constructor(readonly db: Database) {
     this.accounts = new AccountsRepo(db);
@@ -46,6 +49,7 @@ export class Store {
     this.triggers = new TriggersRepo(db);
     this.webhooks = new WebhooksRepo(db);
     this.retention = new RetentionRepo(db);
+    this.push = new PushRepo(db);
   }
 
   /** Runs `fn` in one transaction. */

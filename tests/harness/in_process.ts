@@ -22,6 +22,8 @@ export async function startTestRelay(
     baseUrl?: string;
     /** Take the client IP from the last X-Forwarded-For entry. */
     trustProxy?: boolean;
+    /** Push endpoint origins allowed although http on loopback (a test push service). */
+    pushAllowedOrigins?: string[];
   } = {},
 ): Promise<TestRelay> {
   const dataDir = options.dataDir ?? await tempDir("baton-relay-");
@@ -35,6 +37,7 @@ export async function startTestRelay(
     eventBufferSize: options.eventBufferSize ?? 1000,
     ...(options.baseUrl ? { baseUrl: options.baseUrl } : {}),
     trustProxy: options.trustProxy ?? false,
+    ...(options.pushAllowedOrigins ? { pushAllowedOrigins: options.pushAllowedOrigins } : {}),
     log: (line) => logs.push(line),
   });
   return {
