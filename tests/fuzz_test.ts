@@ -898,6 +898,8 @@ const DEEP_BODY_ANSWERS: Record<string, (c: HttpCase, w: World) => boolean> = {
   // A broadcast reaches other runners' listeners: it takes a key, never a browser's cookie.
   "403 key_required": (c) =>
     c.route === "POST /api/runners/:runnerId/trigger-broadcast" && c.headers.cookie !== undefined,
+  // Push subscriptions take the browser's cookie only, checked before the body.
+  "403 cookie_required": (c) => c.route.includes(" /api/push/") && c.headers.cookie === undefined,
   "403 signup_closed": (c) => c.route === "POST /api/register",
   // An id that is missing or another account's is looked up before the body is read.
   "404 not_found": (c) => /:\w/.test(c.route),
@@ -970,8 +972,13 @@ async function everyRouteAndMessage(w: World, routes: { method: string; path: st
         ["big", bigBody(ONE_MB + 1), 413, "body_too_large"],
       ] as const
     ) {
-      const headers = { "x-api-key": w.a.user.apiKey, "content-type": "application/json" };
-      const c: HttpCase = { kind: "http", route, method: r.method, target, auth: "keyA", headers };
+      // Push subscriptions are a browser's own: they take the cookie, not a key.
+      const cookieOnly = / \/api\/push\/(?!vapid-public-key)/.test(route);
+      const headers: Record<string, string> = cookieOnly
+        ? { cookie: w.a.user.cookie, origin: w.relay.url, "content-type": "application/json" }
+        : { "x-api-key": w.a.user.apiKey, "content-type": "application/json" };
+      const auth: AuthMode = cookieOnly ? "cookieA" : "keyA";
+      const c: HttpCase = { kind: "http", route, method: r.method, target, auth, headers };
       const res = await rawRequest(w.relay.port, {
         method: r.method,
         target,
