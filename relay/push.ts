@@ -250,11 +250,17 @@ export class PushNotifier {
     } catch (err) {
       out = { ok: false, gone: false, status: null, reason: String(err) };
     }
-    if (out.ok) return;
+    // After close the database may be gone too: a late answer changes nothing.
+    if (out.ok || this.#closed) return;
     if (out.gone) {
       // Rule 4: the browser unsubscribed or the subscription expired.
-      const now = this.#opts.store.push.byEndpoint(sub.endpoint);
-      if (now?.id === sub.id) this.#opts.store.push.delete(sub.id);
+      try {
+        const now = this.#opts.store.push.byEndpoint(sub.endpoint);
+        if (now?.id === sub.id) this.#opts.store.push.delete(sub.id);
+      } catch (err) {
+        this.#opts.log?.(`push: removing a gone subscription failed: ${err}`);
+        return;
+      }
       this.#opts.log?.(
         `push: removed a subscription the push service no longer has (${out.status})`,
       );

@@ -98,11 +98,12 @@ function expandV6(address: string): number[] | null {
 }
 
 /** Resolves a host name to its addresses (A and AAAA). */
-export type ResolveHost = (host: string) => Promise<string[]>;
+export type ResolveHost = (host: string, signal?: AbortSignal) => Promise<string[]>;
 
 /** Deno's resolver: every A and AAAA record of `host`. */
-export const resolveHost: ResolveHost = async (host) => {
-  const settle = (t: "A" | "AAAA") => Deno.resolveDns(host, t).catch(() => [] as string[]);
+export const resolveHost: ResolveHost = async (host, signal) => {
+  const settle = (t: "A" | "AAAA") =>
+    Deno.resolveDns(host, t, signal ? { signal } : {}).catch(() => [] as string[]);
   const [a, aaaa] = await Promise.all([settle("A"), settle("AAAA")]);
   return [...a, ...aaaa];
 };
@@ -116,6 +117,7 @@ export async function sendProblem(
   endpoint: string,
   allowed: ReadonlySet<string>,
   resolve: ResolveHost,
+  signal?: AbortSignal,
 ): Promise<string | null> {
   const written = endpointProblem(endpoint, allowed);
   if (written) return written;
@@ -123,7 +125,7 @@ export async function sendProblem(
   if (allowed.has(url.origin)) return null;
   const host = url.hostname.replace(/^\[|\]$/g, "");
   if (isIP(host)) return null;
-  const addresses = await resolve(host);
+  const addresses = await resolve(host, signal);
   if (addresses.length === 0) return "its name does not resolve";
   const bad = addresses.find((a) => !isPublicAddress(a));
   return bad ? `its name resolves to a private or reserved address: '${bad}'` : null;

@@ -68,6 +68,7 @@ export class PushSender {
         target.endpoint,
         this.#allowed,
         this.#opts.resolve ?? resolveHost,
+        signal,
       );
       if (problem) {
         return { ok: false, gone: false, status: null, reason: `Endpoint is ${problem}` };

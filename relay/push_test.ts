@@ -173,3 +173,27 @@ Deno.test("a send gives up at its time limit and does not follow redirects", asy
     await server.shutdown();
   }
 });
+
+Deno.test("an answer arriving after close touches no closed database", async () => {
+  let answer!: (o: SendOutcome) => void;
+  const n = new PushNotifier({
+    store: {
+      push: {
+        listOf: () => [sub("a")],
+        byEndpoint: () => {
+          throw new Error("database is not open");
+        },
+        delete: () => {
+          throw new Error("database is not open");
+        },
+      },
+      sessions: { get: () => undefined },
+    } as never,
+    send: () => new Promise((r) => answer = r),
+    onScreen: () => false,
+  });
+  n.notify("u1", "s1", "agent_finished");
+  n.close();
+  answer({ ok: false, gone: true, status: 410 });
+  await n.idle();
+});
