@@ -1117,7 +1117,7 @@ interface ViewerCase {
   meant?: FrameAnswer;
 }
 
-const VIEWER_TYPES = ["subscribe", "unsubscribe", "input", "watch", "ping", "auth"];
+const VIEWER_TYPES = ["subscribe", "unsubscribe", "input", "watch", "ping", "auth", "visibility"];
 
 function viewerCase(w: World): fc.Arbitrary<ViewerCase> {
   const sessionId = fc.oneof(
@@ -1140,6 +1140,7 @@ function viewerCase(w: World): fc.Arbitrary<ViewerCase> {
       since: maybe(fc.oneof(fc.nat({ max: 10 }), hostileNumber, hostileValue)),
     }).map(as("subscribe")),
     fc.record({ sessionId }).map(as("unsubscribe")),
+    fc.record({ sessionId, visible: fc.oneof(fc.boolean(), hostileValue) }).map(as("visibility")),
     fc.record({
       id: maybe(hostileValue),
       sessionId,
