@@ -212,7 +212,9 @@ Deno.test("baton relay loads better-auth, the HTTP API and ws only on first use,
   // once) its WebSocket client and ~4 MB more.
   const { start, later } = await loadedAtStart("cli/relay.ts");
   const unwanted = [...start].filter((s) =>
-    /^npm:\/(better-auth|@better-auth\/|@mariozechner\/|zod@|hono-openapi@|ws@|web-push@)/.test(s) ||
+    /^npm:\/(better-auth|@better-auth\/|@mariozechner\/|zod@|hono-openapi@|ws@|web-push@)/.test(
+      s,
+    ) ||
     s.startsWith("runner/") || s.startsWith("relay/routes/") || s === "relay/api.ts"
   );
   assert.deepEqual(unwanted, []);
