@@ -11,7 +11,7 @@
  *   (its `visibility` message, see fanout.ts).
  * - Per subscription: `enabledEvents` (rule 1), `suppressChildNotifications`
  *   (rule 2); a 404 or 410 from the push service deletes it (rule 4).
- * - One message per subscription and session waits at a time (a newer one
+ * - One notification per session waits at a time (a newer one
  *   replaces it, as the `Topic` header does at the push service), at most
  *   MAX_QUEUED in all, CONCURRENCY in flight, each with the sender's time
  *   limit: a slow or dead push service costs bounded memory.
@@ -56,6 +56,17 @@ export interface PushNotifierOptions {
   maxQueued?: number;
 }
 
+/** A notification waiting: small, so that a queue full of them is (see notify). */
+interface Pending {
+  userId: string;
+  sessionId: string;
+  kind: PushKind;
+  detail: string;
+  ts: number;
+  /** Once its delivery started: the payload and the subscriptions still to send it to. */
+  started?: { payload: string; delivery: PushDelivery; targets: PushSubscriptionRecord[] };
+}
+
 interface Job {
   sub: PushSubscriptionRecord;
   payload: string;
@@ -96,8 +107,14 @@ export class PushNotifier {
   readonly #opts: PushNotifierOptions;
   readonly #clock: Clock;
   readonly #max: number;
-  /** Waiting deliveries by subscription and session; insertion order is the queue's. */
-  readonly #queue = new Map<string, Job>();
+  /**
+   * Waiting notifications, one per session (a newer one replaces it);
+   * insertion order is the queue's. Each becomes one delivery per
+   * subscription only when its turn comes, so what waits holds no payload
+   * and no subscription records (a queue of those, replaced thousands of
+   * times a second, left ~40 MB of garbage in the old generation).
+   */
+  readonly #queue = new Map<string, Pending>();
   #inFlight = 0;
   #dropped = 0;
   /** Sessions whose current turn ended on a model error (message_end), until its agent_end. */
@@ -176,26 +193,31 @@ export class PushNotifier {
   }
 
   /**
-   * Queues a notification of `kind` about a session of `userId` to each of
-   * their subscriptions that wants it, unless the session is on screen.
+   * Queues a notification of `kind` about a session of `userId` for their
+   * subscriptions that want it, unless the session is on screen now.
    */
   notify(userId: string, sessionId: string, kind: PushKind, detail = ""): void {
     if (this.#closed) return;
-    const subs = this.#opts.store.push.listOf(userId);
-    if (subs.length === 0) return;
     if (this.#opts.onScreen(sessionId)) return;
-    const isChild = (this.#opts.parentOf?.(sessionId) ?? null) !== null;
-    const wanted = subs.filter((s) =>
-      kindEnabled(s.enabledEvents, kind) && !(isChild && s.suppressChildNotifications)
-    );
-    if (wanted.length === 0) return;
-    const payload = JSON.stringify(this.#payload(sessionId, kind, detail));
-    const delivery = { ...DELIVERY[kind], topic: topicOf(sessionId) };
-    for (const sub of wanted) this.#enqueue(`${sub.id} ${sessionId}`, { sub, payload, delivery });
+    if (this.#opts.store.push.countOf(userId) === 0) return;
+    this.#enqueue(sessionId, { userId, sessionId, kind, detail, ts: this.#clock.now() });
     this.#pump();
   }
 
-  #payload(sessionId: string, kind: PushKind, detail: string): PushPayload {
+  /** Starts a notification's delivery: its payload and the subscriptions that want it (rules 1, 2). */
+  #start(p: Pending): NonNullable<Pending["started"]> {
+    const isChild = (this.#opts.parentOf?.(p.sessionId) ?? null) !== null;
+    const targets = this.#opts.store.push.listOf(p.userId).filter((s) =>
+      kindEnabled(s.enabledEvents, p.kind) && !(isChild && s.suppressChildNotifications)
+    );
+    return {
+      payload: JSON.stringify(this.#payload(p)),
+      delivery: { ...DELIVERY[p.kind], topic: topicOf(p.sessionId) },
+      targets,
+    };
+  }
+
+  #payload({ sessionId, kind, detail, ts }: Pending): PushPayload {
     const rec = this.#opts.store.sessions.get(sessionId);
     const name = rec?.title ? `"${rec.title}"` : `session ${sessionId.slice(0, 8)}`;
     const cut = (s: string) => (s.length > MAX_BODY ? s.slice(0, MAX_BODY - 1) + "…" : s);
@@ -211,11 +233,11 @@ export class PushNotifier {
       body: cut(body),
       url: `/session/${sessionId}`,
       tag: `session-${sessionId}`,
-      ts: this.#clock.now(),
+      ts,
     };
   }
 
-  #enqueue(key: string, job: Job): void {
+  #enqueue(key: string, job: Pending): void {
     // A newer message about the session replaces the waiting one (and moves to the back).
     this.#queue.delete(key);
     if (this.#queue.size >= this.#max) {
@@ -230,8 +252,12 @@ export class PushNotifier {
 
   #pump(): void {
     while (!this.#closed && this.#inFlight < CONCURRENCY && this.#queue.size > 0) {
-      const [key, job] = this.#queue.entries().next().value as [string, Job];
-      this.#queue.delete(key);
+      const [key, p] = this.#queue.entries().next().value as [string, Pending];
+      p.started ??= this.#start(p);
+      const sub = p.started.targets.shift();
+      if (p.started.targets.length === 0) this.#queue.delete(key);
+      if (!sub) continue;
+      const job: Job = { sub, payload: p.started.payload, delivery: p.started.delivery };
       this.#inFlight++;
       this.#deliver(job).finally(() => {
         this.#inFlight--;

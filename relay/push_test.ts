@@ -32,6 +32,7 @@ function notifier(subs: PushSubscriptionRecord[], options: {
     store: {
       push: {
         listOf: () => subs,
+        countOf: () => subs.length,
         byEndpoint: (e: string) => subs.find((s) => s.endpoint === e) ?? null,
         delete: (id: string) => deleted.push(id),
       },
@@ -180,6 +181,7 @@ Deno.test("an answer arriving after close touches no closed database", async () 
     store: {
       push: {
         listOf: () => [sub("a")],
+        countOf: () => 1,
         byEndpoint: () => {
           throw new Error("database is not open");
         },

@@ -12,7 +12,7 @@ import type { SessionEventBody } from "../shared/protocol.ts";
 import { errorCode, json, signUp, type User, Viewer } from "./harness/client.ts";
 import { FakeRunner, runnerToken, spawnSession } from "./harness/fake_runner.ts";
 import { startTestRelay, type TestRelay } from "./harness/in_process.ts";
-import { baseEnv, baton, tempDir } from "./harness/procs.ts";
+import { baseEnv, baton, RelayProcess, tempDir } from "./harness/procs.ts";
 import { b64urlDecode, PushService } from "./harness/push_service.ts";
 
 /** A relay that may call the test push service, a user with a fake runner and a session. */
@@ -428,5 +428,50 @@ Deno.test("a wrong VAPID key stops the relay at start with one line and exit cod
     }
   } finally {
     await Deno.remove(home, { recursive: true }).catch(() => {});
+  }
+});
+
+/** The resident set size of a process, in bytes. */
+function rssOf(pid: number): number {
+  const m = Deno.readTextFileSync(`/proc/${pid}/status`).match(/^VmRSS:\s+(\d+)\s+kB/m);
+  return m ? Number(m[1]) * 1024 : 0;
+}
+
+Deno.test("a push service that never answers costs the relay bounded memory", async () => {
+  await using service = new PushService();
+  const relay = await RelayProcess.start({ env: { BATON_PUSH_ALLOW_ORIGINS: service.origin } });
+  const user = await signUp(relay.url);
+  const fake = await FakeRunner.connect(relay.url, { apiKey: await runnerToken(user) });
+  try {
+    // 20 devices (the most an account may have), none of whose push service ever answers.
+    for (let i = 0; i < 20; i++) service.hang.add((await subscribe(user, service)).id);
+    const ids: string[] = [];
+    for (let i = 0; i < 100; i++) ids.push(await spawnSession(user, fake.runnerId));
+    const round = async (r: number) => {
+      for (const id of ids) {
+        fake.sendEvents(id, [{ seq: r, ts: Date.now(), e: { type: "agent_end" } }]);
+      }
+      await fake.waitForAck(ids.at(-1)!, r);
+    };
+    await round(1);
+    await service.until(() => service.requests >= 4, "the first deliveries");
+    // The relay's own memory for 100 live sessions settles over the first rounds.
+    for (let r = 2; r <= 21; r++) await round(r);
+    const t0 = Date.now();
+    const before = rssOf(relay.proc.pid);
+    // 40 more ends of each session: 80,000 notifications, each for a device
+    // whose push service holds the request open. (Queued per device, they
+    // grew the relay by 40 MB here; queued per session, as much as the events
+    // alone: about 17 MB.)
+    for (let r = 22; r <= 61; r++) await round(r);
+    const grown = rssOf(relay.proc.pid) - before;
+    assert.ok(grown < 28 * 1024 * 1024, `the relay grew ${(grown / 1048576).toFixed(1)} MB`);
+    // At most 4 requests open at once, each given up after 10 s.
+    const windows = Math.floor((Date.now() - t0) / 10_000) + 2;
+    assert.ok(service.requests <= 4 * windows, `${service.requests} requests`);
+  } finally {
+    await fake.close();
+    await relay.stop();
+    await Deno.remove(relay.home, { recursive: true }).catch(() => {});
   }
 });
