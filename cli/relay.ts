@@ -4,6 +4,7 @@ import {
   DEFAULT_RETENTION,
   type RetentionPolicy,
   serveRelay,
+  vapidFromEnv,
 } from "../relay/mod.ts";
 import {
   homeDir,
@@ -49,6 +50,13 @@ Environment:
 ${ATTACHMENT_ENV_HELP}
   BATON_HEADERS_TIMEOUT_MS        Time a client has to send request headers (15000)
   BATON_WS_AUTH_TIMEOUT_MS        Time a WebSocket has to authenticate (10000)
+  VAPID_PUBLIC_KEY                Push notifications' public key (base64url, 65 bytes)
+  VAPID_PRIVATE_KEY               Its private key (base64url, exactly 32 bytes); without
+                                  both, a pair is made once in <data-dir>/vapid.json
+  VAPID_SUBJECT                   Contact given to push services (mailto: or https:;
+                                  default mailto:baton@example.com)
+  BATON_PUSH_ALLOW_ORIGINS        Push endpoint origins allowed although http or on a
+                                  private address, comma separated (tests, a LAN service)
   BATON_MAX_CONNECTIONS_PER_ADDRESS         Open connections per client address
                                             (4096; 0: no limit)
   BATON_MAX_UNAUTHENTICATED_WS_PER_ADDRESS  WebSockets not yet authenticated per
@@ -112,6 +120,36 @@ export function relaySettings(argv: string[]) {
       : [],
     retention: retentionFromEnv(),
     attachments: attachmentPolicyFromEnv(),
+    ...pushFromEnv(),
+  };
+}
+
+/**
+ * Push settings from `VAPID_PUBLIC_KEY`, `VAPID_PRIVATE_KEY`, `VAPID_SUBJECT`
+ * and `BATON_PUSH_ALLOW_ORIGINS` (also read by `baton up`); a wrong key is a
+ * UsageError (one line, exit 2) before anything starts.
+ */
+export function pushFromEnv(): {
+  vapidKeys: ReturnType<typeof vapidFromEnv>;
+  vapidSubject?: string;
+  pushAllowedOrigins: string[];
+} {
+  let vapidKeys;
+  try {
+    vapidKeys = vapidFromEnv((name) => Deno.env.get(name));
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  const subject = Deno.env.get("VAPID_SUBJECT");
+  const allow = Deno.env.get("BATON_PUSH_ALLOW_ORIGINS");
+  return {
+    vapidKeys,
+    ...(subject ? { vapidSubject: subject } : {}),
+    pushAllowedOrigins: allow
+      ? allow.split(",").map((o) =>
+        new URL(parseHttpUrl(o.trim(), "BATON_PUSH_ALLOW_ORIGINS")).origin
+      )
+      : [],
   };
 }
 

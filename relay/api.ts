@@ -20,6 +20,7 @@ import type { TriggerListeners } from "./trigger_listeners.ts";
 import type { Triggers } from "./triggers.ts";
 import type { Webhooks } from "./webhooks.ts";
 import { openApiRoute, routeDoc } from "./routes/_openapi.ts";
+import { pushKeyRoute, pushRoutes } from "./routes/push.ts";
 import { accountRoutes } from "./routes/accounts.ts";
 import { attachmentDownloadRoutes, attachmentUploadRoutes } from "./routes/attachments.ts";
 import { keyRoutes } from "./routes/keys.ts";
@@ -51,6 +52,8 @@ export interface ApiOptions {
   onError: ErrorHandler<RelayEnv>;
   /** `GET /health`, which the relay serves itself: the document describes it too. */
   health: Handler<RelayEnv>;
+  /** The VAPID public key and the endpoint origins exempt from the SSRF checks. */
+  push: { publicKey: string; allowedOrigins: ReadonlySet<string> };
 }
 
 /** Every `/api` route, on an app that receives the whole request (its path starts with /api). */
@@ -89,6 +92,8 @@ export function apiRoutes(o: ApiOptions): Hono<RelayEnv> {
       originAllowed: o.originAllowed,
     }),
   );
+  // A page asks for the key before its user subscribes (spec: Authentication rule 1).
+  app.route("/api/push", pushKeyRoute(o.push.publicKey));
 
   // Every other /api route needs a principal (cookie or key).
   app.use("/api/*", requirePrincipal(o.auth, o.originAllowed));
@@ -111,6 +116,7 @@ export function apiRoutes(o: ApiOptions): Hono<RelayEnv> {
   app.route("/api/sessions", sessionTriggerRoutes(o.triggers));
   app.route("/api/sessions", attachmentUploadRoutes(o.attachments, o.hub.sessions));
   app.route("/api/settings", settingsRoutes(o.store));
+  app.route("/api/push", pushRoutes(o.store, o.push.allowedOrigins));
   app.route("/api/webhooks", webhookRoutes(o.webhooks));
 
   const healthDoc = routeDoc({

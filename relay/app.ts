@@ -20,6 +20,8 @@ import { browserAccess } from "./principal.ts";
 import type { apiRoutes } from "./api.ts";
 import type { RetentionPolicy } from "./retention.ts";
 import { type AttachmentPolicy, Attachments } from "./attachments.ts";
+import { loadVapidKeys, type VapidKeys } from "./push_keys.ts";
+import { PushSender } from "./push_sender.ts";
 import { TriggerCalls } from "./runner_calls.ts";
 import { SecretBox } from "./secret_box.ts";
 import { TriggerListeners } from "./trigger_listeners.ts";
@@ -87,6 +89,18 @@ export interface RelayOptions {
   web?: WebRoutes;
   /** Attachment caps and lifetime (default DEFAULT_ATTACHMENT_POLICY). */
   attachments?: AttachmentPolicy;
+  /**
+   * The VAPID key pair (`VAPID_*`); default: generated once and kept in
+   * `<dataDir>/vapid.json`.
+   */
+  vapidKeys?: VapidKeys | null;
+  /** The VAPID contact with generated keys (`VAPID_SUBJECT`). */
+  vapidSubject?: string;
+  /**
+   * Push endpoint origins the relay calls although they are http or private
+   * (`BATON_PUSH_ALLOW_ORIGINS`: tests, a push service on the LAN).
+   */
+  pushAllowedOrigins?: string[];
 }
 
 /** A browser client the relay serves beside its API. */
@@ -166,6 +180,13 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     allowSignup,
     trustedOrigins: access.origins,
   });
+  const vapid = await loadVapidKeys(
+    options.dataDir,
+    options.vapidKeys ?? null,
+    options.vapidSubject,
+  );
+  const pushAllowedOrigins = new Set(options.pushAllowedOrigins ?? []);
+  const pushSender = new PushSender({ keys: vapid, allowedOrigins: pushAllowedOrigins });
   // The event log is written on this thread, or on the store thread while
   // the relay uses more than a core and for large commits (adaptiveCommit),
   // unless a custom store must receive the writes (then always on this one).
@@ -178,6 +199,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     ...(options.retention ? { retention: options.retention } : {}),
     truncateWal: () => storeThread.truncateWal(),
     ...(options.log ? { log: options.log } : {}),
+    pushSend: (target, payload, delivery) => pushSender.send(target, payload, delivery),
   });
   hub.start();
   const triggers = new Triggers({ store, sessions: hub.sessions });
@@ -287,6 +309,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
         attachments,
         onError,
         health,
+        push: { publicKey: vapid.publicKey, allowedOrigins: pushAllowedOrigins },
       })
     ).catch((err) => {
       api = null;

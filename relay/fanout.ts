@@ -79,6 +79,8 @@ export interface Subscription {
    * is full, from the size of the events read last (at most CATCH_UP_EVENTS).
    */
   readLimit?: number;
+  /** The viewer has the session on screen (its `visibility` message): no push for it then. */
+  visible?: boolean;
 }
 
 /** A session's committed tail: its last seq and the events kept in memory. */
@@ -167,6 +169,14 @@ export class Fanout<V extends FanoutViewer = FanoutViewer> {
     return (this.#subs.get(sessionId)?.size ?? 0) > 0;
   }
 
+  /** Whether a viewer has the session open and on screen (see Subscription.visible). */
+  onScreen(sessionId: string): boolean {
+    for (const sub of this.#subs.get(sessionId) ?? []) {
+      if (sub.visible && !sub.viewer.closed) return true;
+    }
+    return false;
+  }
+
   /**
    * Subscribes a viewer from `since` to a session that is in memory (its
    * tail): it first gets every stored event after `since` (pulled at the
@@ -179,6 +189,8 @@ export class Fanout<V extends FanoutViewer = FanoutViewer> {
     const old = v.subs.get(sessionId);
     if (old) this.unsubscribe(old);
     const sub: Subscription = { viewer: v, sessionId, sent: since, live: false };
+    // A resubscription (after a gap) keeps what the viewer said of the screen.
+    if (old?.visible) sub.visible = true;
     v.subs.set(sessionId, sub);
     v.send({ t: "subscribed", sessionId, session });
     if (since > tail.lastSeq) {

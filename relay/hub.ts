@@ -24,6 +24,7 @@ import { Fanout, type Subscription } from "./fanout.ts";
 import { type RunnerConnection, RunnerRegistry } from "./runner_registry.ts";
 import { SessionService } from "./session_service.ts";
 import { ServiceRouter } from "./services.ts";
+import { PushNotifier, type PushNotifierOptions } from "./push.ts";
 import { Retention, type RetentionPolicy } from "./retention.ts";
 import { isEnded } from "./session_state.ts";
 import { StateFeed } from "./state_feed.ts";
@@ -54,6 +55,8 @@ export interface HubOptions {
   /** Empties the WAL file after space was given back (the checkpointer's thread does it). */
   truncateWal?: () => void;
   clock?: Clock;
+  /** Sends push messages (PushSender.send); without it no notification goes out. */
+  pushSend?: PushNotifierOptions["send"];
 }
 
 /** How long a runner may take to forget a deleted session (ms); nothing waits for it. */
@@ -73,6 +76,8 @@ export class Hub implements RunnerHub, ViewerHub {
   readonly retention: Retention;
   /** `service_message` traffic (git) between viewers and runners. */
   readonly services: ServiceRouter<Viewer>;
+  /** Push notifications of committed events; null when the relay sends none. */
+  readonly push: PushNotifier | null;
   readonly #log: (line: string) => void;
   #closed = false;
 
@@ -137,6 +142,15 @@ export class Hub implements RunnerHub, ViewerHub {
       log: this.#log,
       clock,
     });
+    this.push = options.pushSend
+      ? new PushNotifier({
+        store,
+        send: options.pushSend,
+        onScreen: (id) => this.fanout.onScreen(id),
+        log: this.#log,
+        clock,
+      })
+      : null;
   }
 
   /** Catches stored last seqs up with the log and starts the services' timers. */
@@ -154,6 +168,7 @@ export class Hub implements RunnerHub, ViewerHub {
   #committed({ sessionId, userId, runnerId, events, patch }: Committed): void {
     this.feed.bump(userId);
     if (events.length > 0) this.fanout.broadcast(sessionId, events);
+    if (events.length > 0) this.push?.committed({ sessionId, userId, runnerId, events, patch });
     if (!patch) return;
     const ended = patch.status !== undefined && isEnded(patch.status);
     // An ended session receives no more triggers: its subscriptions go with it.
@@ -293,6 +308,7 @@ export class Hub implements RunnerHub, ViewerHub {
     await this.retention.close();
     await this.events.close();
     this.#closed = true;
+    this.push?.close();
     this.fanout.close();
     this.credentials.close();
     this.runners.closeAll(CloseCode.goingAway, "Relay shutting down");

@@ -16,4 +16,5 @@ export {
   serveRelay,
 } from "./serve.ts";
 export { createKey, hashKey } from "./keys.ts";
+export { DEFAULT_VAPID_SUBJECT, vapidFromEnv, type VapidKeys } from "./push_keys.ts";
 export type { Store } from "./store/mod.ts";

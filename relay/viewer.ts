@@ -254,6 +254,15 @@ function handle(hub: ViewerHub, v: Viewer, msg: Record<string, unknown>): void {
         );
         return;
       }
+      case "visibility": {
+        // The session is (not) on this viewer's screen: pushes wait while it is.
+        if (!sessionId) throw invalid("sessionId is required");
+        if (typeof msg.visible !== "boolean") throw invalid("visible must be a boolean");
+        const sub = v.subs.get(sessionId);
+        if (!sub) throw invalid("Subscribe to the session first", "not_subscribed");
+        sub.visible = msg.visible;
+        return;
+      }
       case "watch":
         v.watching = true;
         v.send({ t: "runners", runners: hub.listRunners(v.principal.userId) });

@@ -488,3 +488,6 @@ export type WebhookFireResponse =
 // Skills, agent definitions and plugins (their own module, re-exported here)
 
 export type * from "./skills_api.ts";
+
+// Push notifications (their own module, re-exported here)
+export type * from "./push_api.ts";

@@ -368,6 +368,11 @@ export type ViewerToRelay =
     /** Ids of attachments uploaded into the session. */
     attachments?: string[];
   }
+  /**
+   * Whether a subscribed session is on this client's screen (page visible,
+   * session open); the relay sends no push notification of it meanwhile.
+   */
+  | { t: "visibility"; sessionId: string; visible: boolean }
   /** Starts the feed of the caller's runners and sessions. */
   | { t: "watch" }
   /** A request to a service of the session's runner (git); see shared/git_api.ts. */

@@ -834,8 +834,9 @@ async function sendHttp(w: World, c: HttpCase): Promise<void> {
   if (c.deep) checkDeep(w, c, res, what);
   if (c.kind === "upgrade" && res.status === 101) return;
   assert.ok(res.status >= 200 && res.status !== 101, `unexpected status: ${what}`);
-  const publicRoute = /^\w+ \/api\/(openapi\.json|register|setup-status|auth\/|webhooks\/:id\/fire)/
-    .test(c.route);
+  const publicRoute =
+    /^\w+ \/api\/(openapi\.json|register|setup-status|auth\/|webhooks\/:id\/fire|push\/vapid-public-key)/
+      .test(c.route);
   if (
     c.auth === "tokenA" && c.route.startsWith(`${c.method} /api/`) && !publicRoute &&
     res.status < 400
@@ -897,6 +898,8 @@ const DEEP_BODY_ANSWERS: Record<string, (c: HttpCase, w: World) => boolean> = {
   // A broadcast reaches other runners' listeners: it takes a key, never a browser's cookie.
   "403 key_required": (c) =>
     c.route === "POST /api/runners/:runnerId/trigger-broadcast" && c.headers.cookie !== undefined,
+  // Push subscriptions take the browser's cookie only, checked before the body.
+  "403 cookie_required": (c) => c.route.includes(" /api/push/") && c.headers.cookie === undefined,
   "403 signup_closed": (c) => c.route === "POST /api/register",
   // An id that is missing or another account's is looked up before the body is read.
   "404 not_found": (c) => /:\w/.test(c.route),
@@ -969,8 +972,13 @@ async function everyRouteAndMessage(w: World, routes: { method: string; path: st
         ["big", bigBody(ONE_MB + 1), 413, "body_too_large"],
       ] as const
     ) {
-      const headers = { "x-api-key": w.a.user.apiKey, "content-type": "application/json" };
-      const c: HttpCase = { kind: "http", route, method: r.method, target, auth: "keyA", headers };
+      // Push subscriptions are a browser's own: they take the cookie, not a key.
+      const cookieOnly = / \/api\/push\/(?!vapid-public-key)/.test(route);
+      const headers: Record<string, string> = cookieOnly
+        ? { cookie: w.a.user.cookie, origin: w.relay.url, "content-type": "application/json" }
+        : { "x-api-key": w.a.user.apiKey, "content-type": "application/json" };
+      const auth: AuthMode = cookieOnly ? "cookieA" : "keyA";
+      const c: HttpCase = { kind: "http", route, method: r.method, target, auth, headers };
       const res = await rawRequest(w.relay.port, {
         method: r.method,
         target,
@@ -1109,7 +1117,7 @@ interface ViewerCase {
   meant?: FrameAnswer;
 }
 
-const VIEWER_TYPES = ["subscribe", "unsubscribe", "input", "watch", "ping", "auth"];
+const VIEWER_TYPES = ["subscribe", "unsubscribe", "input", "watch", "ping", "auth", "visibility"];
 
 function viewerCase(w: World): fc.Arbitrary<ViewerCase> {
   const sessionId = fc.oneof(
@@ -1132,6 +1140,7 @@ function viewerCase(w: World): fc.Arbitrary<ViewerCase> {
       since: maybe(fc.oneof(fc.nat({ max: 10 }), hostileNumber, hostileValue)),
     }).map(as("subscribe")),
     fc.record({ sessionId }).map(as("unsubscribe")),
+    fc.record({ sessionId, visible: fc.oneof(fc.boolean(), hostileValue) }).map(as("visibility")),
     fc.record({
       id: maybe(hostileValue),
       sessionId,

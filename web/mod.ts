@@ -76,6 +76,8 @@ export async function webClient(): Promise<WebClient> {
       type: "application/manifest+json",
     },
     "/icons/icon.svg": { body: read("./static/icon.svg"), type: "image/svg+xml" },
+    // The service worker (push notifications); at the root so its scope is the whole app.
+    "/sw.js": { body: read("./static/sw.js"), type: "text/javascript; charset=utf-8" },
     "/icons/icon-192.png": { body: read("./dist/icon-192.png"), type: "image/png" },
     "/icons/icon-512.png": { body: read("./dist/icon-512.png"), type: "image/png" },
   };

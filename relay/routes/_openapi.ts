@@ -122,6 +122,7 @@ export interface RouteDoc {
     | "Sessions"
     | "Triggers"
     | "Settings"
+    | "Push"
     | "Webhooks";
   summary: string;
   description?: string;

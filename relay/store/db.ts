@@ -295,6 +295,25 @@ const MIGRATIONS: Migration[] = [
       CREATE INDEX attachments_sha ON attachments (sha256);
     `,
   },
+  {
+    // Browser push subscriptions (relay/push.ts): one row per browser
+    // endpoint, owned by the account that subscribed it last.
+    version: 11,
+    name: "push subscriptions",
+    sql: `
+      CREATE TABLE push_subscriptions (
+        id TEXT PRIMARY KEY,
+        user_id TEXT NOT NULL,
+        endpoint TEXT NOT NULL UNIQUE,
+        p256dh TEXT NOT NULL,
+        auth TEXT NOT NULL,
+        enabled_events TEXT NOT NULL DEFAULT '*',
+        suppress_children INTEGER NOT NULL DEFAULT 0,
+        created_at TEXT NOT NULL
+      );
+      CREATE INDEX push_subscriptions_user ON push_subscriptions (user_id, created_at);
+    `,
+  },
 ];
 
 /** The relay's SQLite handle with WAL on and migrations applied. */

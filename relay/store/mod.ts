@@ -9,6 +9,7 @@ import { AccountsRepo } from "./accounts.ts";
 import { AttachmentsRepo } from "./attachments.ts";
 import { EventsRepo } from "./events.ts";
 import { KeysRepo } from "./keys.ts";
+import { PushRepo } from "./push.ts";
 import { RetentionRepo } from "./retention.ts";
 import { RunnersRepo } from "./runners.ts";
 import { SessionsRepo } from "./sessions.ts";
@@ -19,6 +20,7 @@ import { WebhooksRepo } from "./webhooks.ts";
 export type { AccountRecord } from "./accounts.ts";
 export type { AttachmentRecord, NewAttachment } from "./attachments.ts";
 export type { KeyRecord } from "./keys.ts";
+export type { PushSubscriptionRecord } from "./push.ts";
 export type { Deletable } from "./retention.ts";
 export type { RunnerRecord } from "./runners.ts";
 export type { SessionPatch, SessionRecord } from "./sessions.ts";
@@ -38,6 +40,7 @@ export class Store {
   readonly webhooks: WebhooksRepo;
   readonly retention: RetentionRepo;
   readonly attachments: AttachmentsRepo;
+  readonly push: PushRepo;
 
   constructor(readonly db: Database) {
     this.accounts = new AccountsRepo(db);
@@ -50,6 +53,7 @@ export class Store {
     this.webhooks = new WebhooksRepo(db);
     this.retention = new RetentionRepo(db);
     this.attachments = new AttachmentsRepo(db);
+    this.push = new PushRepo(db);
   }
 
   /** Runs `fn` in one transaction. */

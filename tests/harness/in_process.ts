@@ -25,6 +25,8 @@ export async function startTestRelay(
     trustProxy?: boolean;
     /** Attachment caps and lifetime. */
     attachments?: AttachmentPolicy;
+    /** Push endpoint origins allowed although http on loopback (a test push service). */
+    pushAllowedOrigins?: string[];
   } = {},
 ): Promise<TestRelay> {
   const dataDir = options.dataDir ?? await tempDir("baton-relay-");
@@ -39,6 +41,7 @@ export async function startTestRelay(
     ...(options.baseUrl ? { baseUrl: options.baseUrl } : {}),
     trustProxy: options.trustProxy ?? false,
     ...(options.attachments ? { attachments: options.attachments } : {}),
+    ...(options.pushAllowedOrigins ? { pushAllowedOrigins: options.pushAllowedOrigins } : {}),
     log: (line) => logs.push(line),
   });
   return {

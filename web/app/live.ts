@@ -72,6 +72,8 @@ export class LiveLink {
   #heartbeat: ReturnType<typeof setInterval> | null = null;
   #lastHeard = 0;
   #closed = false;
+  /** The session this tab shows on a visible page (see setOnScreen). */
+  #onScreen: string | null = null;
 
   constructor(readonly feed: FeedHandler) {
     addEventListener("online", () => this.#reconnectNow());
@@ -170,6 +172,10 @@ export class LiveLink {
         this.#streams.delete(msg.sessionId);
         return this.feed.sessionDeleted(msg.sessionId);
       case "subscribed":
+        // A new socket's subscription starts out "not on screen".
+        if (msg.sessionId === this.#onScreen) {
+          this.#send({ t: "visibility", sessionId: msg.sessionId, visible: true });
+        }
         return this.#streams.get(msg.sessionId)?.info(msg.session);
       case "events":
         return this.#streams.get(msg.sessionId)?.events(msg.events);
@@ -243,6 +249,23 @@ export class LiveLink {
   subscribe(sessionId: string, handler: StreamHandler): void {
     this.#streams.set(sessionId, handler);
     this.#send({ t: "subscribe", sessionId, since: handler.since() });
+  }
+
+  /**
+   * Tells the relay which subscribed session this tab has on screen (page
+   * visible, session open), or none: no push notification of it is sent
+   * meanwhile (docs/push.md).
+   */
+  setOnScreen(sessionId: string | null): void {
+    const before = this.#onScreen;
+    if (before === sessionId) return;
+    this.#onScreen = sessionId;
+    if (before && this.#streams.has(before)) {
+      this.#send({ t: "visibility", sessionId: before, visible: false });
+    }
+    if (sessionId && this.#streams.has(sessionId)) {
+      this.#send({ t: "visibility", sessionId, visible: true });
+    }
   }
 
   unsubscribe(sessionId: string): void {

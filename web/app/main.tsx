@@ -6,7 +6,9 @@
  */
 import { render } from "preact";
 import { App } from "./components/app.tsx";
+import { startServiceWorker } from "./push.ts";
 import { loadMe } from "./store.ts";
 
 render(<App />, document.getElementById("app")!);
 loadMe();
+startServiceWorker();

@@ -4,13 +4,13 @@
  *
  * @module
  */
-import { batch, computed, type Signal, signal } from "@preact/signals";
+import { batch, computed, effect, type Signal, signal } from "@preact/signals";
 import type { RenameSessionRequest, SessionResponse } from "../../shared/api.ts";
 import { applyEvents, type Conversation, emptyConversation } from "../../shared/conversation.ts";
 import type { RunnerInfo, SessionEvent, SessionInfo } from "../../shared/protocol.ts";
 import { api } from "./api.ts";
 import { LiveLink } from "./live.ts";
-import { navigate } from "./route.ts";
+import { navigate, route } from "./route.ts";
 import { groupOf, GROUPS, type SessionGroup } from "./session_status.ts";
 
 /** The signed-in user. */
@@ -240,3 +240,14 @@ export async function signOut(): Promise<void> {
   signOutLocally();
   navigate("/");
 }
+
+/** Whether this tab's page is visible (not a background tab, not a locked phone). */
+const pageVisible = signal(document.visibilityState === "visible");
+document.addEventListener("visibilitychange", () => {
+  pageVisible.value = document.visibilityState === "visible";
+});
+// The relay holds push notifications of the session on screen.
+effect(() => {
+  const r = route.value;
+  link.setOnScreen(r.page === "session" && pageVisible.value ? r.id : null);
+});

@@ -1,6 +1,6 @@
 /**
- * The Settings page: the account (sign-out, password), runners, models and
- * keys.
+ * The Settings page: the account (sign-out, password), runners, push
+ * notifications, models and keys.
  *
  * @module
  */
@@ -8,6 +8,7 @@ import { me, signOut } from "../../store.ts";
 import { Icon } from "../icon.tsx";
 import { HiddenModels } from "./_hidden_models.tsx";
 import { Keys } from "./_keys.tsx";
+import { Notifications } from "./_notifications.tsx";
 import { Password } from "./_password.tsx";
 import { Runners } from "./_runners.tsx";
 
@@ -18,6 +19,7 @@ export function Settings() {
       <h1 id="settings-title">Settings</h1>
       <Account />
       <Runners />
+      <Notifications />
       <HiddenModels />
       <Keys />
     </main>

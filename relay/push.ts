@@ -1,0 +1,309 @@
+/**
+ * Push notifications: which committed session events notify whom, and a
+ * bounded queue of deliveries in front of the push services.
+ *
+ * - `agent_end` → `agent_finished`, or `agent_error` when the turn ended on
+ *   a model error; `session_error` and a failed `session_end` → `agent_error`.
+ * - Only events as they are committed notify: a viewer catching up, a relay
+ *   restart or a runner re-sending what the relay has never reach here, and
+ *   an event older than STALE_MS (by its runner's clock) is not news.
+ * - Nothing is sent while some viewer of the user has the session on screen
+ *   (its `visibility` message, see fanout.ts).
+ * - Per subscription: `enabledEvents` (rule 1), `suppressChildNotifications`
+ *   (rule 2); a 404 or 410 from the push service deletes it (rule 4).
+ * - One notification per session waits at a time (a newer one
+ *   replaces it, as the `Topic` header does at the push service), at most
+ *   MAX_QUEUED in all, CONCURRENCY in flight, each with the sender's time
+ *   limit: a slow or dead push service costs bounded memory.
+ *
+ * @module
+ */
+import { createHash } from "node:crypto";
+import { PUSH_KINDS, type PushKind, type PushPayload } from "../shared/push_api.ts";
+import type { SessionEventBody } from "../shared/protocol.ts";
+import { type Clock, systemClock } from "./_clock.ts";
+import type { Committed } from "./event_pipeline.ts";
+import type { PushDelivery, PushTarget, SendOutcome } from "./push_sender.ts";
+import type { PushSubscriptionRecord, Store } from "./store/mod.ts";
+
+/** Deliveries waiting at most (about 1 KB each). */
+export const MAX_QUEUED = 1000;
+/** Deliveries in flight at most. */
+export const CONCURRENCY = 4;
+/** An event older than this when committed (a runner back after a long time) notifies nobody. */
+export const STALE_MS = 30 * 60_000;
+/** Longest notification text (characters); the payload must stay under ~4 KB encrypted. */
+const MAX_BODY = 300;
+
+/** How each kind is delivered (RFC 8030). */
+const DELIVERY: Record<PushKind, Omit<PushDelivery, "topic">> = {
+  agent_finished: { ttl: 24 * 3600, urgency: "normal" },
+  agent_needs_input: { ttl: 24 * 3600, urgency: "high" },
+  agent_error: { ttl: 24 * 3600, urgency: "high" },
+};
+
+/** Options of {@linkcode PushNotifier}. */
+export interface PushNotifierOptions {
+  store: Pick<Store, "push" | "sessions">;
+  /** Sends one message (PushSender.send). */
+  send: (target: PushTarget, payload: string, delivery: PushDelivery) => Promise<SendOutcome>;
+  /** Whether a viewer has the session open and on screen. */
+  onScreen: (sessionId: string) => boolean;
+  /** The parent of a linked child session, or null (rule 2). */
+  parentOf?: (sessionId: string) => string | null;
+  log?: (line: string) => void;
+  clock?: Clock;
+  maxQueued?: number;
+}
+
+/** A notification waiting: small, so that a queue full of them is (see notify). */
+interface Pending {
+  userId: string;
+  sessionId: string;
+  kind: PushKind;
+  detail: string;
+  ts: number;
+  /** Once its delivery started: the payload and the subscriptions still to send it to. */
+  started?: { payload: string; delivery: PushDelivery; targets: PushSubscriptionRecord[] };
+}
+
+interface Job {
+  sub: PushSubscriptionRecord;
+  payload: string;
+  delivery: PushDelivery;
+}
+
+/** What a subscription's `enabledEvents` lets through. */
+export function kindEnabled(enabledEvents: string, kind: PushKind): boolean {
+  return enabledEvents.split(",").some((k) => k.trim() === "*" || k.trim() === kind);
+}
+
+/**
+ * The normalised `enabledEvents` of a request (trimmed, deduplicated; `*`
+ * alone when it names every kind), or an Error naming an unknown kind.
+ */
+export function parseEnabledEvents(text: string): string | Error {
+  const names = [...new Set(text.split(",").map((s) => s.trim()).filter(Boolean))];
+  if (names.length === 0) return new Error("enabledEvents names no kind (use '*' for all)");
+  if (names.includes("*")) return "*";
+  const unknown = names.find((n) => !(PUSH_KINDS as readonly string[]).includes(n));
+  if (unknown !== undefined) {
+    return new Error(
+      `Unknown kind in enabledEvents: '${unknown.slice(0, 60)}' (expected ${
+        PUSH_KINDS.join(", ")
+      } or *)`,
+    );
+  }
+  return names.join(",");
+}
+
+/** The Topic of a session's messages: 32 base64url characters from its id. */
+export function topicOf(sessionId: string): string {
+  return createHash("sha256").update(sessionId).digest("base64url").slice(0, 32);
+}
+
+/** Turns committed events into push messages and delivers them through a bounded queue. */
+export class PushNotifier {
+  readonly #opts: PushNotifierOptions;
+  readonly #clock: Clock;
+  readonly #max: number;
+  /**
+   * Waiting notifications, one per session (a newer one replaces it);
+   * insertion order is the queue's. Each becomes one delivery per
+   * subscription only when its turn comes, so what waits holds no payload
+   * and no subscription records (a queue of those, replaced thousands of
+   * times a second, left ~40 MB of garbage in the old generation).
+   */
+  readonly #queue = new Map<string, Pending>();
+  #inFlight = 0;
+  #dropped = 0;
+  /** Sessions whose current turn ended on a model error (message_end), until its agent_end. */
+  readonly #turnError = new Map<string, string>();
+  #closed = false;
+  /** Resolves when the queue is empty and nothing is in flight (tests). */
+  #idle: (() => void)[] = [];
+
+  constructor(options: PushNotifierOptions) {
+    this.#opts = options;
+    this.#clock = options.clock ?? systemClock;
+    this.#max = options.maxQueued ?? MAX_QUEUED;
+  }
+
+  /** Deliveries waiting and in flight. */
+  get pending(): { queued: number; inFlight: number; dropped: number } {
+    return { queued: this.#queue.size, inFlight: this.#inFlight, dropped: this.#dropped };
+  }
+
+  /** Looks at a commit's events for what notifies (cheap for every other event). */
+  committed(c: Committed): void {
+    if (this.#closed) return;
+    for (const ev of c.events) {
+      const j = ev.json;
+      // A substring first: most events are deltas and need no parsing.
+      if (
+        !j.includes('"type":"agent_end"') && !j.includes('"type":"session_error"') &&
+        !j.includes('"type":"session_end"') && !j.includes('"stopReason":"error"')
+      ) continue;
+      let parsed: { ts?: number; e?: SessionEventBody };
+      try {
+        parsed = JSON.parse(j);
+      } catch {
+        continue;
+      }
+      const e = parsed.e;
+      if (!e) continue;
+      const stale = typeof parsed.ts === "number" && this.#clock.now() - parsed.ts > STALE_MS;
+      this.#event(c.userId, c.sessionId, e, stale);
+    }
+  }
+
+  #event(userId: string, sessionId: string, e: SessionEventBody, stale: boolean): void {
+    switch (e.type) {
+      case "message_end": {
+        const m = e.message as { role?: string; stopReason?: string; errorMessage?: string };
+        if (m?.role === "assistant" && m.stopReason === "error") {
+          if (this.#turnError.size >= 10_000) this.#turnError.clear();
+          this.#turnError.set(
+            sessionId,
+            String(m.errorMessage ?? "The model answered with an error"),
+          );
+        }
+        return;
+      }
+      case "agent_end": {
+        const error = this.#turnError.get(sessionId);
+        this.#turnError.delete(sessionId);
+        if (stale) return;
+        if (error !== undefined) this.notify(userId, sessionId, "agent_error", error);
+        else this.notify(userId, sessionId, "agent_finished");
+        return;
+      }
+      case "session_error":
+        if (!stale) this.notify(userId, sessionId, "agent_error", String(e.message ?? "Error"));
+        return;
+      case "session_end": {
+        this.#turnError.delete(sessionId);
+        const failed = e.reason === "crashed" || e.reason === "error" || e.reason === "lost";
+        if (failed && !stale) {
+          this.notify(userId, sessionId, "agent_error", String(e.message ?? e.reason));
+        }
+        return;
+      }
+    }
+  }
+
+  /**
+   * Queues a notification of `kind` about a session of `userId` for their
+   * subscriptions that want it, unless the session is on screen now.
+   */
+  notify(userId: string, sessionId: string, kind: PushKind, detail = ""): void {
+    if (this.#closed) return;
+    if (this.#opts.onScreen(sessionId)) return;
+    if (this.#opts.store.push.countOf(userId) === 0) return;
+    this.#enqueue(sessionId, { userId, sessionId, kind, detail, ts: this.#clock.now() });
+    this.#pump();
+  }
+
+  /** Starts a notification's delivery: its payload and the subscriptions that want it (rules 1, 2). */
+  #start(p: Pending): NonNullable<Pending["started"]> {
+    const isChild = (this.#opts.parentOf?.(p.sessionId) ?? null) !== null;
+    const targets = this.#opts.store.push.listOf(p.userId).filter((s) =>
+      kindEnabled(s.enabledEvents, p.kind) && !(isChild && s.suppressChildNotifications)
+    );
+    return {
+      payload: JSON.stringify(this.#payload(p)),
+      delivery: { ...DELIVERY[p.kind], topic: topicOf(p.sessionId) },
+      targets,
+    };
+  }
+
+  #payload({ sessionId, kind, detail, ts }: Pending): PushPayload {
+    const rec = this.#opts.store.sessions.get(sessionId);
+    const name = rec?.title ? `"${rec.title}"` : `session ${sessionId.slice(0, 8)}`;
+    const cut = (s: string) => (s.length > MAX_BODY ? s.slice(0, MAX_BODY - 1) + "…" : s);
+    const body = kind === "agent_finished"
+      ? `agent in ${name} finished its task`
+      : kind === "agent_error"
+      ? `error in ${name}: ${detail}`
+      : `agent in ${name} asks: ${detail}`;
+    return {
+      kind,
+      sessionId,
+      title: cut(rec?.title ? `baton: ${rec.title}` : "baton"),
+      body: cut(body),
+      url: `/session/${sessionId}`,
+      tag: `session-${sessionId}`,
+      ts,
+    };
+  }
+
+  #enqueue(key: string, job: Pending): void {
+    // A newer message about the session replaces the waiting one (and moves to the back).
+    this.#queue.delete(key);
+    if (this.#queue.size >= this.#max) {
+      const oldest = this.#queue.keys().next().value as string;
+      this.#queue.delete(oldest);
+      if (this.#dropped++ % 100 === 0) {
+        this.#opts.log?.(`push: queue full (${this.#max}), dropped the oldest notification`);
+      }
+    }
+    this.#queue.set(key, job);
+  }
+
+  #pump(): void {
+    while (!this.#closed && this.#inFlight < CONCURRENCY && this.#queue.size > 0) {
+      const [key, p] = this.#queue.entries().next().value as [string, Pending];
+      p.started ??= this.#start(p);
+      const sub = p.started.targets.shift();
+      if (p.started.targets.length === 0) this.#queue.delete(key);
+      if (!sub) continue;
+      const job: Job = { sub, payload: p.started.payload, delivery: p.started.delivery };
+      this.#inFlight++;
+      this.#deliver(job).finally(() => {
+        this.#inFlight--;
+        this.#pump();
+        if (this.#inFlight === 0 && this.#queue.size === 0) {
+          for (const r of this.#idle.splice(0)) r();
+        }
+      });
+    }
+  }
+
+  async #deliver({ sub, payload, delivery }: Job): Promise<void> {
+    let out: SendOutcome;
+    try {
+      out = await this.#opts.send(sub, payload, delivery);
+    } catch (err) {
+      out = { ok: false, gone: false, status: null, reason: String(err) };
+    }
+    // After close the database may be gone too: a late answer changes nothing.
+    if (out.ok || this.#closed) return;
+    if (out.gone) {
+      // Rule 4: the browser unsubscribed or the subscription expired.
+      try {
+        const now = this.#opts.store.push.byEndpoint(sub.endpoint);
+        if (now?.id === sub.id) this.#opts.store.push.delete(sub.id);
+      } catch (err) {
+        this.#opts.log?.(`push: removing a gone subscription failed: ${err}`);
+        return;
+      }
+      this.#opts.log?.(
+        `push: removed a subscription the push service no longer has (${out.status})`,
+      );
+      return;
+    }
+    this.#opts.log?.(`push: delivery to ${new URL(sub.endpoint).host} failed: ${out.reason}`);
+  }
+
+  /** Resolves once nothing waits or is in flight. */
+  idle(): Promise<void> {
+    if (this.#inFlight === 0 && this.#queue.size === 0) return Promise.resolve();
+    return new Promise((r) => this.#idle.push(r));
+  }
+
+  /** Drops what waits; deliveries in flight end at their time limit. */
+  close(): void {
+    this.#closed = true;
+    this.#queue.clear();
+  }
+}

@@ -1,0 +1,103 @@
+import type { Database } from "./db.ts";
+import { Statements } from "./_statements.ts";
+
+/** A browser's push subscription as stored. */
+export interface PushSubscriptionRecord {
+  id: string;
+  userId: string;
+  endpoint: string;
+  /** The browser's P-256 public key (base64url, 65 bytes). */
+  p256dh: string;
+  /** The browser's auth secret (base64url, 16 bytes). */
+  auth: string;
+  /** Comma-separated kinds, or `*`. */
+  enabledEvents: string;
+  suppressChildNotifications: boolean;
+  createdAt: string;
+}
+
+interface Row {
+  id: string;
+  user_id: string;
+  endpoint: string;
+  p256dh: string;
+  auth: string;
+  enabled_events: string;
+  suppress_children: number;
+  created_at: string;
+}
+
+function fromRow(r: Row): PushSubscriptionRecord {
+  return {
+    id: r.id,
+    userId: r.user_id,
+    endpoint: r.endpoint,
+    p256dh: r.p256dh,
+    auth: r.auth,
+    enabledEvents: r.enabled_events,
+    suppressChildNotifications: r.suppress_children === 1,
+    createdAt: r.created_at,
+  };
+}
+
+/** SQL for push subscriptions: one row per endpoint. */
+export class PushRepo {
+  readonly #sql: Statements;
+
+  constructor(db: Database) {
+    this.#sql = new Statements(db);
+  }
+
+  /** The user's subscriptions, oldest first. */
+  listOf(userId: string): PushSubscriptionRecord[] {
+    return (this.#sql.sql(
+      "SELECT * FROM push_subscriptions WHERE user_id = ? ORDER BY created_at, id",
+    ).all(userId) as unknown as Row[]).map(fromRow);
+  }
+
+  countOf(userId: string): number {
+    const r = this.#sql.sql("SELECT COUNT(*) AS n FROM push_subscriptions WHERE user_id = ?")
+      .get(userId) as { n: number };
+    return r.n;
+  }
+
+  /** The subscription of `endpoint`, whoever owns it. */
+  byEndpoint(endpoint: string): PushSubscriptionRecord | null {
+    const r = this.#sql.sql("SELECT * FROM push_subscriptions WHERE endpoint = ?")
+      .get(endpoint) as Row | undefined;
+    return r ? fromRow(r) : null;
+  }
+
+  /** Inserts or replaces the whole record (by id). */
+  save(s: PushSubscriptionRecord): void {
+    this.#sql.sql(
+      `INSERT INTO push_subscriptions (id, user_id, endpoint, p256dh, auth, enabled_events,
+         suppress_children, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (id) DO UPDATE SET user_id = excluded.user_id, endpoint = excluded.endpoint,
+         p256dh = excluded.p256dh, auth = excluded.auth, enabled_events = excluded.enabled_events,
+         suppress_children = excluded.suppress_children`,
+    ).run(
+      s.id,
+      s.userId,
+      s.endpoint,
+      s.p256dh,
+      s.auth,
+      s.enabledEvents,
+      s.suppressChildNotifications ? 1 : 0,
+      s.createdAt,
+    );
+  }
+
+  /** Deletes the user's subscription of `endpoint`; whether there was one. */
+  deleteOf(userId: string, endpoint: string): boolean {
+    return Number(
+      this.#sql.sql("DELETE FROM push_subscriptions WHERE user_id = ? AND endpoint = ?")
+        .run(userId, endpoint).changes,
+    ) > 0;
+  }
+
+  /** Deletes a subscription by id (the push service said it is gone). */
+  delete(id: string): void {
+    this.#sql.sql("DELETE FROM push_subscriptions WHERE id = ?").run(id);
+  }
+}
