@@ -5,9 +5,11 @@ import { Scrollback, TerminalManager } from "./terminal.ts";
 
 /** Two muxes wired back to back; the runner side attaches terminal streams. */
 function pair(manager: TerminalManager) {
-  let relay!: StreamMux, runner!: StreamMux;
-  relay = new StreamMux({ dialer: true, send: (f) => queueMicrotask(() => runner.receive(f)) });
-  runner = new StreamMux({
+  const relay: StreamMux = new StreamMux({
+    dialer: true,
+    send: (f) => queueMicrotask(() => runner.receive(f)),
+  });
+  const runner: StreamMux = new StreamMux({
     dialer: false,
     send: (f) => queueMicrotask(() => relay.receive(f)),
     onStream: (s, h) => manager.attach(s, JSON.parse(new TextDecoder().decode(h)).terminalId),
