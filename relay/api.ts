@@ -33,6 +33,7 @@ import { WorkspaceFilesService } from "./workspace_files.ts";
 import { runnerTriggerRoutes, sessionTriggerRoutes } from "./routes/triggers.ts";
 import { webhookFireRoute, webhookRoutes } from "./routes/webhooks.ts";
 import { tunnelRoutes } from "./routes/tunnel.ts";
+import { terminalRoutes } from "./routes/terminals.ts";
 
 /** What the API's routes are built over. */
 export interface ApiOptions {
@@ -101,6 +102,7 @@ export function apiRoutes(o: ApiOptions): Hono<RelayEnv> {
   app.route("/api/runners", runnerTriggerRoutes(o.listeners));
   app.route("/api/runners", skillRoutes(o.hub.runners));
   app.route("/api/runners", usageRoutes(o.hub.runners));
+  app.route("/api/runners", terminalRoutes(o.hub.runners));
   app.route(
     "/api/runners",
     workspaceFileRoutes(new WorkspaceFilesService({ runners: o.hub.runners })),

@@ -7,6 +7,10 @@
 
 /** Where the browser attaches to a terminal. */
 export const TERMINAL_WS_PATH = "/_terminal";
+/** The close code of a terminal socket whose terminal the runner does not have. */
+export const TERMINAL_NOT_FOUND_CLOSE = 4404;
+/** Largest message a browser may send on a terminal socket (a paste, a resize). */
+export const MAX_TERMINAL_MESSAGE_BYTES = 64 * 1024;
 /** Bytes of output a terminal keeps to replay on attach. */
 export const TERMINAL_SCROLLBACK_BYTES = 64 * 1024;
 /** Terminals open at once on one runner. */
@@ -72,4 +76,19 @@ export class TerminalMsgReader {
     this.#buf = merged.slice(at);
     return out;
   }
+}
+
+/** `POST /api/runners/terminal`. */
+export interface OpenTerminalRequest {
+  runnerId: string;
+  /** Inside the runner's workspace roots; default: its default folder. */
+  cwd?: string;
+  cols?: number;
+  rows?: number;
+}
+
+/** Its answer. */
+export interface OpenTerminalResponse extends TerminalInfo {
+  ok: true;
+  runnerId: string;
 }
