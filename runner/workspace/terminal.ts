@@ -113,6 +113,11 @@ export class Terminal {
     return this.#ended;
   }
 
+  /** Whether the PTY is paused (a viewer's stream has no credit for its output). */
+  get paused(): boolean {
+    return this.#paused;
+  }
+
   info(): TerminalInfo {
     return {
       terminalId: this.id,

@@ -139,6 +139,39 @@ Deno.test("terminal: close ends it; unknown ids, bad folders and the cap are ref
   });
 });
 
+Deno.test("terminal: a viewer that stops reading pauses its PTY, holding at most the window", async () => {
+  await withManager(async (m) => {
+    const noisy = await m.open({});
+    const quiet = await m.open({});
+    const relay = pair(m);
+    // A viewer that never reads its stream.
+    const stalled = relay.open(
+      new TextEncoder().encode(JSON.stringify({ kind: "terminal", terminalId: noisy.terminalId })),
+    );
+    const w = stalled.writable.getWriter();
+    await w.write(encodeTerminalMsg(TerminalMsg.input, new TextEncoder().encode("yes\r")));
+    const t = m.get(noisy.terminalId)!;
+    const end = Date.now() + 10_000;
+    while (!t.paused) {
+      if (Date.now() > end) throw new Error("the PTY was never paused");
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    await new Promise((r) => setTimeout(r, 500));
+    assert.ok(t.paused);
+    assert.ok(stalled.queuedBytes <= 256 * 1024, `${stalled.queuedBytes} bytes queued`);
+    // Another terminal on the same connection is not held up.
+    const v = view(relay, quiet.terminalId);
+    await v.type("echo free\r");
+    await v.waitFor(/free\r\n/);
+    // Stop `yes` and let go.
+    const reader = stalled.readable.getReader();
+    for (let i = 0; i < 20; i++) await reader.read();
+    await w.write(encodeTerminalMsg(TerminalMsg.input, new TextEncoder().encode("\x03")));
+    reader.releaseLock();
+    stalled.reset("done");
+  });
+});
+
 Deno.test("scrollback keeps the last 64 KiB", () => {
   const s = new Scrollback(10);
   s.push(new TextEncoder().encode("abcdef"));
