@@ -72,6 +72,21 @@ export function defaultAnswer(req: ControlRequest): FakeAnswer {
       return { ok: true, data: { plugins: [], skipped: false } };
     case "usage":
       return { ok: true, data: emptyUsage(data.range === undefined ? "90d" : data.range) };
+    case "terminal_open":
+      return {
+        ok: true,
+        data: {
+          terminalId: "t_fake",
+          cwd: typeof data.cwd === "string" ? data.cwd : "/fake",
+          shell: "/bin/sh",
+          cols: typeof data.cols === "number" ? data.cols : 80,
+          rows: typeof data.rows === "number" ? data.rows : 24,
+          createdAt: new Date(0).toISOString(),
+          viewers: 0,
+        },
+      };
+    case "terminal_list":
+      return { ok: true, data: { terminals: [] } };
     default:
       return { ok: true, data: {} };
   }
