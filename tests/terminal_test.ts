@@ -200,6 +200,36 @@ Deno.test("web terminal: exit ends it; a folder outside the roots and another us
     const unknown = await Attached.open(w, w.owner, w.runnerId, "t_nosuchterminal");
     assert.equal((await unknown.closed).code, 4404);
 
+    // A full key may open and list; a read-only or runner-bound key may not.
+    const byKey = await w.owner.api(
+      "/api/runners/terminal",
+      json("POST", { runnerId: w.runnerId }),
+    );
+    assert.equal(byKey.status, 200);
+    const keyed2 = await byKey.json();
+    for (const scope of [{ scope: "read" }, { runnerId: w.runnerId }]) {
+      const made = await w.owner.api("/api/keys", json("POST", { name: "limited", ...scope }));
+      assert.equal(made.status, 201);
+      const { key } = await made.json();
+      const headers = { "x-api-key": key };
+      for (
+        const [path, init] of [
+          ["/api/runners/terminal", json("POST", { runnerId: w.runnerId }, headers)],
+          [`/api/runners/${w.runnerId}/terminals`, { headers }],
+        ] as const
+      ) {
+        const res = await fetch(`${w.relay.url}${path}`, init);
+        assert.equal(res.status, 403, `${JSON.stringify(scope)} ${path}`);
+        assert.equal((await res.json()).error.code, "forbidden_scope");
+      }
+    }
+    const closedByKey = await w.owner.api(
+      `/api/runners/${w.runnerId}/terminals/${keyed2.terminalId}`,
+      { method: "DELETE" },
+    );
+    assert.equal(closedByKey.status, 200);
+    await closedByKey.body?.cancel();
+
     const a = await Attached.open(w, w.owner, w.runnerId, t.terminalId);
     a.type("exit\r");
     assert.equal((await a.closed).code, 1000);
