@@ -237,3 +237,21 @@ Deno.test("web terminal: exit ends it; a folder outside the roots and another us
     assert.deepEqual(after.terminals, []);
   });
 });
+
+Deno.test("web terminal: the runner stopping ends its shells", async () => {
+  await withWorld(async (w) => {
+    const t = await (await open(w)).json();
+    const a = await Attached.open(w, w.owner, w.runnerId, t.terminalId);
+    a.type("echo pid=$$\r");
+    await a.waitFor(/pid=\d+\r\n/);
+    const pid = Number(a.out.match(/pid=(\d+)\r\n/)![1]);
+    assert.ok(await Deno.stat(`/proc/${pid}`).then(() => true, () => false));
+    await w.runner().stop();
+    const end = Date.now() + 10_000;
+    while (await Deno.stat(`/proc/${pid}`).then(() => true, () => false)) {
+      if (Date.now() > end) throw new Error(`shell ${pid} outlived its runner`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    a.close();
+  });
+});
