@@ -130,8 +130,9 @@ export class Terminal {
     };
   }
 
-  write(bytes: Uint8Array): void {
-    if (!this.#ended) this.proc.write(new TextDecoder().decode(bytes));
+  /** Input text (node-pty takes strings; each viewer decodes its bytes as a stream). */
+  write(text: string): void {
+    if (!this.#ended && text !== "") this.proc.write(text);
   }
 
   resize(cols: number, rows: number): void {
@@ -175,10 +176,13 @@ export class Terminal {
 
   async #readInput(viewer: Viewer): Promise<void> {
     const reader = new TerminalMsgReader();
+    // A character split across two messages stays whole.
+    const decoder = new TextDecoder();
     for await (const chunk of viewer.stream.readable) {
       for (const m of reader.push(chunk)) {
-        if (m.type === TerminalMsg.input) this.write(m.payload);
-        else if (m.type === TerminalMsg.resize && m.payload.byteLength === 4) {
+        if (m.type === TerminalMsg.input) {
+          this.write(decoder.decode(m.payload, { stream: true }));
+        } else if (m.type === TerminalMsg.resize && m.payload.byteLength === 4) {
           const v = new DataView(m.payload.buffer, m.payload.byteOffset, 4);
           const cols = v.getUint16(0), rows = v.getUint16(2);
           if (validSize(cols) && validSize(rows)) this.resize(cols, rows);

@@ -36,6 +36,7 @@ function view(relay: StreamMux, terminalId: string) {
     get out() {
       return out;
     },
+    send: (b: Uint8Array) => writer.write(encodeTerminalMsg(TerminalMsg.input, b)),
     type: (s: string) =>
       writer.write(encodeTerminalMsg(TerminalMsg.input, new TextEncoder().encode(s))),
     resize: (cols: number, rows: number) => {
@@ -72,7 +73,12 @@ Deno.test("terminal: echo round trip runs in the default folder", async () => {
     const info = await m.open({});
     assert.equal(info.cwd, root);
     const v = view(pair(m), info.terminalId);
+    // "é" split across two messages arrives whole.
+    const bytes = new TextEncoder().encode("echo caf\u00e9; ");
+    await v.send(bytes.slice(0, -3));
+    await v.send(bytes.slice(-3));
     await v.type("echo hel''lo; pwd\r");
+    await v.waitFor(/caf\u00e9\r\n/);
     await v.waitFor(/hello\r\n/);
     await v.waitFor(new RegExp(root.replaceAll("/", "\\/")));
   });
