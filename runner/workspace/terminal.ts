@@ -9,7 +9,7 @@
  *
  * @module
  */
-import pty from "@lydell/node-pty";
+import type { IPty } from "@lydell/node-pty";
 import type { MuxStream } from "../../shared/streams.ts";
 import {
   MAX_TERMINAL_DIMENSION,
@@ -102,7 +102,7 @@ export class Terminal {
     readonly shell: string,
     public cols: number,
     public rows: number,
-    readonly proc: pty.IPty,
+    readonly proc: IPty,
   ) {
     this.exited = new Promise((r) => this.#resolveExited = r);
     proc.onData((d) => this.#output(encoder.encode(d)));
@@ -240,6 +240,19 @@ export class Terminal {
   }
 }
 
+let ptyModule: Promise<typeof import("@lydell/node-pty")> | null = null;
+
+async function loadPty(): Promise<typeof import("@lydell/node-pty")> {
+  ptyModule ??= import("@lydell/node-pty");
+  try {
+    const m = await ptyModule;
+    return (m as unknown as { default?: typeof m }).default ?? m;
+  } catch (err) {
+    ptyModule = null;
+    throw new RequestError("terminal_unavailable", `No PTY on this runner: ${err}`);
+  }
+}
+
 function validSize(n: unknown): n is number {
   return Number.isInteger(n) && (n as number) >= 1 && (n as number) <= MAX_TERMINAL_DIMENSION;
 }
@@ -306,6 +319,10 @@ export class TerminalManager {
       if (err instanceof PathRejectedError) throw new RequestError(err.code, err.message);
       throw err;
     }
+    // Loaded on the first terminal: a runner nobody opens one on never loads the native module,
+    // and a platform without a prebuilt fails this request only.
+    const pty = await loadPty();
+    // No await from the count to the spawn: concurrent opens cannot pass the cap together.
     const max = this.#opts.max ?? MAX_TERMINALS_PER_RUNNER;
     if (this.#terminals.size >= max) {
       throw new RequestError("too_many_terminals", `At most ${max} terminals per runner`);

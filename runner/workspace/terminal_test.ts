@@ -139,7 +139,9 @@ Deno.test("terminal: close ends it; unknown ids, bad folders and the cap are ref
     });
     await assert.rejects(m.open({ cols: 0 }), /cols and rows/);
     const small = new TerminalManager({ roots: null, home: "/tmp", log: () => {}, max: 1 });
-    await small.open({});
+    // Two at once cannot both pass the cap.
+    const both = await Promise.allSettled([small.open({}), small.open({})]);
+    assert.deepEqual(both.map((r) => r.status).sort(), ["fulfilled", "rejected"]);
     await assert.rejects(small.open({}), /At most 1/);
     await small.closeAll();
   });
