@@ -255,3 +255,35 @@ Deno.test("web terminal: the runner stopping ends its shells", async () => {
     a.close();
   });
 });
+
+function rssOf(pid: number): number {
+  const m = Deno.readTextFileSync(`/proc/${pid}/status`).match(/^VmRSS:\s+(\d+)\s+kB/m);
+  return Number(m![1]) * 1024;
+}
+
+Deno.test("web terminal: a browser that stops reading a flood leaves the relay's memory flat", async () => {
+  await withWorld(async (w) => {
+    const t = await (await open(w)).json();
+    const a = await Attached.open(w, w.owner, w.runnerId, t.terminalId);
+    a.type("echo ready\r");
+    await a.waitFor(/ready\r\n/);
+    const before = rssOf(w.relay.proc.pid);
+    // The browser stops reading its socket, while the shell writes as fast as it can.
+    (a.ws as unknown as { _socket: { pause(): void; resume(): void } })._socket.pause();
+    a.type("yes 0123456789abcdefghijklmnopqrstuvwxyz\r");
+    let peak = before;
+    for (let i = 0; i < 30; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      peak = Math.max(peak, rssOf(w.relay.proc.pid));
+    }
+    const grown = peak - before;
+    assert.ok(grown < 24 * 1024 * 1024, `relay RSS grew ${(grown / 1048576).toFixed(1)} MiB`);
+    // Another viewer on the same runner still works.
+    const other = await (await open(w)).json();
+    const b = await Attached.open(w, w.owner, w.runnerId, other.terminalId);
+    b.type("echo free\r");
+    await b.waitFor(/free\r\n/);
+    b.close();
+    a.ws.terminate();
+  });
+});
