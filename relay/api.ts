@@ -35,6 +35,7 @@ import { sandboxRoutes } from "./routes/sandbox.ts";
 import { runnerTriggerRoutes, sessionTriggerRoutes } from "./routes/triggers.ts";
 import { webhookFireRoute, webhookRoutes } from "./routes/webhooks.ts";
 import { tunnelRoutes } from "./routes/tunnel.ts";
+import { terminalRoutes } from "./routes/terminals.ts";
 
 /** What the API's routes are built over. */
 export interface ApiOptions {
@@ -107,6 +108,7 @@ export function apiRoutes(o: ApiOptions): Hono<RelayEnv> {
   app.route("/api/runners", runnerTriggerRoutes(o.listeners));
   app.route("/api/runners", skillRoutes(o.hub.runners));
   app.route("/api/runners", usageRoutes(o.hub.runners));
+  app.route("/api/runners", terminalRoutes(o.hub.runners));
   app.route(
     "/api/runners",
     workspaceFileRoutes(new WorkspaceFilesService({ runners: o.hub.runners })),

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { makePrivate } from "../shared/private_files.ts";
 import { RUNNER_WS_PATH, VIEWER_WS_PATH } from "../shared/protocol.ts";
 import { TUNNEL_WS_PATH } from "../shared/tunnel_api.ts";
+import { TERMINAL_WS_PATH } from "../shared/terminal_api.ts";
 import { createAuth } from "./auth.ts";
 import { type Database, openDatabase } from "./store/db.ts";
 import { RelayError } from "./errors.ts";
@@ -369,7 +370,9 @@ function isPageRequest(req: Request, path: string): boolean {
   if (req.method !== "GET" && req.method !== "HEAD") return false;
   if (req.headers.has("upgrade")) return false;
   const under = (prefix: string) => path === prefix || path.startsWith(`${prefix}/`);
-  if ([API_PREFIX, RUNNER_WS_PATH, VIEWER_WS_PATH, TUNNEL_WS_PATH].some(under)) return false;
+  if ([API_PREFIX, RUNNER_WS_PATH, VIEWER_WS_PATH, TUNNEL_WS_PATH, TERMINAL_WS_PATH].some(under)) {
+    return false;
+  }
   return prefersHtml(req.headers.get("accept"));
 }
 

@@ -7,6 +7,7 @@ import {
   MAX_WS_MESSAGE_BYTES,
 } from "../shared/protocol.ts";
 import { MAX_TUNNEL_MESSAGE_BYTES, MAX_TUNNEL_REGISTER_BYTES } from "../shared/tunnel_api.ts";
+import { MAX_TERMINAL_MESSAGE_BYTES } from "../shared/terminal_api.ts";
 import { AddressCounter } from "./address_limits.ts";
 import { createRelay, type Relay, type RelayOptions } from "./app.ts";
 import {
@@ -76,12 +77,15 @@ export async function serveRelay(options: ServeRelayOptions): Promise<ServedRela
       viewer: MAX_VIEWER_MESSAGE_BYTES,
       runner: MAX_WS_MESSAGE_BYTES,
       tunnel: MAX_TUNNEL_MESSAGE_BYTES,
+      terminal: MAX_TERMINAL_MESSAGE_BYTES,
     },
-    idleSeconds: { viewer: 60, runner: 30, tunnel: 30 },
+    idleSeconds: { viewer: 60, runner: 30, tunnel: 30, terminal: 60 },
     firstMessageBytes: {
       viewer: MAX_VIEWER_AUTH_BYTES,
       runner: MAX_RUNNER_HELLO_BYTES,
       tunnel: MAX_TUNNEL_REGISTER_BYTES,
+      // Authenticated by its cookie at the handshake, or refused there.
+      terminal: MAX_TERMINAL_MESSAGE_BYTES,
     },
     unauthenticatedPerAddress: options.maxUnauthenticatedSocketsPerAddress ??
       CONNECTION_DEFAULTS.maxUnauthenticatedSocketsPerAddress,

@@ -6,6 +6,8 @@ import type { Hub } from "./hub.ts";
 import { acceptRunnerSocket } from "./runner_link.ts";
 import { TUNNEL_WS_PATH } from "../shared/tunnel_api.ts";
 import { acceptTunnelSocket } from "./tunnel_link.ts";
+import { TERMINAL_WS_PATH } from "../shared/terminal_api.ts";
+import { acceptTerminalSocket } from "./terminal_socket.ts";
 import type { RunnerCalls } from "./runner_link.ts";
 import { acceptViewerSocket, VIEWER_SCOPE_MESSAGE } from "./viewer.ts";
 import { FORBIDDEN_SCOPE, isUnrestricted } from "./scopes.ts";
@@ -83,6 +85,28 @@ export function socketRoutes(options: SocketRoutesOptions): Hono<RelayEnv> {
       registerTimeoutMs: authTimeoutMs,
       log: (line) => hub.log(line),
     });
+    return response;
+  });
+
+  // A web terminal: the owner's browser (cookie and Origin) only, checked at the handshake.
+  app.get(TERMINAL_WS_PATH, async (c) => {
+    requireUpgrade(c.req.raw);
+    if (!originAllowed(c.req.raw)) {
+      throw new HttpError(403, "bad_origin", "WebSocket origin is not allowed");
+    }
+    const p: Principal | null = await auth.authenticate(c.req.raw.headers);
+    if (!p || p.keyId !== null) {
+      throw new HttpError(401, "unauthorized", "A terminal attaches with the browser session");
+    }
+    const runnerId = c.req.query("runnerId") ?? "";
+    const terminalId = c.req.query("terminalId") ?? "";
+    if (!/^[A-Za-z0-9_-]{1,64}$/.test(runnerId) || !/^t_[A-Za-z0-9]{1,40}$/.test(terminalId)) {
+      throw new HttpError(404, "not_found", "Terminal not found");
+    }
+    const link = hub.tunnels.connected(p.userId, runnerId);
+    const address = clientIp(c, options.trustProxy ?? false);
+    const { socket, response } = upgrade(c.req.raw, "terminal", address, true);
+    acceptTerminalSocket(socket, link, terminalId);
     return response;
   });
 

@@ -37,7 +37,7 @@ export interface ChannelSocket {
 }
 
 /** The channels; each has its own message limit and idle period. */
-export type Channel = "viewer" | "runner" | "tunnel";
+export type Channel = "viewer" | "runner" | "tunnel" | "terminal";
 
 /** Limits of {@linkcode WsTransport}. */
 export interface WsLimits {
@@ -92,13 +92,14 @@ export class WsTransport {
     viewer: new Set(),
     runner: new Set(),
     tunnel: new Set(),
+    terminal: new Set(),
   };
   readonly #timers: ReturnType<typeof setInterval>[] = [];
   readonly #unauthenticated: AddressCounter;
 
   constructor(readonly limits: WsLimits) {
     this.#unauthenticated = new AddressCounter(limits.unauthenticatedPerAddress);
-    for (const channel of ["viewer", "runner", "tunnel"] as const) {
+    for (const channel of ["viewer", "runner", "tunnel", "terminal"] as const) {
       const timer = setInterval(() => this.#sweep(channel), limits.idleSeconds[channel] * 500);
       Deno.unrefTimer(timer as unknown as number);
       this.#timers.push(timer);
@@ -122,6 +123,7 @@ export class WsTransport {
         viewer: server("viewer"),
         runner: server("runner"),
         tunnel: server("tunnel"),
+        terminal: server("terminal"),
       };
     }).catch((err) => {
       this.#loading = null;

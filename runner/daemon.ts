@@ -166,6 +166,7 @@ export class Daemon {
       log: this.#opts.log,
       ready: () => this.#link.connected,
       signal: this.#stop.signal,
+      onTerminal: (stream, id) => this.#workspace.terminals.attach(stream, id),
     });
     try {
       await this.#link.run(this.#stop.signal);

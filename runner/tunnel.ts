@@ -19,6 +19,7 @@ import {
   type TunnelRequestHead,
   type TunnelResponseHead,
 } from "../shared/tunnel_api.ts";
+import type { TerminalStreamHead } from "../shared/terminal_api.ts";
 import WebSocket from "ws";
 
 /** Options of {@linkcode TunnelClient}. */
@@ -38,6 +39,8 @@ export interface TunnelClientOptions {
    * cannot reach needs no second dialler). Default: always.
    */
   ready?: () => boolean;
+  /** A terminal stream the relay opened (runner/workspace/terminal.ts). */
+  onTerminal?: (stream: MuxStream, terminalId: unknown) => void;
 }
 
 /**
@@ -47,14 +50,26 @@ export interface TunnelClientOptions {
 export function runTunnel(
   config: { relayUrl?: string | null; apiKey?: string | null },
   runnerId: string,
-  options: { log: (line: string) => void; ready: () => boolean; signal: AbortSignal },
+  options: {
+    log: (line: string) => void;
+    ready: () => boolean;
+    signal: AbortSignal;
+    onTerminal?: TunnelClientOptions["onTerminal"];
+  },
 ): { stop(): Promise<void> } {
-  const { log, ready, signal } = options;
+  const { log, ready, signal, onTerminal } = options;
   const ac = new AbortController();
   const onAbort = () => ac.abort();
   signal.addEventListener("abort", onAbort, { once: true });
   const running = config.relayUrl && config.apiKey
-    ? new TunnelClient({ relayUrl: config.relayUrl, apiKey: config.apiKey, runnerId, log, ready })
+    ? new TunnelClient({
+      relayUrl: config.relayUrl,
+      apiKey: config.apiKey,
+      runnerId,
+      log,
+      ready,
+      onTerminal,
+    })
       .run(ac.signal).catch((err) => log(`tunnel stopped: ${err}`))
     : Promise.resolve();
   return {
@@ -175,7 +190,7 @@ export class TunnelClient {
             send: (frame) => {
               if (socket.readyState === WebSocket.OPEN) socket.send(frame);
             },
-            onStream: (stream, header) => serveStream(stream, header, this.#opts.log),
+            onStream: (stream, header) => serveStream(stream, header, this.#opts),
           });
           this.#mux = mux;
           this.#opts.log("tunnel connected");
@@ -196,12 +211,20 @@ export class TunnelClient {
 }
 
 /** Answers one stream the relay opened. */
-function serveStream(stream: MuxStream, header: Uint8Array, log: (l: string) => void): void {
-  let head: TunnelRequestHead;
+function serveStream(
+  stream: MuxStream,
+  header: Uint8Array,
+  opts: Pick<TunnelClientOptions, "log" | "onTerminal">,
+): void {
+  const { log } = opts;
+  let head: TunnelRequestHead | TerminalStreamHead;
   try {
     head = JSON.parse(new TextDecoder().decode(header));
   } catch {
     return stream.reset("bad_open");
+  }
+  if (head?.kind === "terminal" && opts.onTerminal) {
+    return opts.onTerminal(stream, head.terminalId);
   }
   if (head?.kind !== "http") return stream.reset("unknown_kind");
   serveHttp(stream, head).catch((err) => {

@@ -12,6 +12,7 @@ import { WorkspaceFiles } from "./files.ts";
 import { PluginCatalog } from "./plugins.ts";
 import { WorkspaceServices } from "./services.ts";
 import { DocCatalog } from "./skills.ts";
+import { TerminalManager } from "./terminal.ts";
 import { answerUsage, runnerUsageIndex, type UsageIndex } from "./usage.ts";
 
 /** What the workspace needs of the daemon. */
@@ -48,6 +49,8 @@ export class Workspace {
   readonly #plugins: PluginCatalog;
   readonly #usage: UsageIndex;
   readonly #services: WorkspaceServices;
+  /** Web terminals (their streams arrive over the tunnel). */
+  readonly terminals: TerminalManager;
 
   constructor(o: WorkspaceOptions) {
     const { batonDir, home, skip } = o.config;
@@ -55,6 +58,7 @@ export class Workspace {
     this.#docs = new DocCatalog({ batonDir, home, roots: o.roots });
     this.#plugins = new PluginCatalog({ batonDir, home, roots: o.roots, skipped: skip.plugins });
     this.#usage = runnerUsageIndex(batonDir, o.conversationsDir);
+    this.terminals = new TerminalManager({ roots: o.roots, home, log: o.log });
     this.#services = new WorkspaceServices({
       cwdOf: o.cwdOf,
       awake: o.awake,
@@ -65,11 +69,12 @@ export class Workspace {
 
   /** Whether `op` is a request for the workspace. */
   handles(op: string): boolean {
-    return OPS.has(op);
+    return OPS.has(op) || TerminalManager.OPS.has(op);
   }
 
   /** Answers a workspace request; `reply` carries an answer sent in pieces (`read_file`). */
   request(op: string, data: unknown, reply: ReplyStream): Promise<unknown> {
+    if (TerminalManager.OPS.has(op)) return this.terminals.request(op, data);
     switch (op) {
       case "docs":
         return this.#docs.request(data);
@@ -96,5 +101,7 @@ export class Workspace {
 
   close(): void {
     this.#services.close();
+    // The runner stops: its terminals end (SIGHUP now, SIGKILL after 2 s).
+    this.terminals.closeAll().catch(() => {});
   }
 }

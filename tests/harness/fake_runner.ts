@@ -89,6 +89,21 @@ export function defaultAnswer(req: ControlRequest): FakeAnswer {
         ok: true,
         data: { saved: true, resolvedConfig: {}, message: "Saved" },
       };
+    case "terminal_open":
+      return {
+        ok: true,
+        data: {
+          terminalId: "t_fake",
+          cwd: typeof data.cwd === "string" ? data.cwd : "/fake",
+          shell: "/bin/sh",
+          cols: typeof data.cols === "number" ? data.cols : 80,
+          rows: typeof data.rows === "number" ? data.rows : 24,
+          createdAt: new Date(0).toISOString(),
+          viewers: 0,
+        },
+      };
+    case "terminal_list":
+      return { ok: true, data: { terminals: [] } };
     default:
       return { ok: true, data: {} };
   }
