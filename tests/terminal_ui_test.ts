@@ -46,6 +46,8 @@ Deno.test("a session's terminal panel opens a shell in its folder, runs what is 
         if (device === "phone") await page.getByRole("button", { name: "More actions" }).click();
         const button = page.getByRole("button", { name: "Terminal", exact: true });
         await button.waitFor();
+        // xterm.js is its own file, fetched only once a terminal shows.
+        assert.equal(await page.locator('script[src="/assets/xterm.js"]').count(), 0);
         await button.click();
         const panel = page.getByRole("complementary", { name: "Terminal" });
         await panel.locator(".xterm-rows").waitFor();
@@ -56,6 +58,12 @@ Deno.test("a session's terminal panel opens a shell in its folder, runs what is 
         await page.keyboard.type(`echo hi-from-ui-${device}; pwd\n`);
         await waitForText(page, `hi-from-ui-${device}`, 2); // typed, then printed
         await waitForText(page, project);
+
+        // Fitted to the panel: the runner's PTY got the size the panel holds (not the 80×24 it opened at).
+        const size = await panel.locator(".xterm-rows").evaluate((el) => el.children.length);
+        const listed = await (await w.user.api(`/api/runners/${w.runnerId}/terminals`)).json();
+        assert.equal(listed.terminals[0].rows, size);
+        assert.notEqual(listed.terminals[0].cols, 80);
 
         // xterm's own styles apply under the app's CSP (the phone's page keeps it): monospace rows.
         assert.match(
