@@ -454,7 +454,16 @@ Deno.test("the committed web bundle is current and its core stays under 150 KB g
   const out = await tempDir("baton-web-build-");
   try {
     await buildWeb(out);
-    for (const f of ["app.js", "app.css", "icon-192.png", "icon-512.png"]) {
+    for (
+      const f of [
+        "app.js",
+        "app.css",
+        "xterm.js",
+        "xterm.css",
+        "icon-192.png",
+        "icon-512.png",
+      ]
+    ) {
       const fresh = await Deno.readFile(join(out, f));
       const committed = await Deno.readFile(join(ROOT, "web", "dist", f));
       assert.ok(

@@ -14,7 +14,23 @@ const WEB = dirname(fileURLToPath(import.meta.url));
 /** Builds into `outDir` (default web/dist). */
 export async function buildWeb(outDir = join(WEB, "dist")): Promise<void> {
   await Deno.mkdir(outDir, { recursive: true });
-  const out = await new Deno.Command(Deno.execPath(), {
+  await bundle(join(WEB, "app", "main.tsx"), join(outDir, "app.js"));
+  // xterm.js apart: the terminal panel loads it on demand (components/terminal/).
+  await bundle(
+    join(WEB, "app", "components", "terminal", "xterm_entry.ts"),
+    join(outDir, "xterm.js"),
+  );
+  const css = await Deno.readTextFile(join(WEB, "app", "styles.css"));
+  await Deno.writeTextFile(join(outDir, "app.css"), minifyCss(css));
+  const xtermCss = await Deno.readTextFile(await xtermCssPath());
+  await Deno.writeTextFile(join(outDir, "xterm.css"), minifyCss(xtermCss));
+  await Deno.writeFile(join(outDir, "icon-192.png"), await iconPng(192));
+  await Deno.writeFile(join(outDir, "icon-512.png"), await iconPng(512));
+}
+
+/** Runs `deno bundle` on `entry` into `out`. */
+async function bundle(entry: string, out: string): Promise<void> {
+  const res = await new Deno.Command(Deno.execPath(), {
     args: [
       "bundle",
       "--quiet",
@@ -24,19 +40,22 @@ export async function buildWeb(outDir = join(WEB, "dist")): Promise<void> {
       "--config",
       join(WEB, "app", "deno.json"),
       "-o",
-      join(outDir, "app.js"),
-      join(WEB, "app", "main.tsx"),
+      out,
+      entry,
     ],
     stdout: "piped",
     stderr: "piped",
   }).output();
-  if (!out.success) {
-    throw new Error(`deno bundle failed:\n${new TextDecoder().decode(out.stderr)}`);
+  if (!res.success) {
+    throw new Error(`deno bundle failed:\n${new TextDecoder().decode(res.stderr)}`);
   }
-  const css = await Deno.readTextFile(join(WEB, "app", "styles.css"));
-  await Deno.writeTextFile(join(outDir, "app.css"), minifyCss(css));
-  await Deno.writeFile(join(outDir, "icon-192.png"), await iconPng(192));
-  await Deno.writeFile(join(outDir, "icon-512.png"), await iconPng(512));
+}
+
+/** xterm's stylesheet in Deno's npm cache (the bundle above put the package there). */
+async function xtermCssPath(): Promise<string> {
+  const info = await new Deno.Command(Deno.execPath(), { args: ["info", "--json"] }).output();
+  const { npmCache } = JSON.parse(new TextDecoder().decode(info.stdout));
+  return join(npmCache, "registry.npmjs.org", "@xterm", "xterm", "6.0.0", "css", "xterm.css");
 }
 
 /** Drops comments and the whitespace around punctuation (enough for our own CSS). */

@@ -71,6 +71,9 @@ export async function webClient(): Promise<WebClient> {
   const assets: Record<string, Asset> = {
     "/assets/app.js": { body: js, type: "text/javascript; charset=utf-8", version: jsHash },
     "/assets/app.css": { body: css, type: "text/css; charset=utf-8", version: cssHash },
+    // xterm.js, loaded by the terminal panel only when it opens (web/app/components/terminal/).
+    "/assets/xterm.js": { body: read("./dist/xterm.js"), type: "text/javascript; charset=utf-8" },
+    "/assets/xterm.css": { body: read("./dist/xterm.css"), type: "text/css; charset=utf-8" },
     "/manifest.webmanifest": {
       body: read("./static/manifest.webmanifest"),
       type: "application/manifest+json",

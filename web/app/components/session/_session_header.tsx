@@ -28,6 +28,8 @@ export function SessionHeader(
     onToggleFiles,
     changes = false,
     onToggleChanges,
+    terminal = false,
+    onToggleTerminal = null,
   }: {
     id: string;
     info: SessionInfo | null;
@@ -42,6 +44,9 @@ export function SessionHeader(
     /** Whether the changes (git) panel is open. */
     changes?: boolean;
     onToggleChanges?: () => void;
+    /** Whether the terminal panel is open; null: no terminal to open here. */
+    terminal?: boolean;
+    onToggleTerminal?: (() => void) | null;
   },
 ) {
   const [renaming, setRenaming] = useState(false);
@@ -96,7 +101,7 @@ export function SessionHeader(
               <Icon name="bolt" size={14} />
               <span class="wide-only">Triggers</span>
             </button>
-            {(onToggleFiles || showChanges) && (
+            {(onToggleFiles || showChanges || onToggleTerminal) && (
               <MoreActions>
                 {onToggleFiles && (
                   <button
@@ -122,6 +127,19 @@ export function SessionHeader(
                   >
                     <Icon name="branch" size={14} />
                     <span class="wide-only">Changes</span>
+                  </button>
+                )}
+                {onToggleTerminal && (
+                  <button
+                    type="button"
+                    class={`btn small ${terminal ? "on" : ""}`}
+                    aria-pressed={terminal}
+                    aria-label="Terminal"
+                    title="Terminal: a shell in the session's folder on its runner"
+                    onClick={onToggleTerminal}
+                  >
+                    <Icon name="terminal" size={14} />
+                    <span class="wide-only">Terminal</span>
                   </button>
                 )}
               </MoreActions>
@@ -177,7 +195,7 @@ function MoreActions({ children }: { children: ComponentChildren }) {
         aria-expanded={open}
         aria-controls="session-more"
         aria-label="More actions"
-        title="More: files and changes"
+        title="More: files, changes and terminal"
         onClick={() => setOpen(!open)}
       >
         <Icon name="menu" size={14} />

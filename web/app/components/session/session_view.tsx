@@ -14,6 +14,7 @@ import { Composer } from "./_composer.tsx";
 import { SessionHeader } from "./_session_header.tsx";
 import { SessionTriggers } from "./_triggers_panel.tsx";
 import { ChangesPanel } from "../git/changes_panel.tsx";
+import { TerminalPanel } from "../terminal/terminal_panel.tsx";
 
 /** Session `id`, or a word that there is none the account may see. */
 export function SessionView({ id }: { id: string }) {
@@ -25,6 +26,7 @@ export function SessionView({ id }: { id: string }) {
   const [files, setFiles] = useState(false);
   const cwd = conv.cwd ?? info?.cwd ?? null;
   const [changes, setChanges] = useState(false);
+  const [terminal, setTerminal] = useState(false);
   const ended = info?.status === "ended" || info?.status === "error";
   const working = conv.working;
   // A prompt the agent lost in a runner restart goes again as a new message
@@ -55,6 +57,8 @@ export function SessionView({ id }: { id: string }) {
           setChanges(!changes);
           setPanel(false);
         }}
+        terminal={terminal}
+        onToggleTerminal={cwd && info && !ended ? () => setTerminal(!terminal) : null}
       />
       <div class="session-body">
         <div
@@ -85,6 +89,13 @@ export function SessionView({ id }: { id: string }) {
             id={id}
             version={conv.items.length}
             onClose={() => setPanel(false)}
+          />
+        )}
+        {terminal && cwd && info && !ended && (
+          <TerminalPanel
+            runnerId={info.runnerId}
+            cwd={cwd}
+            onClose={() => setTerminal(false)}
           />
         )}
         {files && cwd && info && (
