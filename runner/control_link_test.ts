@@ -48,28 +48,43 @@ Deno.test("a relay that accepts the connection but never answers the upgrade is 
   }
 });
 
-Deno.test("a call the relay would refuse whole fails at once and the link stays up", async () => {
+/** What a test sees of a fake relay: the frames it got, and how many sockets closed. */
+interface FakeRelay {
+  received: { t: string; [k: string]: unknown }[];
+  closes: number;
+  welcomed: Promise<void>;
+}
+
+/**
+ * A relay on npm:ws that welcomes every hello (then sends `afterWelcome`)
+ * and answers every call with `{}`, and a ControlLink dialled to it; both
+ * are torn down after `fn`.
+ */
+async function withFakeRelay(
+  options: { afterWelcome?: unknown[]; onRequest?: (op: string) => Promise<unknown> },
+  fn: (link: ControlLink, relay: FakeRelay) => Promise<void>,
+): Promise<void> {
   const { WebSocketServer } = await import("ws");
-  const server = new WebSocketServer({ port: 0, host: "127.0.0.1" });
+  const server = new WebSocketServer({ port: 0, host: "127.0.0.1", maxPayload: 8 * 1024 * 1024 });
   await new Promise((resolve) => server.once("listening", resolve));
-  const received: string[] = [];
-  let closes = 0;
+  const welcomed = Promise.withResolvers<void>();
+  const relay: FakeRelay = { received: [], closes: 0, welcomed: welcomed.promise };
   server.on("connection", (ws) => {
-    ws.on("close", () => closes++);
+    ws.on("close", () => relay.closes++);
     ws.on("message", (data) => {
       const msg = JSON.parse(String(data));
-      received.push(msg.t);
+      relay.received.push(msg);
       if (msg.t === "hello") {
         ws.send(
           JSON.stringify({ t: "welcome", v: msg.v, runnerId: msg.runnerId, acked: {}, ended: [] }),
         );
+        for (const m of options.afterWelcome ?? []) ws.send(JSON.stringify(m));
       }
       if (msg.t === "call") {
         ws.send(JSON.stringify({ t: "result", id: msg.id, ok: true, data: {} }));
       }
     });
   });
-  const welcomed = Promise.withResolvers<void>();
   const link = new ControlLink({
     url: `ws://127.0.0.1:${(server.address() as { port: number }).port}/_runner`,
     hello: () => ({
@@ -82,7 +97,7 @@ Deno.test("a call the relay would refuse whole fails at once and the link stays 
       sessions: [],
     }),
     onWelcome: () => welcomed.resolve(),
-    onRequest: () => Promise.resolve({}),
+    onRequest: options.onRequest ?? (() => Promise.resolve({})),
     onAck: () => {},
     onRelayError: () => {},
     log: () => {},
@@ -90,7 +105,23 @@ Deno.test("a call the relay would refuse whole fails at once and the link stays 
   const stop = new AbortController();
   const running = link.run(stop.signal);
   try {
-    await welcomed.promise;
+    await fn(link, relay);
+  } finally {
+    stop.abort();
+    await running.catch(() => {});
+    server.close();
+  }
+}
+
+/** Waits until `test` holds, checking every 10 ms (at most 10 s). */
+async function until(test: () => boolean): Promise<void> {
+  for (let i = 0; i < 1000 && !test(); i++) await new Promise((r) => setTimeout(r, 10));
+  assert.ok(test(), "the condition held within 10 s");
+}
+
+Deno.test("a call the relay would refuse whole fails at once and the link stays up", async () => {
+  await withFakeRelay({}, async (link, relay) => {
+    await relay.welcomed;
     let deep: unknown = "leaf";
     for (let i = 0; i < 200; i++) deep = [deep];
     await assert.rejects(
@@ -102,64 +133,25 @@ Deno.test("a call the relay would refuse whole fails at once and the link stays 
       (err: Error & { code?: string }) => err.code === "too_big" && /MiB/.test(err.message),
     );
     // Neither reached the relay; the link is up and a normal call is answered.
-    assert.deepEqual(received, ["hello"]);
+    assert.deepEqual(relay.received.map((m) => m.t), ["hello"]);
     assert.deepEqual(await link.call("triggers.list", {}), {});
     assert.equal(link.connected, true);
-    assert.equal(closes, 0);
-  } finally {
-    stop.abort();
-    await running.catch(() => {});
-    server.close();
-  }
+    assert.equal(relay.closes, 0);
+  });
 });
 
 Deno.test("an answer over the channel's limit becomes an error answer, and the link stays up", async () => {
-  const { WebSocketServer } = await import("ws");
-  const server = new WebSocketServer({ port: 0, host: "127.0.0.1", maxPayload: 8 * 1024 * 1024 });
-  await new Promise((resolve) => server.once("listening", resolve));
-  const answers: unknown[] = [];
-  const answered = Promise.withResolvers<void>();
-  let closes = 0;
-  server.on("connection", (ws) => {
-    ws.on("close", () => closes++);
-    ws.on("message", (data) => {
-      const msg = JSON.parse(String(data));
-      if (msg.t === "hello") {
-        ws.send(
-          JSON.stringify({ t: "welcome", v: msg.v, runnerId: msg.runnerId, acked: {}, ended: [] }),
-        );
-        ws.send(JSON.stringify({ t: "req", id: 1, op: "big", data: {} }));
-        ws.send(JSON.stringify({ t: "req", id: 2, op: "small", data: {} }));
-      }
-      if (msg.t === "res") {
-        answers.push(msg);
-        if (answers.length === 2) answered.resolve();
-      }
-    });
-  });
-  const link = new ControlLink({
-    url: `ws://127.0.0.1:${(server.address() as { port: number }).port}/_runner`,
-    hello: () => ({
-      apiKey: "brt_x",
-      runnerId: "r",
-      name: "r",
-      roots: [],
-      version: "t",
-      platform: "linux",
-      sessions: [],
-    }),
-    onWelcome: () => {},
-    // Multi-byte characters: under 8 Mi characters, over 8 MiB.
-    onRequest: (op) => Promise.resolve(op === "big" ? { text: "é".repeat(5 * 1024 * 1024) } : {}),
-    onAck: () => {},
-    onRelayError: () => {},
-    log: () => {},
-  });
-  const stop = new AbortController();
-  const running = link.run(stop.signal);
-  try {
-    await answered.promise;
-    assert.deepEqual(answers, [
+  const requests = [
+    { t: "req", id: 1, op: "big", data: {} },
+    { t: "req", id: 2, op: "small", data: {} },
+  ];
+  // Multi-byte characters: under 8 Mi characters, over 8 MiB.
+  const onRequest = (op: string) =>
+    Promise.resolve(op === "big" ? { text: "é".repeat(5 * 1024 * 1024) } : {});
+  await withFakeRelay({ afterWelcome: requests, onRequest }, async (link, relay) => {
+    const answers = () => relay.received.filter((m) => m.t === "res");
+    await until(() => answers().length === 2);
+    assert.deepEqual(answers(), [
       {
         t: "res",
         id: 1,
@@ -169,10 +161,6 @@ Deno.test("an answer over the channel's limit becomes an error answer, and the l
       { t: "res", id: 2, ok: true, data: {} },
     ]);
     assert.equal(link.connected, true);
-    assert.equal(closes, 0);
-  } finally {
-    stop.abort();
-    await running.catch(() => {});
-    server.close();
-  }
+    assert.equal(relay.closes, 0);
+  });
 });
