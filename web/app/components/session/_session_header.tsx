@@ -11,7 +11,7 @@ import type { SessionInfo } from "../../../../shared/protocol.ts";
 import { baseName, cost, tokens } from "../../format.ts";
 import { statusOf } from "../../session_status.ts";
 import { runnerName, runners } from "../../store.ts";
-import { Icon } from "../icon.tsx";
+import { Icon, type IconName } from "../icon.tsx";
 import { RenameForm } from "./_rename_form.tsx";
 import { SessionMenu } from "./_session_menu.tsx";
 
@@ -58,7 +58,6 @@ export function SessionHeader(
     document.getElementById("rename-session")?.focus();
   }, [renaming]);
   const st = info ? statusOf(info) : { label: "loading", tone: "off" };
-  const showChanges = onToggleChanges && !ended;
   return (
     <header class="session-head">
       <div class="session-head-main">
@@ -89,58 +88,42 @@ export function SessionHeader(
         {/* While renaming, the title box has the row: the actions come back when it is done. */}
         {!renaming && (
           <>
-            <button
-              type="button"
-              class={`btn small ${panel ? "on" : ""}`}
-              aria-pressed={panel}
-              aria-label="Triggers"
+            {/* Icons alone on a phone, so that the header's actions keep one row. */}
+            <PanelToggle
+              icon="bolt"
+              label="Triggers"
               title="Triggers"
+              on={panel}
               onClick={onTogglePanel}
-            >
-              {/* Icons alone on a phone, so that the header's actions keep one row. */}
-              <Icon name="bolt" size={14} />
-              <span class="wide-only">Triggers</span>
-            </button>
-            {(onToggleFiles || showChanges || onToggleTerminal) && (
+            />
+            {(onToggleFiles || (onToggleChanges && !ended) || onToggleTerminal) && (
               <MoreActions>
                 {onToggleFiles && (
-                  <button
-                    type="button"
-                    class={`btn small ${files ? "on" : ""}`}
-                    aria-pressed={files}
-                    aria-label="Files"
+                  <PanelToggle
+                    icon="folder"
+                    label="Files"
                     title="Files: browse the session's folder"
+                    on={files}
                     onClick={onToggleFiles}
-                  >
-                    <Icon name="folder" size={14} />
-                    <span class="wide-only">Files</span>
-                  </button>
+                  />
                 )}
-                {showChanges && (
-                  <button
-                    type="button"
-                    class={`btn small ${changes ? "on" : ""}`}
-                    aria-pressed={changes}
-                    aria-label="Changes"
+                {onToggleChanges && !ended && (
+                  <PanelToggle
+                    icon="branch"
+                    label="Changes"
                     title="Changes: the repository's diff, commit and push"
+                    on={changes}
                     onClick={onToggleChanges}
-                  >
-                    <Icon name="branch" size={14} />
-                    <span class="wide-only">Changes</span>
-                  </button>
+                  />
                 )}
                 {onToggleTerminal && (
-                  <button
-                    type="button"
-                    class={`btn small ${terminal ? "on" : ""}`}
-                    aria-pressed={terminal}
-                    aria-label="Terminal"
+                  <PanelToggle
+                    icon="terminal"
+                    label="Terminal"
                     title="Terminal: a shell in the session's folder on its runner"
+                    on={terminal}
                     onClick={onToggleTerminal}
-                  >
-                    <Icon name="terminal" size={14} />
-                    <span class="wide-only">Terminal</span>
-                  </button>
+                  />
                 )}
               </MoreActions>
             )}
@@ -156,6 +139,31 @@ export function SessionHeader(
         )}
       </div>
     </header>
+  );
+}
+
+/** A header button that opens or closes a panel: its icon, and its name on a wide screen. */
+function PanelToggle(
+  { icon, label, title, on, onClick }: {
+    icon: IconName;
+    label: string;
+    title: string;
+    on: boolean;
+    onClick: () => void;
+  },
+) {
+  return (
+    <button
+      type="button"
+      class={`btn small ${on ? "on" : ""}`}
+      aria-pressed={on}
+      aria-label={label}
+      title={title}
+      onClick={onClick}
+    >
+      <Icon name={icon} size={14} />
+      <span class="wide-only">{label}</span>
+    </button>
   );
 }
 
