@@ -62,6 +62,7 @@ export class Workspace {
     this.#services = new WorkspaceServices({
       cwdOf: o.cwdOf,
       awake: o.awake,
+      roots: o.roots,
       send: o.send,
       log: o.log,
     });

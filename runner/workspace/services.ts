@@ -8,6 +8,7 @@
  */
 import { GIT_OPS, type GitOp, SERVICE_IDS } from "../../shared/git_api.ts";
 import { RequestError } from "../control_link.ts";
+import { isWithin } from "../roots.ts";
 import * as ops from "./git.ts";
 import { GitError } from "./git_run.ts";
 import { GitWatchers } from "./git_watch.ts";
@@ -18,6 +19,12 @@ export interface WorkspaceServicesOptions {
   cwdOf: (sessionId: string) => string | null;
   /** Whether the session's worker runs (not asleep): only those are watched. */
   awake: (sessionId: string) => boolean;
+  /**
+   * The runner's workspace roots (real paths; null: any folder). A repository
+   * whose top folder lies above every root is refused: its status and diffs
+   * would show files outside the roots.
+   */
+  roots: string[] | null;
   /** Sends a frame to the relay (false when offline: dropped). */
   send: (msg: unknown) => boolean;
   log: (line: string) => void;
@@ -81,7 +88,7 @@ export class WorkspaceServices {
     const cwd = this.#opts.cwdOf(sessionId);
     if (cwd === null) throw new RequestError("not_found", "Session is not on this runner");
     try {
-      const top = await ops.repoTop(cwd);
+      const top = await this.#repoTop(cwd);
       // Once watched, every later change is pushed; a huge tree may take long to
       // watch, and the answer does not wait for it more than WATCH_WAIT_MS.
       if (this.#opts.awake(sessionId)) {
@@ -164,10 +171,23 @@ export class WorkspaceServices {
     if (!this.#paused.delete(sessionId)) return;
     const cwd = this.#opts.cwdOf(sessionId);
     if (cwd === null) return;
-    ops.repoTop(cwd).then(
+    this.#repoTop(cwd).then(
       (top) => this.watchers.watch(sessionId, top),
       () => {},
     );
+  }
+
+  /** The repository's top folder for `cwd`, when it lies inside a workspace root. */
+  async #repoTop(cwd: string): Promise<string> {
+    const top = await ops.repoTop(cwd);
+    const roots = this.#opts.roots;
+    if (roots && !roots.some((root) => isWithin(top, root, Deno.build.os))) {
+      throw new GitError(
+        "repo_outside_roots",
+        `The repository at '${top}' reaches above the runner's workspace roots`,
+      );
+    }
+    return top;
   }
 
   close(): void {
