@@ -48,6 +48,11 @@ export function maxUploadBytes(policy: AttachmentPolicy): number {
   return policy.maxFiles * policy.maxFileBytes + MiB;
 }
 
+function quotaMessage(userMaxBytes: number): string {
+  return `Your attachments would pass their quota of ${userMaxBytes} bytes; ` +
+    "older ones free their space when they expire";
+}
+
 /** An upload refused for its size (413): a file over the cap, or the user's quota. */
 export class UploadTooLarge extends Error {
   constructor(readonly code: "file_too_large" | "quota_exceeded", message: string) {
@@ -210,11 +215,7 @@ export class Attachments {
               );
             }
             if (userMaxBytes > 0 && held + total > userMaxBytes) {
-              throw new UploadTooLarge(
-                "quota_exceeded",
-                `Your attachments would pass their quota of ${userMaxBytes} bytes; ` +
-                  "older ones free their space when they expire",
-              );
+              throw new UploadTooLarge("quota_exceeded", quotaMessage(userMaxBytes));
             }
             f.hash.update(chunk);
             let at = 0;
@@ -242,6 +243,15 @@ export class Attachments {
 
   /** Moves the uploaded files to their blobs and records them, in one turn of the blob queue. */
   async #commit(userId: string, sessionId: string, files: Incoming[]): Promise<AttachmentInfo[]> {
+    // Checked again here, one commit at a time: uploads that ran side by side each
+    // saw the quota as it was when they began, and together may pass it.
+    const { userMaxBytes } = this.policy;
+    if (userMaxBytes > 0) {
+      const held = this.#store.attachments.userBytes(userId, this.#now());
+      if (held + files.reduce((n, f) => n + f.size, 0) > userMaxBytes) {
+        throw new UploadTooLarge("quota_exceeded", quotaMessage(userMaxBytes));
+      }
+    }
     for (const f of files) {
       const target = this.blobPath(f.sha256!);
       try {

@@ -221,14 +221,23 @@ Deno.test("uploads past a cap answer 413 and store nothing", async (t) => {
     );
 
     await t.step("the user's quota: 413 quota_exceeded", async () => {
-      // 2 MiB quota, 256 KiB held: seven more files of 256 KiB fit, the eighth does not.
-      for (let i = 0; i < 7; i++) {
-        await uploadOk(alice, sessionId, [{
-          name: `${i}.bin`,
-          bytes: new Uint8Array(POLICY.maxFileBytes).fill(i + 10),
-        }]);
-      }
+      // 2 MiB quota, 256 KiB held: seven more files of 256 KiB fit, the eighth does not,
+      // even when all eight are sent side by side (each began with the same room).
+      const results = await Promise.all(
+        Array.from({ length: 8 }, async (_, i) => {
+          const res = await upload(alice, sessionId, [{
+            name: `${i}.bin`,
+            bytes: new Uint8Array(POLICY.maxFileBytes).fill(i + 10),
+          }]);
+          if (res.status === 413) return await errorCode(res, 413);
+          await res.body?.cancel();
+          return res.status;
+        }),
+      );
+      assert.deepEqual(results.filter((r) => r === 200).length, 7, JSON.stringify(results));
+      assert.deepEqual(results.filter((r) => r === "quota_exceeded").length, 1);
       const full = await storedFiles(relay.dataDir);
+      assert.equal(full.length, kept.length + 7);
       const res = await upload(alice, sessionId, [{ name: "more.bin", bytes: "x".repeat(10) }]);
       assert.equal(await errorCode(res, 413), "quota_exceeded");
       assert.deepEqual(await storedFiles(relay.dataDir), full);
