@@ -440,8 +440,11 @@ Deno.test("baton runner refuses to start without a usable relay configuration", 
       );
     });
 
-    await t.step("--safe-mode says the relay is off", async () => {
-      assertUsageError(await run(["runner", "--safe-mode"], baseEnv(home, relayEnv)), off);
+    await t.step("--safe-mode leaves the relay on (it skips MCP, plugins and hooks)", async () => {
+      assertUsageError(
+        await run(["runner", "--safe-mode"], baseEnv(home)),
+        /BATON_RELAY_URL.*setup/,
+      );
     });
 
     await t.step("--no-relay says the relay is off", async () => {

@@ -1,0 +1,296 @@
+/**
+ * MCP servers and hooks with a real relay, a real runner (its default
+ * sandbox, `basic`, where bubblewrap is installed) and the mock model
+ * calling tools: a stdio and a streamable HTTP server's tools reach the
+ * agent and their results the viewer; a hanging server is cut at
+ * `mcpTimeout` while the session starts with a visible warning;
+ * `BATON_NO_MCP` and `BATON_SAFE_MODE` skip them; hooks block, note and
+ * time out.
+ */
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { json, signUp, type User, Viewer } from "./harness/client.ts";
+import { startTestRelay, type TestRelay } from "./harness/in_process.ts";
+import { MockLlm, type ScriptedToolCall } from "./harness/mock_llm.ts";
+import { processesWith, startHttpMcp, stdioEntry } from "./harness/mcp.ts";
+import { type RunnerProcess, startRunner, tempDir } from "./harness/procs.ts";
+import { eventually } from "./harness/wait.ts";
+import type { SessionEvent } from "../shared/protocol.ts";
+import { applyEvents, emptyConversation } from "../shared/conversation.ts";
+
+const haveBwrap = Deno.build.os === "linux" &&
+  ["/usr/bin/bwrap", "/usr/bin/socat"].every((p) => {
+    try {
+      return Deno.statSync(p).isFile;
+    } catch {
+      return false;
+    }
+  });
+
+interface World {
+  relay: TestRelay;
+  llm: MockLlm;
+  user: User;
+  runner: RunnerProcess;
+  home: string;
+  project: string;
+}
+
+/** A relay, and a runner whose `~/.baton/config.json` is `config`. */
+async function withWorld(
+  config: Record<string, unknown>,
+  fn: (w: World) => Promise<void>,
+  env: Record<string, string> = {},
+): Promise<void> {
+  await using relay = await startTestRelay();
+  const llm = MockLlm.start();
+  const home = await tempDir("baton-mcp-home-");
+  const project = await tempDir("baton-mcp-proj-");
+  await Deno.mkdir(join(home, ".baton"), { recursive: true });
+  await Deno.mkdir(join(home, ".ssh"), { recursive: true });
+  await Deno.writeTextFile(join(home, ".ssh", "id_rsa"), "PRIVATE-KEY-MATERIAL\n");
+  await Deno.writeTextFile(join(home, ".baton", "config.json"), JSON.stringify(config));
+  await llm.writeModelsJson(home);
+  const user = await signUp(relay.url);
+  let runner: RunnerProcess | undefined;
+  let ok = false;
+  try {
+    runner = await startRunner({ relayUrl: relay.url, apiKey: user.apiKey, home, env });
+    await fn({ relay, llm, user, runner, home, project });
+    ok = true;
+  } finally {
+    if (runner && !ok) console.error(runner.proc.output());
+    await runner?.stop();
+    await llm.close();
+  }
+}
+
+/** Spawns a session in the project and watches it. */
+async function spawn(w: World, prompt = "Go") {
+  const [runner] = await (await w.user.api("/api/runners")).json();
+  const res = await w.user.api(
+    "/api/runners/spawn",
+    json("POST", { runnerId: runner.id, prompt, cwd: w.project }),
+  );
+  const { sessionId } = await res.json();
+  assert.ok(sessionId, "spawn failed");
+  const viewer = await Viewer.connect(w.relay.url, { apiKey: w.user.apiKey });
+  viewer.subscribe(sessionId);
+  return { sessionId: sessionId as string, viewer };
+}
+
+/** Each tool call's result text, by call id. */
+function resultsOf(events: SessionEvent[]): Map<string, { text: string; isError: boolean }> {
+  const out = new Map<string, { text: string; isError: boolean }>();
+  for (const { e } of events) {
+    if (e.type !== "tool_execution_end") continue;
+    const r = e.result as { content?: { text?: string }[] } | undefined;
+    const text = (r?.content ?? []).map((c) => c.text ?? "").join("");
+    out.set(String(e.toolCallId), { text, isError: e.isError === true });
+  }
+  return out;
+}
+
+/** The notices a viewer shows for the session (what the user reads). */
+function noticesOf(events: SessionEvent[]): string[] {
+  return applyEvents(emptyConversation(), events).items.flatMap((i) =>
+    i.kind === "notice" ? [i.text] : []
+  );
+}
+
+function toolNamesOf(events: SessionEvent[]): string[] {
+  const start = events.find((e) => e.e.type === "session_start");
+  return (start?.e.tools as string[] | undefined) ?? [];
+}
+
+Deno.test("stdio and streamable HTTP MCP servers: their tools reach the agent and the results reach the viewer", async () => {
+  const tag = `mcp-tag-${crypto.randomUUID()}`;
+  const http = startHttpMcp("http-server", { token: "secret-token" });
+  try {
+    await withWorld({
+      mcpServers: {
+        words: stdioEntry({ label: "stdio-server", tag }),
+        remote: { type: "http", url: http.url, headers: { Authorization: "Bearer ${MCP_TOKEN}" } },
+      },
+    }, async (w) => {
+      // `${MCP_TOKEN}` comes from the worker's environment.
+      w.llm.responder = (req, i) => {
+        if (i !== 0) return undefined;
+        const names = (req.tools ?? []).map((t) => t.function.name);
+        assert.ok(names.includes("mcp__words__word_count"), `tools: ${names}`);
+        assert.ok(names.includes("mcp__remote__word_count"), `tools: ${names}`);
+        return undefined;
+      };
+      const calls: ScriptedToolCall[] = [
+        { id: "s1", name: "mcp__words__word_count", args: { text: "one two three" } },
+        { id: "h1", name: "mcp__remote__word_count", args: { text: "four five" } },
+        { id: "f1", name: "mcp__words__fail", args: {} },
+        // The stdio server runs under the session's sandbox: ~/.ssh is hidden from it.
+        {
+          id: "r1",
+          name: "mcp__words__read_file",
+          args: { target: join(w.home, ".ssh", "id_rsa") },
+        },
+        {
+          id: "r2",
+          name: "mcp__remote__read_file",
+          args: { target: join(w.home, ".ssh", "id_rsa") },
+        },
+      ];
+      w.llm.enqueue({ text: "Counting.", toolCalls: calls }, { text: "Done." });
+      const { sessionId, viewer } = await spawn(w);
+      try {
+        await viewer.waitForEvent(sessionId, "agent_end", 60_000);
+        const events = viewer.eventsOf(sessionId);
+        const results = resultsOf(events);
+        assert.deepEqual(results.get("s1"), {
+          text: "Words: 3 (from stdio-server)",
+          isError: false,
+        });
+        assert.deepEqual(results.get("h1"), {
+          text: "Words: 2 (from http-server)",
+          isError: false,
+        });
+        assert.equal(results.get("f1")?.isError, true);
+        assert.match(results.get("f1")?.text ?? "", /Failure from stdio-server/);
+        if (haveBwrap) {
+          assert.doesNotMatch(results.get("r1")?.text ?? "", /PRIVATE-KEY/);
+          // The control: the same read in the test's own (unsandboxed) HTTP server.
+          assert.match(results.get("r2")?.text ?? "", /PRIVATE-KEY/);
+          const procs = await processesWith(tag);
+          const cmds = await Promise.all(procs.map((p) => Deno.readTextFile(`/proc/${p}/cmdline`)));
+          assert.ok(
+            cmds.some((c) => c.startsWith("bwrap\0") || c.includes("/bwrap\0")),
+            "not in bwrap",
+          );
+        }
+        // The model got the results back in its next request.
+        const last = w.llm.requests.at(-1)!;
+        const toolMsgs = last.messages.filter((m) => m.role === "tool").map((m) =>
+          JSON.stringify(m.content)
+        );
+        assert.ok(
+          toolMsgs.some((t) => t.includes("Words: 3 (from stdio-server)")),
+          toolMsgs.join(),
+        );
+        const start = events.find((e) => e.e.type === "session_start")!.e;
+        const status = start.mcp as { name: string; ok: boolean; tools: number }[];
+        assert.deepEqual(
+          status.map((s) => [s.name, s.ok, s.tools]).sort(),
+          [["remote", true, 3], ["words", true, 3]],
+        );
+        assert.ok(http.requests.length > 0);
+        assert.ok((await processesWith(tag)).length > 0, "the stdio server runs");
+        // Ending the session ends its MCP server.
+        const end = await w.user.api(
+          `/api/sessions/${sessionId}/input`,
+          json("POST", { kind: "end" }),
+        );
+        assert.equal(end.status, 200);
+        await eventually(
+          "the MCP server to end with its session",
+          async () => (await processesWith(tag)).length === 0 ? true : undefined,
+          10_000,
+        );
+      } finally {
+        await viewer.close();
+      }
+    }, { MCP_TOKEN: "secret-token" });
+  } finally {
+    await http.close();
+  }
+});
+
+Deno.test("a hanging MCP server is cut at mcpTimeout: the session starts, with a visible warning", async () => {
+  const tag = `mcp-hang-${crypto.randomUUID()}`;
+  const okTag = `mcp-ok-${crypto.randomUUID()}`;
+  await withWorld({
+    // Past the 5 s of the slow-startup warning, so both show.
+    mcpTimeout: 6000,
+    mcpServers: {
+      stuck: stdioEntry({ label: "stuck", tag, hang: true }),
+      words: stdioEntry({ label: "words", tag: okTag }),
+      broken: { command: "/nonexistent/mcp-server" },
+    },
+  }, async (w) => {
+    w.llm.enqueue({
+      text: "Counting.",
+      toolCalls: [{ id: "s1", name: "mcp__words__word_count", args: { text: "a b" } }],
+    }, { text: "Done." });
+    const t0 = Date.now();
+    const { sessionId, viewer } = await spawn(w);
+    try {
+      await viewer.waitForEvent(sessionId, "agent_end", 60_000);
+      const started = Date.now() - t0;
+      const events = viewer.eventsOf(sessionId);
+      assert.ok(started < 20_000, `the session took ${started} ms`);
+      const notices = noticesOf(events);
+      assert.ok(
+        notices.some((n) => /MCP servers are slow to start .*waiting for: stuck/.test(n)),
+        notices.join("\n"),
+      );
+      assert.ok(
+        notices.some((n) =>
+          /MCP server 'stuck' skipped: no answer within mcpTimeout \(6000 ms\)/.test(n)
+        ),
+        notices.join("\n"),
+      );
+      assert.ok(notices.some((n) => /MCP server 'broken' skipped/.test(n)), notices.join("\n"));
+      // The other server works, the stuck one's tools are not there.
+      assert.deepEqual(resultsOf(events).get("s1"), {
+        text: "Words: 2 (from words)",
+        isError: false,
+      });
+      const tools = toolNamesOf(events);
+      assert.ok(tools.includes("mcp__words__word_count"));
+      assert.ok(!tools.some((t) => t.startsWith("mcp__stuck__")));
+      // The stuck server's process is gone, not left behind.
+      assert.deepEqual(await processesWith(tag), []);
+    } finally {
+      await viewer.close();
+    }
+  });
+});
+
+Deno.test("BATON_NO_MCP=1 and BATON_SAFE_MODE=1 skip MCP servers (safe mode: hooks too)", async (t) => {
+  const envs: Record<string, string>[] = [{ BATON_NO_MCP: "1" }, { BATON_SAFE_MODE: "1" }];
+  for (const env of envs) {
+    await t.step(Object.keys(env)[0]!, async () => {
+      const tag = `mcp-skip-${crypto.randomUUID()}`;
+      const project = await tempDir("baton-mcp-marker-");
+      const marker = join(project, "server-started");
+      const hookMarker = join(project, "hook-ran");
+      await withWorld({
+        mcpServers: { words: stdioEntry({ label: "words", tag, marker }) },
+        hooks: { sessionStart: [{ hooks: [{ command: `touch ${hookMarker}` }] }] },
+      }, async (w) => {
+        w.llm.enqueue({ text: "Hello." });
+        const { sessionId, viewer } = await spawn(w);
+        try {
+          await viewer.waitForEvent(sessionId, "agent_end", 60_000);
+          const events = viewer.eventsOf(sessionId);
+          const start = events.find((e) => e.e.type === "session_start")!.e;
+          const skip = start.skip as Record<string, boolean>;
+          assert.equal(skip.mcp, true);
+          assert.ok(!toolNamesOf(events).some((n) => n.startsWith("mcp__")));
+          const safe = "BATON_SAFE_MODE" in env;
+          assert.equal(skip.hooks, safe);
+          assert.equal(skip.plugins, safe);
+          assert.equal(await exists(marker), false, "the server was started");
+          assert.equal(await exists(hookMarker), !safe, "hooks ran in safe mode");
+        } finally {
+          await viewer.close();
+        }
+      }, env);
+    });
+  }
+});
+
+async function exists(p: string): Promise<boolean> {
+  try {
+    await Deno.lstat(p);
+    return true;
+  } catch {
+    return false;
+  }
+}
