@@ -1,107 +1,29 @@
 /**
- * MCP servers and hooks with a real relay, a real runner (its default
+ * MCP servers with a real relay, a real runner (its default
  * sandbox, `basic`, where bubblewrap is installed) and the mock model
  * calling tools: a stdio and a streamable HTTP server's tools reach the
  * agent and their results the viewer; a hanging server is cut at
  * `mcpTimeout` while the session starts with a visible warning;
- * `BATON_NO_MCP` and `BATON_SAFE_MODE` skip them; hooks block, note and
- * time out.
+ * `BATON_NO_MCP` and `BATON_SAFE_MODE` skip them.
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { json, signUp, type User, Viewer } from "./harness/client.ts";
-import { startTestRelay, type TestRelay } from "./harness/in_process.ts";
-import { MockLlm, type ScriptedToolCall } from "./harness/mock_llm.ts";
-import { processesWith, startHttpMcp, stdioEntry } from "./harness/mcp.ts";
-import { type RunnerProcess, startRunner, tempDir } from "./harness/procs.ts";
+import { json } from "./harness/client.ts";
+import type { ScriptedToolCall } from "./harness/mock_llm.ts";
+import {
+  exists,
+  haveBwrap,
+  noticesOf,
+  processesWith,
+  resultsOf,
+  spawnIn,
+  startHttpMcp,
+  stdioEntry,
+  toolNamesOf,
+  withAgentWorld as withWorld,
+} from "./harness/mcp.ts";
+import { tempDir } from "./harness/procs.ts";
 import { eventually } from "./harness/wait.ts";
-import type { SessionEvent } from "../shared/protocol.ts";
-import { applyEvents, emptyConversation } from "../shared/conversation.ts";
-
-const haveBwrap = Deno.build.os === "linux" &&
-  ["/usr/bin/bwrap", "/usr/bin/socat"].every((p) => {
-    try {
-      return Deno.statSync(p).isFile;
-    } catch {
-      return false;
-    }
-  });
-
-interface World {
-  relay: TestRelay;
-  llm: MockLlm;
-  user: User;
-  runner: RunnerProcess;
-  home: string;
-  project: string;
-}
-
-/** A relay, and a runner whose `~/.baton/config.json` is `config`. */
-async function withWorld(
-  config: Record<string, unknown>,
-  fn: (w: World) => Promise<void>,
-  env: Record<string, string> = {},
-): Promise<void> {
-  await using relay = await startTestRelay();
-  const llm = MockLlm.start();
-  const home = await tempDir("baton-mcp-home-");
-  const project = await tempDir("baton-mcp-proj-");
-  await Deno.mkdir(join(home, ".baton"), { recursive: true });
-  await Deno.mkdir(join(home, ".ssh"), { recursive: true });
-  await Deno.writeTextFile(join(home, ".ssh", "id_rsa"), "PRIVATE-KEY-MATERIAL\n");
-  await Deno.writeTextFile(join(home, ".baton", "config.json"), JSON.stringify(config));
-  await llm.writeModelsJson(home);
-  const user = await signUp(relay.url);
-  let runner: RunnerProcess | undefined;
-  let ok = false;
-  try {
-    runner = await startRunner({ relayUrl: relay.url, apiKey: user.apiKey, home, env });
-    await fn({ relay, llm, user, runner, home, project });
-    ok = true;
-  } finally {
-    if (runner && !ok) console.error(runner.proc.output());
-    await runner?.stop();
-    await llm.close();
-  }
-}
-
-/** Spawns a session in the project and watches it. */
-async function spawn(w: World, prompt = "Go") {
-  const [runner] = await (await w.user.api("/api/runners")).json();
-  const res = await w.user.api(
-    "/api/runners/spawn",
-    json("POST", { runnerId: runner.id, prompt, cwd: w.project }),
-  );
-  const { sessionId } = await res.json();
-  assert.ok(sessionId, "spawn failed");
-  const viewer = await Viewer.connect(w.relay.url, { apiKey: w.user.apiKey });
-  viewer.subscribe(sessionId);
-  return { sessionId: sessionId as string, viewer };
-}
-
-/** Each tool call's result text, by call id. */
-function resultsOf(events: SessionEvent[]): Map<string, { text: string; isError: boolean }> {
-  const out = new Map<string, { text: string; isError: boolean }>();
-  for (const { e } of events) {
-    if (e.type !== "tool_execution_end") continue;
-    const r = e.result as { content?: { text?: string }[] } | undefined;
-    const text = (r?.content ?? []).map((c) => c.text ?? "").join("");
-    out.set(String(e.toolCallId), { text, isError: e.isError === true });
-  }
-  return out;
-}
-
-/** The notices a viewer shows for the session (what the user reads). */
-function noticesOf(events: SessionEvent[]): string[] {
-  return applyEvents(emptyConversation(), events).items.flatMap((i) =>
-    i.kind === "notice" ? [i.text] : []
-  );
-}
-
-function toolNamesOf(events: SessionEvent[]): string[] {
-  const start = events.find((e) => e.e.type === "session_start");
-  return (start?.e.tools as string[] | undefined) ?? [];
-}
 
 Deno.test("stdio and streamable HTTP MCP servers: their tools reach the agent and the results reach the viewer", async () => {
   const tag = `mcp-tag-${crypto.randomUUID()}`;
@@ -138,7 +60,7 @@ Deno.test("stdio and streamable HTTP MCP servers: their tools reach the agent an
         },
       ];
       w.llm.enqueue({ text: "Counting.", toolCalls: calls }, { text: "Done." });
-      const { sessionId, viewer } = await spawn(w);
+      const { sessionId, viewer } = await spawnIn(w);
       try {
         await viewer.waitForEvent(sessionId, "agent_end", 60_000);
         const events = viewer.eventsOf(sessionId);
@@ -218,7 +140,7 @@ Deno.test("a hanging MCP server is cut at mcpTimeout: the session starts, with a
       toolCalls: [{ id: "s1", name: "mcp__words__word_count", args: { text: "a b" } }],
     }, { text: "Done." });
     const t0 = Date.now();
-    const { sessionId, viewer } = await spawn(w);
+    const { sessionId, viewer } = await spawnIn(w);
     try {
       await viewer.waitForEvent(sessionId, "agent_end", 60_000);
       const started = Date.now() - t0;
@@ -265,7 +187,7 @@ Deno.test("BATON_NO_MCP=1 and BATON_SAFE_MODE=1 skip MCP servers (safe mode: hoo
         hooks: { sessionStart: [{ hooks: [{ command: `touch ${hookMarker}` }] }] },
       }, async (w) => {
         w.llm.enqueue({ text: "Hello." });
-        const { sessionId, viewer } = await spawn(w);
+        const { sessionId, viewer } = await spawnIn(w);
         try {
           await viewer.waitForEvent(sessionId, "agent_end", 60_000);
           const events = viewer.eventsOf(sessionId);
@@ -285,12 +207,3 @@ Deno.test("BATON_NO_MCP=1 and BATON_SAFE_MODE=1 skip MCP servers (safe mode: hoo
     });
   }
 });
-
-async function exists(p: string): Promise<boolean> {
-  try {
-    await Deno.lstat(p);
-    return true;
-  } catch {
-    return false;
-  }
-}
