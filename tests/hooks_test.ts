@@ -52,20 +52,38 @@ Deno.test("a preToolUse hook blocks a bash command and the agent sees why; sessi
         // A matcher for other tools only: it never runs here.
         { matcher: "edit|write", hooks: [{ command: `touch ${marks("wrong-matcher")}` }] },
       ],
-      stop: [{ hooks: [{ command: `cat > ${marks("stop.json")}`, timeout: 10 }] }],
+      stop: [{
+        hooks: [
+          { command: `cat >> ${marks("stop.jsonl")}; echo >> ${marks("stop.jsonl")}`, timeout: 10 },
+          // Sends the agent back once: "tests are not run yet".
+          {
+            command: `[ -e ${marks("sent-back")} ] && exit 0; touch ${marks("sent-back")}; ` +
+              `echo "Run the tests before you stop" >&2; exit 2`,
+          },
+        ],
+      }],
     },
   }, async (w) => {
     const ran = join(w.project, "ran.txt");
-    w.llm.enqueue({
-      text: "Running.",
-      toolCalls: [
-        { id: "b1", name: "bash", args: { command: `echo forbidden-word > ${ran}` } },
-        { id: "b2", name: "bash", args: { command: "echo allowed" } },
-      ],
-    }, { text: "Done." });
+    w.llm.enqueue(
+      {
+        text: "Running.",
+        toolCalls: [
+          { id: "b1", name: "bash", args: { command: `echo forbidden-word > ${ran}` } },
+          { id: "b2", name: "bash", args: { command: "echo allowed" } },
+        ],
+      },
+      { text: "Done." },
+      { text: "Tests pass." },
+    );
     const { sessionId, viewer } = await spawnIn(w);
     try {
-      await viewer.waitForEvent(sessionId, "agent_end", 60_000);
+      // The stop hook sent the agent back once: two turns end.
+      await viewer.until(
+        () => viewer.eventsOf(sessionId).filter((e) => e.e.type === "agent_end").length >= 2,
+        "two agent_end events",
+        60_000,
+      );
       const results = resultsOf(viewer.eventsOf(sessionId));
       // Blocked: the reason is the tool result, and the command did not run.
       assert.equal(results.get("b1")?.isError, true);
@@ -97,15 +115,20 @@ Deno.test("a preToolUse hook blocks a bash command and the agent sees why; sessi
       assert.equal(b2.tool_name, "bash");
       assert.deepEqual(b2.tool_input, { command: "echo allowed" });
       assert.match(JSON.stringify(b2.tool_response), /allowed/);
-      const stop = await eventually(
-        "the stop hook",
-        async () =>
-          await exists(marks("stop.json"))
-            ? JSON.parse(await Deno.readTextFile(marks("stop.json")))
-            : undefined,
-      );
-      assert.equal(stop.hook_event_name, "stop");
-      assert.equal(stop.stop_hook_active, false);
+      // The agent read the stop hook's reason as a message, and stopped the second time.
+      const third = JSON.stringify(w.llm.requests[2]?.messages.at(-1));
+      assert.match(third, /A stop hook asks you to continue: Run the tests before you stop/);
+      const stops = await eventually("both stop hooks", async () => {
+        const list = await exists(marks("stop.jsonl"))
+          ? await readJsonLines(marks("stop.jsonl"))
+          : [];
+        return list.length >= 2 ? list : undefined;
+      });
+      assert.deepEqual(stops.map((x) => [x.hook_event_name, x.stop_hook_active]), [
+        ["stop", false],
+        ["stop", true],
+      ]);
+      assert.equal(w.llm.requests.length, 3);
       assert.equal(await exists(marks("wrong-matcher")), false);
     } finally {
       await viewer.close();
