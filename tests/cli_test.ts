@@ -290,7 +290,7 @@ Deno.test("baton prints its help and version and exits 0", async (t) => {
     const flags: Record<string, string[]> = {
       relay: ["--port", "--host", "--data-dir", "--base-url", "--allow-signup", "--trust-proxy"],
       runner: ["--name", "--safe-mode", "--no-mcp", "--no-plugins", "--no-hooks", "--no-relay"],
-      up: ["--port", "--host", "--data-dir", "--base-url", "--email", "--no-runner"],
+      up: ["--port", "--host", "--data-dir", "--base-url", "--email", "--no-runner", "--safe-mode"],
       setup: ["--relay", "--email", "--name", "--password-stdin"],
     };
     for (const [cmd, mentions] of Object.entries(flags)) {
