@@ -35,6 +35,7 @@ import { resolveForSession, SessionSandbox } from "./sandbox/session.ts";
 import { startSessionMcp } from "./mcp/session.ts";
 import { McpServers } from "./mcp/servers.ts";
 import { loadSessionHooks } from "./hooks/load.ts";
+import { ChildReaper } from "./child_reaper.ts";
 
 /** How often a running tool's partial output is forwarded at most. */
 const TOOL_UPDATE_INTERVAL_MS = 100;
@@ -89,7 +90,7 @@ export async function workerMain(_argv: string[]): Promise<number> {
 
 class Worker {
   #session: AgentSession | null = null;
-  #mcp: McpServers | null = null;
+  #reaper: ChildReaper | null = null;
   /** Set when the runner has no usable model: prompts get this message instead. */
   #noModel: string | null = null;
   #calls = new Map<number, { resolve: (d: unknown) => void; reject: (e: Error) => void }>();
@@ -156,10 +157,13 @@ class Worker {
     );
     const sandboxState = await sandbox.start();
     // MCP servers start while pi loads; hooks and servers run under the sandbox.
+    const reaper = new ChildReaper({ sandboxActive: sandboxState.active });
+    this.#reaper = reaper;
     const mcpStarting = skip.mcp ? Promise.resolve(new McpServers()) : startSessionMcp({
       batonDir: agentDir,
       cwd: msg.cwd,
       sandbox: sandboxState,
+      reaper,
       notify: (n) => this.emit({ type: "mcp:notice", ...n }),
     });
     const hooks = skip.hooks ? null : await loadSessionHooks({
@@ -167,6 +171,7 @@ class Worker {
       cwd: msg.cwd,
       sessionId: msg.sessionId,
       sandbox: sandboxState,
+      reaper,
       notify: (n) => this.emit({ type: "hook:notice", ...n }),
     });
     const authStorage = AuthStorage.create(join(agentDir, "auth.json"));
@@ -186,7 +191,6 @@ class Worker {
     });
     await resourceLoader.reload();
     const mcp = await mcpStarting;
-    this.#mcp = mcp;
     const { session, modelFallbackMessage } = await createAgentSession({
       cwd: msg.cwd,
       agentDir,
@@ -331,7 +335,7 @@ class Worker {
 
   dispose(): void {
     this.#flushUpdates();
-    this.#mcp?.killNow();
+    this.#reaper?.killAll();
     try {
       this.#session?.dispose();
     } catch {

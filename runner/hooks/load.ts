@@ -5,6 +5,7 @@
  * @module
  */
 import { join } from "node:path";
+import type { ChildReaper } from "../child_reaper.ts";
 import type { SandboxState } from "../sandbox/session.ts";
 import { readConfigOrNotice } from "../mcp/session.ts";
 import { parseHooks } from "./config.ts";
@@ -16,6 +17,7 @@ export interface LoadHooksOptions {
   cwd: string;
   sessionId: string;
   sandbox: SandboxState;
+  reaper: ChildReaper;
   notify: (n: HookNotice) => void;
 }
 
@@ -33,6 +35,7 @@ export async function loadSessionHooks(o: LoadHooksOptions): Promise<SessionHook
     sessionId: o.sessionId,
     cwd: o.cwd,
     sandbox: o.sandbox,
+    reaper: o.reaper,
     env: Deno.env.toObject(),
     notify: o.notify,
   });

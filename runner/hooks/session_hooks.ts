@@ -12,6 +12,7 @@
 import { spawn } from "node:child_process";
 import process from "node:process";
 import type { ExtensionFactory } from "@mariozechner/pi-coding-agent";
+import type { ChildReaper } from "../child_reaper.ts";
 import type { SandboxState } from "../sandbox/session.ts";
 import { sandboxedShellCommand, shellFor } from "../sandbox/command.ts";
 import { type Hook, type HookEvent, matches } from "./config.ts";
@@ -39,6 +40,8 @@ export interface SessionHooksOptions {
   cwd: string;
   sandbox: SandboxState;
   env: Record<string, string>;
+  /** Ends a hook's process group with the worker. */
+  reaper?: ChildReaper;
   notify: (n: HookNotice) => void;
 }
 
@@ -51,7 +54,7 @@ const MAX_REASON = 4000;
 export async function runHook(
   hook: Hook,
   input: Record<string, unknown>,
-  o: Pick<SessionHooksOptions, "cwd" | "sandbox" | "env">,
+  o: Pick<SessionHooksOptions, "cwd" | "sandbox" | "env" | "reaper">,
 ): Promise<HookRun> {
   let line: string;
   try {
@@ -72,10 +75,13 @@ export async function runHook(
       detached: Deno.build.os !== "windows",
       stdio: ["pipe", "pipe", "pipe"],
     });
+    const group = Deno.build.os !== "windows";
+    if (child.pid) o.reaper?.add(child.pid, { group });
     const finish = (r: Omit<HookRun, "hook" | "stdout" | "stderr" | "timedOut">) => {
       if (done) return;
       done = true;
       clearTimeout(timer);
+      if (child.pid) o.reaper?.remove(child.pid);
       resolve({ hook, stdout, stderr, timedOut, ...r });
     };
     const killAll = () => {

@@ -4,7 +4,7 @@
  * sandbox, or a streamable HTTP endpoint), bounded by `mcpTimeout` from
  * spawn to its tool list; a server that fails or times out is reported and
  * skipped. Its tools become pi tools named `mcp__{server}__{tool}`. The
- * children end with the session (closed on the way out, killed on SIGTERM).
+ * stdio children end with the worker (its {@linkcode ChildReaper}).
  *
  * @module
  */
@@ -13,6 +13,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { ToolDefinition } from "@mariozechner/pi-coding-agent";
+import type { ChildReaper } from "../child_reaper.ts";
 import type { SandboxState } from "../sandbox/session.ts";
 import { sandboxedShellCommand, shellFor, shellQuote } from "../sandbox/command.ts";
 import { type McpServerConfig, type McpSettings, SLOW_STARTUP_MS, toolName } from "./config.ts";
@@ -41,6 +42,8 @@ export interface McpStartOptions {
   env: Record<string, string>;
   /** Shown in the session as it happens (the slow-startup warning, failures). */
   notify: (n: McpNotice) => void;
+  /** Ends the stdio children with the worker. */
+  reaper: ChildReaper;
   /** Timers (replaceable in tests). */
   setTimeout?: typeof setTimeout;
 }
@@ -63,7 +66,6 @@ export class McpServers {
   readonly #running: Running[] = [];
   #tools: ToolDefinition[] = [];
   #status: McpServerStatus[] = [];
-  #closed = false;
 
   /** Tools of the servers that started, for `createAgentSession({ customTools })`. */
   get tools(): ToolDefinition[] {
@@ -137,6 +139,11 @@ export class McpServers {
       }
     });
     const client = new Client({ name: "baton", version: "0.1.0" });
+    // A server that exits is no longer the reaper's (its pid may be reused).
+    client.onclose = () => {
+      const p = pid();
+      if (p) o.reaper.remove(p);
+    };
     const entry: Running = { name: server.name, client, transport, pid };
     this.#running.push(entry);
     let timer: ReturnType<typeof setTimeout> | undefined;
@@ -168,6 +175,8 @@ export class McpServers {
     } catch (err) {
       work.catch(() => {});
       this.#kill(entry);
+      const p = pid();
+      if (p) o.reaper.remove(p);
       const tail = stderr.trim().split("\n").slice(-3).join(" | ").slice(-500);
       throw new Error(`${errorText(err)}${tail ? ` (stderr: ${tail})` : ""}`);
     } finally {
@@ -208,6 +217,7 @@ export class McpServers {
     transport.start = async () => {
       await start();
       spawned = transport.pid;
+      if (spawned) o.reaper.add(spawned);
     };
     return { transport, pid: () => spawned };
   }
@@ -217,18 +227,6 @@ export class McpServers {
     if (i >= 0) this.#running.splice(i, 1);
     killPid(entry.pid());
     entry.client.close().catch(() => {});
-  }
-
-  /** Closes every server (the SDK ends stdin, then SIGTERM, then SIGKILL). */
-  async close(): Promise<void> {
-    if (this.#closed) return;
-    this.#closed = true;
-    await Promise.all(this.#running.map((r) => r.client.close().catch(() => {})));
-  }
-
-  /** The last-moment stop (the worker is exiting now): SIGKILL to every stdio child. */
-  killNow(): void {
-    for (const r of this.#running) killPid(r.pid());
   }
 }
 
@@ -311,21 +309,4 @@ function toContent(res: Record<string, unknown>): Content[] {
 
 function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
-}
-
-/**
- * Makes sure the stdio children end with the worker: SIGKILL to each on
- * exit, and on the daemon's SIGTERM before the worker goes. With an active
- * sandbox its own SIGTERM handler ends the worker (after its cleanup);
- * without one, the signal is raised again once this listener is gone.
- */
-export function endWithWorker(servers: McpServers, o: { sandboxActive: boolean }): void {
-  globalThis.addEventListener("unload", () => servers.killNow());
-  if (Deno.build.os === "windows") return;
-  const onTerm = () => {
-    servers.killNow();
-    Deno.removeSignalListener("SIGTERM", onTerm);
-    if (!o.sandboxActive) Deno.kill(Deno.pid, "SIGTERM");
-  };
-  Deno.addSignalListener("SIGTERM", onTerm);
 }

@@ -8,13 +8,15 @@ import { join } from "node:path";
 import { ConfigError, readUserConfig } from "../config.ts";
 import type { SandboxState } from "../sandbox/session.ts";
 import { mcpSettings } from "./config.ts";
-import { endWithWorker, type McpNotice, McpServers } from "./servers.ts";
+import type { ChildReaper } from "../child_reaper.ts";
+import { type McpNotice, McpServers } from "./servers.ts";
 
 /** Options of {@linkcode startSessionMcp}. */
 export interface SessionMcpOptions {
   batonDir: string;
   cwd: string;
   sandbox: SandboxState;
+  reaper: ChildReaper;
   notify: (n: McpNotice) => void;
 }
 
@@ -39,9 +41,12 @@ export async function startSessionMcp(o: SessionMcpOptions): Promise<McpServers>
   const project = await readConfigOrNotice(join(o.cwd, ".baton"), o.notify);
   const env = Deno.env.toObject();
   const settings = mcpSettings(global, project, (k) => env[k]);
-  if (settings.servers.some((s) => s.type === "stdio")) {
-    endWithWorker(servers, { sandboxActive: o.sandbox.active });
-  }
-  await servers.start(settings, { cwd: o.cwd, sandbox: o.sandbox, env, notify: o.notify });
+  await servers.start(settings, {
+    cwd: o.cwd,
+    sandbox: o.sandbox,
+    env,
+    reaper: o.reaper,
+    notify: o.notify,
+  });
   return servers;
 }
