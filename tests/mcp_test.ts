@@ -207,3 +207,36 @@ Deno.test("BATON_NO_MCP=1 and BATON_SAFE_MODE=1 skip MCP servers (safe mode: hoo
     });
   }
 });
+
+Deno.test("without the sandbox a stdio server runs as itself and ends when its worker goes to sleep", async () => {
+  const tag = `mcp-nosbx-${crypto.randomUUID()}`;
+  await withWorld({
+    sandbox: { mode: "none" },
+    sleepAfter: "1s",
+    mcpServers: { words: stdioEntry({ label: "words", tag }) },
+  }, async (w) => {
+    w.llm.enqueue({
+      text: "Counting.",
+      toolCalls: [{ id: "s1", name: "mcp__words__word_count", args: { text: "a b c d" } }],
+    }, { text: "Done." });
+    const { sessionId, viewer } = await spawnIn(w);
+    try {
+      await viewer.waitForEvent(sessionId, "agent_end", 60_000);
+      assert.deepEqual(resultsOf(viewer.eventsOf(sessionId)).get("s1"), {
+        text: "Words: 4 (from words)",
+        isError: false,
+      });
+      const procs = await processesWith(tag);
+      assert.ok(procs.length > 0, "the server runs");
+      const cmds = await Promise.all(procs.map((p) => Deno.readTextFile(`/proc/${p}/cmdline`)));
+      assert.ok(!cmds.some((c) => c.includes("bwrap")), "sandboxed in mode none");
+      // The daemon stops the idle worker with SIGTERM: the server goes with it, and the
+      // worker still ends by that signal (a sleep, not a crash).
+      await viewer.waitForEvent(sessionId, "session_sleep", 30_000);
+      assert.deepEqual(await processesWith(tag), []);
+      assert.equal(w.runner.proc.count(/exited unexpectedly/), 0, w.runner.proc.output());
+    } finally {
+      await viewer.close();
+    }
+  });
+});
