@@ -101,8 +101,24 @@ export class McpServers {
         const t0 = Date.now();
         try {
           const tools = await this.#startOne(server, settings, o);
-          this.#tools.push(...tools);
-          return { name: server.name, ok: true, tools: tools.length, ms: Date.now() - t0 };
+          // Two names may sanitise alike (`a.b` and `a_b`): the first one keeps it.
+          const taken = new Set(this.#tools.map((t) => t.name));
+          const clash: string[] = [];
+          const kept = tools.filter((t) => {
+            if (taken.has(t.name)) clash.push(t.name);
+            else taken.add(t.name);
+            return !clash.includes(t.name);
+          });
+          if (clash.length) {
+            o.notify({
+              level: "error",
+              server: server.name,
+              text: `MCP server '${server.name}': tools left out, their names are taken: ` +
+                clash.slice(0, 10).join(", "),
+            });
+          }
+          this.#tools.push(...kept);
+          return { name: server.name, ok: true, tools: kept.length, ms: Date.now() - t0 };
         } catch (err) {
           const error = errorText(err);
           o.notify({
@@ -220,6 +236,12 @@ export class McpServers {
       if (spawned) o.reaper.add(spawned);
     };
     return { transport, pid: () => spawned };
+  }
+
+  /** Closes every server (the SDK ends a stdio child's stdin, then signals it). */
+  async close(): Promise<void> {
+    const all = this.#running.splice(0);
+    await Promise.all(all.map((r) => r.client.close().catch(() => {})));
   }
 
   #kill(entry: Running): void {
