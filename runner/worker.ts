@@ -32,7 +32,7 @@ import type {
 import { triggerMessage, triggerTools } from "./trigger_tools.ts";
 import { readLines } from "./_lines.ts";
 import { resolveForSession, SessionSandbox } from "./sandbox/session.ts";
-import { startSessionMcp } from "./mcp/session.ts";
+import { projectNetworkOf, startSessionMcp } from "./mcp/session.ts";
 import { McpServers } from "./mcp/servers.ts";
 import { loadSessionHooks } from "./hooks/load.ts";
 import { ChildReaper } from "./child_reaper.ts";
@@ -151,8 +151,9 @@ class Worker {
     const home = Deno.env.get("HOME") ?? Deno.env.get("USERPROFILE") ?? msg.cwd;
     const env = (k: string) => Deno.env.get(k);
     // Every tool call runs under the sandbox: bash inside it, the others behind its gate.
+    const policy = await resolveForSession({ home, batonDir: agentDir, cwd: msg.cwd, env });
     const sandbox = new SessionSandbox(
-      await resolveForSession({ home, batonDir: agentDir, cwd: msg.cwd, env }),
+      policy,
       { cwd: msg.cwd, home, report: (v) => this.emit({ type: "sandbox:violation", ...v }) },
     );
     const sandboxState = await sandbox.start();
@@ -164,6 +165,7 @@ class Worker {
       cwd: msg.cwd,
       sandbox: sandboxState,
       reaper,
+      projectNetwork: projectNetworkOf(policy, sandboxState),
       notify: (n) => this.emit({ type: "mcp:notice", ...n }),
     });
     const hooks = skip.hooks ? null : await loadSessionHooks({

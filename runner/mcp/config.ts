@@ -8,6 +8,8 @@
  * @module
  */
 
+import { domainCovers } from "../sandbox/policy.ts";
+
 /** Default of `mcpTimeout` (spec): how long one server may take to start and list its tools. */
 export const DEFAULT_MCP_TIMEOUT_MS = 30_000;
 /** Startup slower than this shows a warning in the session (spec: 5 s). */
@@ -133,17 +135,47 @@ function durationMs(v: unknown, key: string, fallback: number, problems: string[
 }
 
 /**
+ * The network rules of the session's sandbox as far as a project's HTTP
+ * servers are concerned: the worker reaches them from outside the sandbox,
+ * so a project (which the agent may write) must not name a host the
+ * agent's own commands cannot reach. Null: no rule (the sandbox is off).
+ */
+export interface ProjectNetwork {
+  /** Hosts allowed (`*.example.com` patterns); undefined: every host. */
+  allowedDomains?: string[];
+  deniedDomains?: string[];
+  /** Refuse every project server (`failClosed` after a failed init). */
+  refuse?: string;
+}
+
+/** Why a project may not use an HTTP server at `url`, or null. */
+export function projectUrlRefused(url: string, net: ProjectNetwork | null): string | null {
+  if (net === null) return null;
+  if (net.refuse) return net.refuse;
+  const host = new URL(url).hostname.replace(/^\[|\]$/g, "").toLowerCase();
+  if (net.deniedDomains?.some((d) => domainCovers(d, host))) {
+    return `its host '${host}' is in the sandbox's network.deniedDomains`;
+  }
+  if (net.allowedDomains && !net.allowedDomains.some((d) => domainCovers(d, host))) {
+    return `its host '${host}' is not in the sandbox's network.allowedDomains`;
+  }
+  return null;
+}
+
+/**
  * The settings a session in a project runs with: the global file's servers
  * and the project's added to them. A project cannot replace a server the
  * user configured under the same name (the global one stays: a cloned
  * repository must not take over a name the user trusts). Bad entries are
  * skipped with a line in `problems`; the timeouts and the warning switch
- * come from the global file only.
+ * come from the global file only. A project's HTTP servers must pass the
+ * sandbox's network rules ({@linkcode projectUrlRefused}).
  */
 export function mcpSettings(
   global: Record<string, unknown>,
   project: Record<string, unknown>,
   env: (k: string) => string | undefined,
+  projectNetwork: ProjectNetwork | null = null,
 ): McpSettings {
   const problems: string[] = [];
   const servers: McpServerConfig[] = [];
@@ -171,7 +203,12 @@ export function mcpSettings(
         continue;
       }
       try {
-        servers.push({ ...parseServer(name, raw, env), name, from });
+        const server = parseServer(name, raw, env);
+        const refused = from === "project" && server.type === "http"
+          ? projectUrlRefused(server.url, projectNetwork)
+          : null;
+        if (refused) throw new Error(refused);
+        servers.push({ ...server, name, from });
       } catch (err) {
         problems.push(`MCP server '${name}' (${from}): ${(err as Error).message}: skipped`);
       }

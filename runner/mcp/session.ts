@@ -6,8 +6,9 @@
  */
 import { join } from "node:path";
 import { ConfigError, readUserConfig } from "../config.ts";
+import type { ResolvedSandbox } from "../sandbox/policy.ts";
 import type { SandboxState } from "../sandbox/session.ts";
-import { mcpSettings } from "./config.ts";
+import { mcpSettings, type ProjectNetwork } from "./config.ts";
 import type { ChildReaper } from "../child_reaper.ts";
 import { type McpNotice, McpServers } from "./servers.ts";
 
@@ -17,6 +18,8 @@ export interface SessionMcpOptions {
   cwd: string;
   sandbox: SandboxState;
   reaper: ChildReaper;
+  /** The sandbox's network rules for a project's HTTP servers (null: none). */
+  projectNetwork: ProjectNetwork | null;
   notify: (n: McpNotice) => void;
 }
 
@@ -40,7 +43,7 @@ export async function startSessionMcp(o: SessionMcpOptions): Promise<McpServers>
   const global = await readConfigOrNotice(o.batonDir, o.notify);
   const project = await readConfigOrNotice(join(o.cwd, ".baton"), o.notify);
   const env = Deno.env.toObject();
-  const settings = mcpSettings(global, project, (k) => env[k]);
+  const settings = mcpSettings(global, project, (k) => env[k], o.projectNetwork);
   await servers.start(settings, {
     cwd: o.cwd,
     sandbox: o.sandbox,
@@ -49,4 +52,24 @@ export async function startSessionMcp(o: SessionMcpOptions): Promise<McpServers>
     notify: o.notify,
   });
   return servers;
+}
+
+/**
+ * The rules a project's HTTP servers pass: the sandbox's network lists when
+ * it is active, every server refused when it refuses tools, none when off.
+ */
+export function projectNetworkOf(
+  policy: ResolvedSandbox,
+  state: SandboxState,
+): ProjectNetwork | null {
+  if (state.refuse) return { refuse: state.refuse };
+  if (!state.active) return null;
+  const net = (policy.runtime?.network ?? {}) as {
+    allowedDomains?: string[];
+    deniedDomains?: string[];
+  };
+  return {
+    ...(net.allowedDomains ? { allowedDomains: net.allowedDomains } : {}),
+    ...(net.deniedDomains ? { deniedDomains: net.deniedDomains } : {}),
+  };
 }
