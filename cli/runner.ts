@@ -20,7 +20,7 @@ dials out to the relay and starts one agent worker per session.
 Options:
   --name <name>    Runner name shown in the UI (env BATON_RUNNER_NAME, config runnerName,
                    default the hostname)
-  --safe-mode      Skip MCP servers, plugins, hooks and the relay
+  --safe-mode      Skip MCP servers, plugins and hooks (env BATON_SAFE_MODE=1)
   --no-mcp         Skip MCP servers (env BATON_NO_MCP=1)
   --no-plugins     Sessions load no plugins: pi extensions (~/.baton/extensions, a project's
                    .pi/extensions) and packages of settings.json (env BATON_NO_PLUGINS=1)
@@ -29,7 +29,7 @@ Options:
                    BATON_NO_SANDBOX=1 is none; config sandbox.mode; see docs/sandbox.md).
                    On Linux it needs bwrap and socat: apt-get install bubblewrap socat ripgrep
   --no-relay       Do not connect to a relay (env BATON_NO_RELAY=1; config relayUrl "off");
-                   a runner needs one, so with this (or --safe-mode) it exits with a message
+                   a runner needs one, so with this it exits with a message
   -h, --help       Show this help
 
 Environment (those naming a config key fall back to ~/.baton/config.json):
@@ -65,7 +65,7 @@ export async function runnerMain(argv: string[]): Promise<number> {
   }
   if (config.skip.relay) {
     throw new UsageError(
-      'The relay is turned off (--no-relay, --safe-mode, BATON_NO_RELAY=1 or relayUrl "off"); a runner needs one',
+      'The relay is turned off (--no-relay, BATON_NO_RELAY=1 or relayUrl "off"); a runner needs one',
     );
   }
   if (!config.relayUrl) {

@@ -34,6 +34,9 @@ Options:
   --no-runner         Start only the relay
   --no-plugins        The local runner's sessions load no plugins (pi extensions and
                       packages); env BATON_NO_PLUGINS=1 does the same
+  --no-mcp            ... start no MCP servers (env BATON_NO_MCP=1; see docs/mcp.md)
+  --no-hooks          ... run no hooks (env BATON_NO_HOOKS=1)
+  --safe-mode         All three (env BATON_SAFE_MODE=1)
   --sandbox <mode>    The local runner's agent sandbox: none, basic (default) or full
                       (env BATON_SANDBOX; BATON_NO_SANDBOX=1 is none; see docs/sandbox.md).
                       On Linux it needs bwrap and socat (apt-get install bubblewrap socat
@@ -60,6 +63,9 @@ export async function upMain(argv: string[]): Promise<number> {
     email: { type: "string", env: "BATON_OWNER_EMAIL" },
     "no-runner": { type: "boolean" },
     "no-plugins": { type: "boolean" },
+    "no-mcp": { type: "boolean" },
+    "no-hooks": { type: "boolean" },
+    "safe-mode": { type: "boolean" },
     sandbox: { type: "string" },
   });
   if (values.sandbox !== undefined && !["none", "basic", "full"].includes(values.sandbox)) {
@@ -107,6 +113,9 @@ export async function upMain(argv: string[]): Promise<number> {
     runnerDone = supervise({
       daemonArgs: [
         ...(values["no-plugins"] ? ["--no-plugins"] : []),
+        ...(values["no-mcp"] ? ["--no-mcp"] : []),
+        ...(values["no-hooks"] ? ["--no-hooks"] : []),
+        ...(values["safe-mode"] ? ["--safe-mode"] : []),
         ...(values.sandbox !== undefined ? ["--sandbox", values.sandbox] : []),
       ],
       env: { ...runnerEnv(served.baseUrl), BATON_SANDBOX_PROTECT: await realDir(dataDir) },

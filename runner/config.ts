@@ -197,12 +197,14 @@ export async function loadRunnerConfig(
   const batonDir = join(home, ".baton");
   const file = await readUserConfig(batonDir);
   const on = (name: string) => env(name) === "1";
-  const safe = flags.safeMode ?? false;
+  // Safe mode skips what a session loads from config (MCP, plugins, hooks).
+  // Not the relay, which the spec's CLI also turns off: a runner needs it.
+  const safe = (flags.safeMode ?? false) || on("BATON_SAFE_MODE");
   const skip: SkipOptions = {
     mcp: safe || (flags.noMcp ?? false) || on("BATON_NO_MCP"),
     plugins: safe || (flags.noPlugins ?? false) || on("BATON_NO_PLUGINS"),
     hooks: safe || (flags.noHooks ?? false) || on("BATON_NO_HOOKS"),
-    relay: safe || (flags.noRelay ?? false) || on("BATON_NO_RELAY"),
+    relay: (flags.noRelay ?? false) || on("BATON_NO_RELAY"),
   };
   const rawUrl = env("BATON_RELAY_URL") ??
     (typeof file.relayUrl === "string" ? file.relayUrl : undefined);

@@ -32,6 +32,10 @@ import type {
 import { triggerMessage, triggerTools } from "./trigger_tools.ts";
 import { readLines } from "./_lines.ts";
 import { resolveForSession, SessionSandbox } from "./sandbox/session.ts";
+import { projectNetworkOf, startSessionMcp } from "./mcp/session.ts";
+import { McpServers } from "./mcp/servers.ts";
+import { loadSessionHooks } from "./hooks/load.ts";
+import { ChildReaper } from "./child_reaper.ts";
 
 /** How often a running tool's partial output is forwarded at most. */
 const TOOL_UPDATE_INTERVAL_MS = 100;
@@ -86,6 +90,7 @@ export async function workerMain(_argv: string[]): Promise<number> {
 
 class Worker {
   #session: AgentSession | null = null;
+  #reaper: ChildReaper | null = null;
   /** Set when the runner has no usable model: prompts get this message instead. */
   #noModel: string | null = null;
   #calls = new Map<number, { resolve: (d: unknown) => void; reject: (e: Error) => void }>();
@@ -146,11 +151,31 @@ class Worker {
     const home = Deno.env.get("HOME") ?? Deno.env.get("USERPROFILE") ?? msg.cwd;
     const env = (k: string) => Deno.env.get(k);
     // Every tool call runs under the sandbox: bash inside it, the others behind its gate.
+    const policy = await resolveForSession({ home, batonDir: agentDir, cwd: msg.cwd, env });
     const sandbox = new SessionSandbox(
-      await resolveForSession({ home, batonDir: agentDir, cwd: msg.cwd, env }),
+      policy,
       { cwd: msg.cwd, home, report: (v) => this.emit({ type: "sandbox:violation", ...v }) },
     );
     const sandboxState = await sandbox.start();
+    // MCP servers start while pi loads; hooks and servers run under the sandbox.
+    const reaper = new ChildReaper({ sandboxActive: sandboxState.active });
+    this.#reaper = reaper;
+    const mcpStarting = skip.mcp ? Promise.resolve(new McpServers()) : startSessionMcp({
+      batonDir: agentDir,
+      cwd: msg.cwd,
+      sandbox: sandboxState,
+      reaper,
+      projectNetwork: projectNetworkOf(policy, sandboxState),
+      notify: (n) => this.emit({ type: "mcp:notice", ...n }),
+    });
+    const hooks = skip.hooks ? null : await loadSessionHooks({
+      batonDir: agentDir,
+      cwd: msg.cwd,
+      sessionId: msg.sessionId,
+      sandbox: sandboxState,
+      reaper,
+      notify: (n) => this.emit({ type: "hook:notice", ...n }),
+    });
     const authStorage = AuthStorage.create(join(agentDir, "auth.json"));
     const modelRegistry = ModelRegistry.create(authStorage, join(agentDir, "models.json"));
     const model = msg.model ? modelRegistry.find(msg.model.provider, msg.model.id) : undefined;
@@ -164,9 +189,10 @@ class Worker {
       agentDir,
       settingsManager,
       noExtensions: skip.plugins,
-      extensionFactories: [sandbox.gate()],
+      extensionFactories: [sandbox.gate(), ...(hooks?.count ? [hooks.extension()] : [])],
     });
     await resourceLoader.reload();
+    const mcp = await mcpStarting;
     const { session, modelFallbackMessage } = await createAgentSession({
       cwd: msg.cwd,
       agentDir,
@@ -175,7 +201,7 @@ class Worker {
       sessionManager,
       settingsManager,
       resourceLoader,
-      customTools: [...triggerTools(this.call), sandbox.bashTool()],
+      customTools: [...triggerTools(this.call), sandbox.bashTool(), ...mcp.tools],
       ...(model ? { model } : {}),
     });
     this.#session = session;
@@ -191,6 +217,7 @@ class Worker {
       resumed: msg.resumed,
       tools: session.agent.state.tools.map((t) => t.name),
       skip,
+      ...(mcp.status.length ? { mcp: mcp.status } : {}),
       ...(msg.woke ? { woke: true } : {}),
       // What the agent still has of the conversation: a viewer marks what it
       // showed after the last remembered prompt as forgotten (pi saves a
@@ -210,6 +237,7 @@ class Worker {
       }
     });
     if (session.sessionFile) await makePathPrivate(agentDir, session.sessionFile);
+    if (hooks?.count) await hooks.sessionStart(msg.resumed ? "resume" : "startup");
     if (!usable) {
       // pi would answer every prompt with advice for its own terminal (/login).
       this.#noModel = `No model is configured on this runner: set a provider's API key (for ` +
@@ -309,6 +337,7 @@ class Worker {
 
   dispose(): void {
     this.#flushUpdates();
+    this.#reaper?.killAll();
     try {
       this.#session?.dispose();
     } catch {

@@ -306,6 +306,11 @@ function apply(
         text: String(e.text ?? ""),
       });
       return;
+    case "mcp:notice":
+    case "hook:notice":
+      // MCP servers that failed or are slow to start, hooks that failed or hit their limit.
+      notice(e.level === "error" ? "error" : "info", String(e.text ?? ""));
+      return;
     case "event_too_large":
       notice("error", `An event of type ${e.originalType} was too large to keep`);
       return;

@@ -306,3 +306,19 @@ Deno.test("sandbox violations and /sandbox answers show as their own items", () 
     ["info", "/sandbox", "Sandbox: mode basic, active"],
   ]);
 });
+
+Deno.test("MCP and hook notices show at their level", () => {
+  const c = applyEvents(
+    emptyConversation(),
+    log(
+      { type: "mcp:notice", level: "info", text: "MCP servers are slow to start" },
+      { type: "mcp:notice", level: "error", server: "gh", text: "MCP server 'gh' skipped" },
+      { type: "hook:notice", level: "error", text: "The stop hook failed" },
+    ),
+  );
+  assert.deepEqual(c.items.map((i) => i.kind === "notice" && [i.level, i.text]), [
+    ["info", "MCP servers are slow to start"],
+    ["error", "MCP server 'gh' skipped"],
+    ["error", "The stop hook failed"],
+  ]);
+});

@@ -290,7 +290,7 @@ Deno.test("baton prints its help and version and exits 0", async (t) => {
     const flags: Record<string, string[]> = {
       relay: ["--port", "--host", "--data-dir", "--base-url", "--allow-signup", "--trust-proxy"],
       runner: ["--name", "--safe-mode", "--no-mcp", "--no-plugins", "--no-hooks", "--no-relay"],
-      up: ["--port", "--host", "--data-dir", "--base-url", "--email", "--no-runner"],
+      up: ["--port", "--host", "--data-dir", "--base-url", "--email", "--no-runner", "--safe-mode"],
       setup: ["--relay", "--email", "--name", "--password-stdin"],
     };
     for (const [cmd, mentions] of Object.entries(flags)) {
@@ -440,8 +440,11 @@ Deno.test("baton runner refuses to start without a usable relay configuration", 
       );
     });
 
-    await t.step("--safe-mode says the relay is off", async () => {
-      assertUsageError(await run(["runner", "--safe-mode"], baseEnv(home, relayEnv)), off);
+    await t.step("--safe-mode leaves the relay on (it skips MCP, plugins and hooks)", async () => {
+      assertUsageError(
+        await run(["runner", "--safe-mode"], baseEnv(home)),
+        /BATON_RELAY_URL.*setup/,
+      );
     });
 
     await t.step("--no-relay says the relay is off", async () => {

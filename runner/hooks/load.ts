@@ -1,0 +1,42 @@
+/**
+ * The worker's entry to hooks: reads `hooks` from the global and the
+ * project's config files (both apply, global first).
+ *
+ * @module
+ */
+import { join } from "node:path";
+import type { ChildReaper } from "../child_reaper.ts";
+import type { SandboxState } from "../sandbox/session.ts";
+import { readConfigOrNotice } from "../mcp/session.ts";
+import { parseHooks } from "./config.ts";
+import { type HookNotice, SessionHooks } from "./session_hooks.ts";
+
+/** Options of {@linkcode loadSessionHooks}. */
+export interface LoadHooksOptions {
+  batonDir: string;
+  cwd: string;
+  sessionId: string;
+  sandbox: SandboxState;
+  reaper: ChildReaper;
+  notify: (n: HookNotice) => void;
+}
+
+/** The hooks of a session in `cwd` (problems in the files become notices). */
+export async function loadSessionHooks(o: LoadHooksOptions): Promise<SessionHooks> {
+  const global = await readConfigOrNotice(o.batonDir, o.notify);
+  const project = await readConfigOrNotice(join(o.cwd, ".baton"), o.notify);
+  const problems: string[] = [];
+  const hooks = [
+    ...parseHooks(global.hooks, "global", problems),
+    ...parseHooks(project.hooks, "project", problems),
+  ];
+  for (const p of problems) o.notify({ level: "error", text: p });
+  return new SessionHooks(hooks, {
+    sessionId: o.sessionId,
+    cwd: o.cwd,
+    sandbox: o.sandbox,
+    reaper: o.reaper,
+    env: Deno.env.toObject(),
+    notify: o.notify,
+  });
+}

@@ -1,0 +1,75 @@
+/**
+ * The worker's entry to MCP: reads `mcpServers` and the MCP settings from the
+ * global and the project's config files and starts the session's servers.
+ *
+ * @module
+ */
+import { join } from "node:path";
+import { ConfigError, readUserConfig } from "../config.ts";
+import type { ResolvedSandbox } from "../sandbox/policy.ts";
+import type { SandboxState } from "../sandbox/session.ts";
+import { mcpSettings, type ProjectNetwork } from "./config.ts";
+import type { ChildReaper } from "../child_reaper.ts";
+import { type McpNotice, McpServers } from "./servers.ts";
+
+/** Options of {@linkcode startSessionMcp}. */
+export interface SessionMcpOptions {
+  batonDir: string;
+  cwd: string;
+  sandbox: SandboxState;
+  reaper: ChildReaper;
+  /** The sandbox's network rules for a project's HTTP servers (null: none). */
+  projectNetwork: ProjectNetwork | null;
+  notify: (n: McpNotice) => void;
+}
+
+/** A config file's object, or {} with a notice when it cannot be read. */
+export async function readConfigOrNotice(
+  dir: string,
+  notify: (n: { level: "error"; text: string }) => void,
+): Promise<Record<string, unknown>> {
+  try {
+    return await readUserConfig(dir);
+  } catch (err) {
+    if (!(err instanceof ConfigError) && !(err instanceof Deno.errors.PermissionDenied)) throw err;
+    notify({ level: "error", text: err.message });
+    return {};
+  }
+}
+
+/** Starts the MCP servers a session in `cwd` is configured with (never throws). */
+export async function startSessionMcp(o: SessionMcpOptions): Promise<McpServers> {
+  const servers = new McpServers();
+  const global = await readConfigOrNotice(o.batonDir, o.notify);
+  const project = await readConfigOrNotice(join(o.cwd, ".baton"), o.notify);
+  const env = Deno.env.toObject();
+  const settings = mcpSettings(global, project, (k) => env[k], o.projectNetwork);
+  await servers.start(settings, {
+    cwd: o.cwd,
+    sandbox: o.sandbox,
+    env,
+    reaper: o.reaper,
+    notify: o.notify,
+  });
+  return servers;
+}
+
+/**
+ * The rules a project's HTTP servers pass: the sandbox's network lists when
+ * it is active, every server refused when it refuses tools, none when off.
+ */
+export function projectNetworkOf(
+  policy: ResolvedSandbox,
+  state: SandboxState,
+): ProjectNetwork | null {
+  if (state.refuse) return { refuse: state.refuse };
+  if (!state.active) return null;
+  const net = (policy.runtime?.network ?? {}) as {
+    allowedDomains?: string[];
+    deniedDomains?: string[];
+  };
+  return {
+    ...(net.allowedDomains ? { allowedDomains: net.allowedDomains } : {}),
+    ...(net.deniedDomains ? { deniedDomains: net.deniedDomains } : {}),
+  };
+}
