@@ -5,6 +5,7 @@
  */
 import denoJson from "./deno.json" with { type: "json" };
 import { UsageError } from "./cli/_args.ts";
+import { isSingleFile, type ThreadEntry, threadEntry } from "./shared/single_file.ts";
 
 /** baton's version, from deno.json. */
 export const VERSION: string = denoJson.version;
@@ -69,9 +70,27 @@ const COMMANDS: Record<string, Command> = {
   },
 };
 
+/**
+ * The module-file Workers, for the single-file bundle, which starts them from
+ * itself (shared/single_file.ts); listed here, they are also part of the
+ * module graph `deno compile` embeds.
+ */
+const THREADS: Record<ThreadEntry, () => Promise<unknown>> = {
+  "store-thread": () => import("./relay/store/_store_thread_worker.ts"),
+  "git-watch": () => import("./runner/workspace/_git_watch_worker.ts"),
+};
+
+/** Commands that load pi (the agent), which needs its package.json at hand. */
+const LOADS_PI = new Set(["runner", "up", "_daemon", "_worker"]);
+
 /** Runs the CLI and returns the exit code. */
 export async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
+  if (isSingleFile() && name !== undefined && LOADS_PI.has(name)) {
+    const { piVersion, providePiPackage } = await import("./runner/_pi_package.ts");
+    const home = Deno.env.get("HOME") ?? Deno.env.get("USERPROFILE");
+    if (home) providePiPackage(home, piVersion(denoJson.imports));
+  }
   if (name === undefined || name === "-h" || name === "--help" || name === "help") {
     const topic = name === "help" ? rest[0] : undefined;
     if (topic && COMMANDS[topic]) console.log(await COMMANDS[topic].help());
@@ -109,6 +128,6 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
-if (import.meta.main) {
-  Deno.exit(await main(Deno.args));
-}
+const thread = threadEntry();
+if (thread) await THREADS[thread]();
+else if (import.meta.main) Deno.exit(await main(Deno.args));
