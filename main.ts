@@ -5,6 +5,7 @@
  */
 import denoJson from "./deno.json" with { type: "json" };
 import { UsageError } from "./cli/_args.ts";
+import { roleArgs } from "./cli/_binary.ts";
 import { isSingleFile, type ThreadEntry, threadEntry } from "./shared/single_file.ts";
 
 /** baton's version, from deno.json. */
@@ -130,4 +131,4 @@ export async function main(argv: string[]): Promise<number> {
 
 const thread = threadEntry();
 if (thread) await THREADS[thread]();
-else if (import.meta.main) Deno.exit(await main(Deno.args));
+else if (import.meta.main) Deno.exit(await main(roleArgs(Deno.execPath(), Deno.args)));
