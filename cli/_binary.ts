@@ -13,6 +13,12 @@ export const ROLE_BINARIES: Record<string, string> = {
   "baton-runner": "runner",
 };
 
+/** The other commands a role executable offers as they are (`baton-runner setup`). */
+const ALSO: Record<string, string[]> = {
+  relay: ["doctor"],
+  runner: ["setup", "doctor", "key"],
+};
+
 /** The command line `main` sees when the program runs as the executable `execPath`. */
 export function roleArgs(execPath: string, argv: string[]): string[] {
   const name = execPath.split(/[\\/]/).pop()!.replace(/\.exe$/i, "").toLowerCase();
@@ -23,5 +29,6 @@ export function roleArgs(execPath: string, argv: string[]): string[] {
   // Its own re-executions: the runner's daemon and workers, and the runner
   // started again without secrets in its environment (cli/runner.ts).
   if (argv[0]?.startsWith("_") || argv[0] === role) return argv;
+  if (argv[0] && ALSO[role]?.includes(argv[0])) return argv;
   return [role, ...argv];
 }

@@ -137,6 +137,11 @@ Deno.test("a role executable runs its role; what the runner starts of itself kee
     "--name",
     "x",
   ]);
+  assert.deepEqual(roleArgs("/usr/local/bin/baton-runner", ["setup", "--relay", "u"]), [
+    "setup",
+    "--relay",
+    "u",
+  ]);
   assert.deepEqual(roleArgs("/usr/local/bin/baton", ["up"]), ["up"]);
   assert.deepEqual(roleArgs("/usr/bin/deno", ["relay"]), ["relay"]);
 });
