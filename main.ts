@@ -22,6 +22,7 @@ Commands:
   setup     Sign in to a relay and save an API key for the runner and CLI
   webhook   Send a signed test delivery to a webhook (baton webhook fire <id>)
   key       Create an API key (full, read-only, bound to a runner) or a runner token
+  doctor    Check this machine, its relay and its runner; one line per check with a fix
 
 Options:
   -h, --help       Show help (also: baton <command> --help)
@@ -59,6 +60,10 @@ const COMMANDS: Record<string, Command> = {
   key: {
     help: async () => (await import("./cli/key.ts")).KEY_HELP,
     run: async (argv) => (await import("./cli/key.ts")).keyMain(argv),
+  },
+  doctor: {
+    help: async () => (await import("./cli/doctor.ts")).DOCTOR_HELP,
+    run: async (argv) => (await import("./cli/doctor.ts")).doctorMain(argv),
   },
   // Internal: started by `baton runner`, not by people.
   _daemon: {
