@@ -76,6 +76,8 @@ export function systemdUnit(spec: ServiceSpec): string {
     `EnvironmentFile=-${systemdWord(envFilePath(spec))}`,
     ...(spec.system && spec.user ? [`User=${spec.user}`] : []),
     "Restart=on-failure",
+    // Not after a refused key (1) or a usage error (2): restarting cannot fix either.
+    "RestartPreventExitStatus=1 2",
     "RestartSec=5",
     // SIGTERM to the supervisor (it stops its daemon and workers), then the rest.
     "KillMode=mixed",

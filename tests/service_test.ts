@@ -39,6 +39,7 @@ Deno.test("a systemd user unit restarts the runner on failure, reads its env fil
   });
   assert.match(unit, /^ExecStart=\/opt\/baton\/baton-runner runner --name "my box" --x=100%%$/m);
   assert.match(unit, /^Restart=on-failure$/m);
+  assert.match(unit, /^RestartPreventExitStatus=1 2$/m);
   assert.match(unit, /^EnvironmentFile=-\/home\/ada\/\.baton\/runner\.env$/m);
   assert.match(unit, /^Environment=HOME=\/home\/ada$/m);
   assert.match(unit, /^WantedBy=default\.target$/m);
