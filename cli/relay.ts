@@ -175,7 +175,9 @@ export function retentionFromEnv(): RetentionPolicy {
 
 /** `baton relay`. */
 export async function relayMain(argv: string[]): Promise<number> {
-  if (argv[0] && SERVICE_ACTIONS.has(argv[0])) return await serviceMain("relay", argv);
+  if (argv[0] && SERVICE_ACTIONS.has(argv[0])) {
+    return await serviceMain("relay", argv, { validate: (a) => void relaySettings(a) });
+  }
   const settings = relaySettings(argv);
   const served = await serveRelay({
     web: await webClient(),

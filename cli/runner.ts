@@ -53,7 +53,9 @@ ${SERVICE_HELP("runner")}`;
 
 /** `baton runner`. */
 export async function runnerMain(argv: string[]): Promise<number> {
-  if (argv[0] && SERVICE_ACTIONS.has(argv[0])) return await serviceMain("runner", argv);
+  if (argv[0] && SERVICE_ACTIONS.has(argv[0])) {
+    return await serviceMain("runner", argv, { validate: (a) => void parseFlags(a, RUNNER_FLAGS) });
+  }
   const { values } = parseFlags(argv, RUNNER_FLAGS);
   // Set when this is the copy of `baton runner` started without the key in
   // its environment (below).

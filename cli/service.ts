@@ -203,12 +203,21 @@ export function servicePlan(action: string, spec: ServiceSpec, host: ServiceHost
   }
 }
 
+/** Options of {@linkcode serviceMain}. */
+export interface ServiceMainOptions {
+  /** The machine (default this one). */
+  host?: ServiceHost;
+  /** Checks the role's options given to `install` (throws UsageError), so no unit is written that cannot start. */
+  validate?: (roleArgs: string[]) => void;
+}
+
 /** `baton <role> <action> …`: parses its flags, then prints or carries out the plan. */
 export async function serviceMain(
   role: "runner" | "relay",
   argv: string[],
-  host: ServiceHost = defaultHost(),
+  options: ServiceMainOptions = {},
 ): Promise<number> {
+  const host = options.host ?? defaultHost();
   const [action, ...rest] = argv;
   if (!action || !SERVICE_ACTIONS.has(action)) {
     throw new UsageError(`Unknown service action: '${action}'`);
@@ -224,6 +233,7 @@ export async function serviceMain(
     else if (action === "install") extra.push(a);
     else throw new UsageError(`Unknown option for ${action}: '${a}'`);
   }
+  options.validate?.(extra);
   if (system && host.platform !== "linux") {
     throw new UsageError(
       "--system is for systemd (Linux); launchd agents and scheduled tasks are per user",

@@ -134,7 +134,7 @@ Deno.test("install writes the unit and enables it; uninstall disables it and rem
   await t.step("linux, user unit", async () => {
     const home = await tempDir("baton-svc-");
     const { h, ran, printed } = host("linux", home);
-    assert.equal(await serviceMain("runner", ["install", "--name", "box"], h), 0);
+    assert.equal(await serviceMain("runner", ["install", "--name", "box"], { host: h }), 0);
     const unit = join(home, ".config", "systemd", "user", "baton-runner.service");
     assert.match(await Deno.readTextFile(unit), /runner --name box$/m);
     assert.deepEqual(ran, [
@@ -143,9 +143,9 @@ Deno.test("install writes the unit and enables it; uninstall disables it and rem
     ]);
     assert.ok(printed.some((l) => l.includes("loginctl enable-linger ada")));
     ran.length = 0;
-    assert.equal(await serviceMain("runner", ["logs", "-f"], h), 0);
-    assert.equal(await serviceMain("runner", ["stop"], h), 0);
-    assert.equal(await serviceMain("runner", ["uninstall"], h), 0);
+    assert.equal(await serviceMain("runner", ["logs", "-f"], { host: h }), 0);
+    assert.equal(await serviceMain("runner", ["stop"], { host: h }), 0);
+    assert.equal(await serviceMain("runner", ["uninstall"], { host: h }), 0);
     assert.deepEqual(ran, [
       ["journalctl", "--user", "-u", "baton-runner", "-n", "200", "--no-pager", "-f"],
       ["systemctl", "--user", "stop", "baton-runner"],
@@ -157,7 +157,7 @@ Deno.test("install writes the unit and enables it; uninstall disables it and rem
   await t.step("macOS, launchd agent", async () => {
     const home = await tempDir("baton-svc-");
     const { h, ran } = host("darwin", home);
-    assert.equal(await serviceMain("relay", ["install", "--port", "8080"], h), 0);
+    assert.equal(await serviceMain("relay", ["install", "--port", "8080"], { host: h }), 0);
     const plist = join(home, "Library", "LaunchAgents", "dev.baton.relay.plist");
     assert.match(await Deno.readTextFile(plist), /<string>8080<\/string>/);
     assert.deepEqual(ran.at(-1), ["launchctl", "bootstrap", "gui/501", plist]);
@@ -166,13 +166,13 @@ Deno.test("install writes the unit and enables it; uninstall disables it and rem
   await t.step("Windows, scheduled task (XML in UTF-16)", async () => {
     const home = await tempDir("baton-svc-");
     const { h, ran } = host("windows", home);
-    assert.equal(await serviceMain("runner", ["install"], h), 0);
+    assert.equal(await serviceMain("runner", ["install"], { host: h }), 0);
     const xml = await Deno.readFile(join(home, ".baton", "service", "baton-runner.xml"));
     assert.deepEqual([...xml.slice(0, 2)], [0xff, 0xfe]);
     assert.match(new TextDecoder("utf-16le").decode(xml.slice(2)), /<LogonTrigger>/);
     assert.equal(ran[0]![0], "schtasks");
     await assert.rejects(
-      serviceMain("runner", ["install", "--system"], h),
+      serviceMain("runner", ["install", "--system"], { host: h }),
       /--system is for systemd/,
     );
   });
@@ -181,7 +181,10 @@ Deno.test("install writes the unit and enables it; uninstall disables it and rem
 Deno.test("without the platform's service tool, install says so in one line and writes nothing", async () => {
   const home = await tempDir("baton-svc-");
   const { h, ran } = host("linux", home, false);
-  await assert.rejects(serviceMain("runner", ["install"], h), /'systemctl' is not available here/);
+  await assert.rejects(
+    serviceMain("runner", ["install"], { host: h }),
+    /'systemctl' is not available here/,
+  );
   assert.deepEqual(ran, []);
   assert.equal(await exists(join(home, ".config")), false);
 });
@@ -194,6 +197,14 @@ Deno.test("baton runner install --dry-run prints the unit and the commands, and 
   assert.match(r.stdout, /^ExecStart=.* runner --name desk$/m);
   assert.match(r.stdout, /^\$ systemctl --user enable --now baton-runner$/m);
   assert.deepEqual([...Deno.readDirSync(home)], []);
+
+  const typo = await baton(["runner", "install", "--dry-run", "--nme", "desk"], baseEnv(home));
+  assert.equal(typo.code, 2);
+  assert.match(typo.stderr.trim(), /^baton runner: .*nme/);
+  assert.equal(typo.stdout, "", "no unit printed for options the runner would refuse");
+  const port = await baton(["relay", "install", "--dry-run", "--port", "99999"], baseEnv(home));
+  assert.equal(port.code, 2);
+  assert.equal(port.stderr.trim(), "baton relay: Invalid --port: '99999' (expected 0-65535)");
 
   const bad = await baton(["relay", "status", "--bogus"], baseEnv(home));
   assert.equal(bad.code, 2);
