@@ -38,7 +38,7 @@ export const SERVICE_HELP = (role: string) =>
   baton ${role} install [--system] [--dry-run] [${role} options...]
                    Write the service (with these options), enable and start it;
                    it restarts on failure and starts at login (--system: at boot,
-                   a systemd system unit run as the installing user; needs root)
+                   a systemd system unit run as the installing user, SUDO_USER under sudo; needs root)
   baton ${role} status | start | stop | uninstall [--system] [--dry-run]
   baton ${role} logs [-f] [--system]   journalctl, or the log file ~/.baton/logs/${role}.log
   Settings: ~/.baton/config.json, and for systemd ~/.baton/${role}.env (KEY=value lines).
@@ -56,6 +56,8 @@ export interface ServiceHost {
   /** Runs a command with inherited output; its exit code. */
   run: (cmd: string[]) => Promise<number>;
   print: (line: string) => void;
+  /** Another account's home folder (systemd system units installed with sudo). */
+  homeOf?: (user: string) => string | null;
 }
 
 /** A plan: the file to write (or remove) and the commands to run, in order. */
@@ -239,12 +241,16 @@ export async function serviceMain(
       "--system is for systemd (Linux); launchd agents and scheduled tasks are per user",
     );
   }
+  // A system unit runs as whoever installed it; under sudo that is SUDO_USER,
+  // whose home (not root's, which sudo set) holds the ~/.baton it reads.
+  const user = system ? host.env("SUDO_USER") || host.env("USER") || "root" : null;
+  const home = user && user !== host.env("USER") ? host.homeOf?.(user) ?? host.home : host.home;
   const spec: ServiceSpec = {
     role,
     command: serviceCommand(role, extra),
-    home: host.home,
+    home,
     system,
-    ...(system ? { user: host.env("SUDO_USER") ?? host.env("USER") ?? "root" } : {}),
+    ...(user ? { user } : {}),
     ...(host.env("PATH") ? { path: host.env("PATH")! } : {}),
   };
   const plan = servicePlan(action, spec, host);
@@ -329,5 +335,14 @@ function defaultHost(): ServiceHost {
     run: async (cmd) =>
       (await new Deno.Command(cmd[0]!, { args: cmd.slice(1) }).spawn().status).code,
     print: (line) => console.log(line),
+    homeOf: (user) => {
+      try {
+        const entry = Deno.readTextFileSync("/etc/passwd").split("\n")
+          .find((l) => l.startsWith(`${user}:`));
+        return entry?.split(":")[5] || null;
+      } catch {
+        return null;
+      }
+    },
   };
 }

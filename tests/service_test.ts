@@ -178,6 +178,20 @@ Deno.test("install writes the unit and enables it; uninstall disables it and rem
   });
 });
 
+Deno.test("a system unit installed with sudo runs as the user who asked, with their home", async () => {
+  const { h, printed } = host("linux", "/root");
+  h.env = (k) =>
+    ({ USER: "root", SUDO_USER: "ada", PATH: "/usr/bin" } as Record<string, string>)[k];
+  h.homeOf = (u) => u === "ada" ? "/home/ada" : null;
+  assert.equal(await serviceMain("runner", ["install", "--system", "--dry-run"], { host: h }), 0);
+  const unit = printed.join("\n");
+  assert.match(unit, /^# \/etc\/systemd\/system\/baton-runner\.service$/m);
+  assert.match(unit, /^User=ada$/m);
+  assert.match(unit, /^Environment=HOME=\/home\/ada$/m);
+  assert.match(unit, /^EnvironmentFile=-\/home\/ada\/\.baton\/runner\.env$/m);
+  assert.match(unit, /^\$ systemctl enable --now baton-runner$/m);
+});
+
 Deno.test("without the platform's service tool, install says so in one line and writes nothing", async () => {
   const home = await tempDir("baton-svc-");
   const { h, ran } = host("linux", home, false);
