@@ -5,6 +5,8 @@
  */
 import denoJson from "./deno.json" with { type: "json" };
 import { UsageError } from "./cli/_args.ts";
+import { roleArgs } from "./cli/_binary.ts";
+import { isSingleFile, type ThreadEntry, threadEntry } from "./shared/single_file.ts";
 
 /** baton's version, from deno.json. */
 export const VERSION: string = denoJson.version;
@@ -20,6 +22,7 @@ Commands:
   setup     Sign in to a relay and save an API key for the runner and CLI
   webhook   Send a signed test delivery to a webhook (baton webhook fire <id>)
   key       Create an API key (full, read-only, bound to a runner) or a runner token
+  doctor    Check this machine, its relay and its runner; one line per check with a fix
 
 Options:
   -h, --help       Show help (also: baton <command> --help)
@@ -58,6 +61,10 @@ const COMMANDS: Record<string, Command> = {
     help: async () => (await import("./cli/key.ts")).KEY_HELP,
     run: async (argv) => (await import("./cli/key.ts")).keyMain(argv),
   },
+  doctor: {
+    help: async () => (await import("./cli/doctor.ts")).DOCTOR_HELP,
+    run: async (argv) => (await import("./cli/doctor.ts")).doctorMain(argv),
+  },
   // Internal: started by `baton runner`, not by people.
   _daemon: {
     help: () => Promise.resolve("Usage: baton _daemon (started by 'baton runner')\n"),
@@ -69,9 +76,27 @@ const COMMANDS: Record<string, Command> = {
   },
 };
 
+/**
+ * The module-file Workers, for the single-file bundle, which starts them from
+ * itself (shared/single_file.ts); listed here, they are also part of the
+ * module graph `deno compile` embeds.
+ */
+const THREADS: Record<ThreadEntry, () => Promise<unknown>> = {
+  "store-thread": () => import("./relay/store/_store_thread_worker.ts"),
+  "git-watch": () => import("./runner/workspace/_git_watch_worker.ts"),
+};
+
+/** Commands that load pi (the agent), which needs its package.json at hand. */
+const LOADS_PI = new Set(["runner", "up", "_daemon", "_worker"]);
+
 /** Runs the CLI and returns the exit code. */
 export async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
+  if (isSingleFile() && name !== undefined && LOADS_PI.has(name)) {
+    const { piVersion, providePiPackage } = await import("./runner/_pi_package.ts");
+    const home = Deno.env.get("HOME") ?? Deno.env.get("USERPROFILE");
+    if (home) providePiPackage(home, piVersion(denoJson.imports));
+  }
   if (name === undefined || name === "-h" || name === "--help" || name === "help") {
     const topic = name === "help" ? rest[0] : undefined;
     if (topic && COMMANDS[topic]) console.log(await COMMANDS[topic].help());
@@ -109,6 +134,6 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
-if (import.meta.main) {
-  Deno.exit(await main(Deno.args));
-}
+const thread = threadEntry();
+if (thread) await THREADS[thread]();
+else if (import.meta.main) Deno.exit(await main(roleArgs(Deno.execPath(), Deno.args)));

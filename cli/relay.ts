@@ -17,6 +17,7 @@ import {
 } from "./_args.ts";
 import { webClient } from "../web/mod.ts";
 import { ATTACHMENT_ENV_HELP, attachmentPolicyFromEnv } from "./_attachment_env.ts";
+import { SERVICE_ACTIONS, SERVICE_HELP, serviceMain } from "./service.ts";
 
 export const RELAY_HELP = `Usage: baton relay [options]
 
@@ -61,7 +62,8 @@ ${ATTACHMENT_ENV_HELP}
                                             (4096; 0: no limit)
   BATON_MAX_UNAUTHENTICATED_WS_PER_ADDRESS  WebSockets not yet authenticated per
                                             client address (256; 0: no limit)
-`;
+
+${SERVICE_HELP("relay")}`;
 
 /** Resolved relay settings from flags and environment. */
 export function relaySettings(argv: string[]) {
@@ -173,6 +175,9 @@ export function retentionFromEnv(): RetentionPolicy {
 
 /** `baton relay`. */
 export async function relayMain(argv: string[]): Promise<number> {
+  if (argv[0] && SERVICE_ACTIONS.has(argv[0])) {
+    return await serviceMain("relay", argv, { validate: (a) => void relaySettings(a) });
+  }
   const settings = relaySettings(argv);
   const served = await serveRelay({
     web: await webClient(),

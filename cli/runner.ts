@@ -11,6 +11,7 @@ import {
 } from "../runner/mod.ts";
 import { parseFlags, UsageError } from "./_args.ts";
 import { untilSignal } from "./relay.ts";
+import { SERVICE_ACTIONS, SERVICE_HELP, serviceMain } from "./service.ts";
 
 export const RUNNER_HELP = `Usage: baton runner [options]
 
@@ -47,10 +48,14 @@ The runner id is kept in ~/.baton/runner.json. Models: pi's built-in providers
 with their API keys, plus custom providers in ~/.baton/models.json.
 Skills are ~/.baton/skills/<name>/SKILL.md and agent definitions ~/.baton/agents/<name>.md
 (pi's formats; the web app's runner settings and the API edit them there).
-`;
+
+${SERVICE_HELP("runner")}`;
 
 /** `baton runner`. */
 export async function runnerMain(argv: string[]): Promise<number> {
+  if (argv[0] && SERVICE_ACTIONS.has(argv[0])) {
+    return await serviceMain("runner", argv, { validate: (a) => void parseFlags(a, RUNNER_FLAGS) });
+  }
   const { values } = parseFlags(argv, RUNNER_FLAGS);
   // Set when this is the copy of `baton runner` started without the key in
   // its environment (below).

@@ -18,5 +18,6 @@ export {
   updateUserConfig,
 } from "./config.ts";
 export { supervise, type SuperviseOptions } from "./supervisor.ts";
-export { sandboxDependencyWarning } from "./sandbox/deps.ts";
+export { missingPrograms, sandboxDependencyWarning } from "./sandbox/deps.ts";
+export { listModels } from "./models.ts";
 export { type RunnerSecrets, shedEnvironmentSecrets, takeSecrets } from "./_secrets.ts";

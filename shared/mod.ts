@@ -15,3 +15,4 @@ export * from "./json.ts";
 export * from "./protocol.ts";
 export * from "./triggers.ts";
 export * from "./webhook_signing.ts";
+export * from "./single_file.ts";

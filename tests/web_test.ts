@@ -462,6 +462,7 @@ Deno.test("the committed web bundle is current and its core stays under 150 KB g
         "xterm.css",
         "icon-192.png",
         "icon-512.png",
+        "icons.ts",
       ]
     ) {
       const fresh = await Deno.readFile(join(out, f));

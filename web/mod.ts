@@ -6,8 +6,20 @@
  * @module
  */
 import { Hono } from "hono";
+// Imported, not read from files: the client is part of the module graph, so
+// the single-file bundle and a compiled binary carry it (docs/install.md).
+import appJs from "./dist/app.js" with { type: "text" };
+import appCss from "./dist/app.css" with { type: "text" };
+import xtermJs from "./dist/xterm.js" with { type: "text" };
+import xtermCss from "./dist/xterm.css" with { type: "text" };
+import { ICON_192, ICON_512 } from "./dist/icons.ts";
+import indexHtml from "./static/index.html" with { type: "text" };
+import manifest from "./static/manifest.webmanifest" with { type: "text" };
+import iconSvg from "./static/icon.svg" with { type: "text" };
+import serviceWorker from "./static/sw.js" with { type: "text" };
 
-const read = (path: string) => Deno.readFileSync(new URL(path, import.meta.url));
+const utf8 = (text: string) => new TextEncoder().encode(text);
+const base64 = (text: string) => Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
 
 async function shortHash(bytes: Uint8Array): Promise<string> {
   const d = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes as BufferSource));
@@ -62,27 +74,27 @@ export interface WebClient {
 
 /** Builds the web client's routes over the built bundle (web/dist). */
 export async function webClient(): Promise<WebClient> {
-  const js = read("./dist/app.js");
-  const css = read("./dist/app.css");
+  const js = utf8(appJs);
+  const css = utf8(appCss);
   const [jsHash, cssHash] = [await shortHash(js), await shortHash(css)];
-  const page = new TextDecoder().decode(read("./static/index.html"))
+  const page = indexHtml
     .replace("%JS_HASH%", jsHash)
     .replace("%CSS_HASH%", cssHash);
   const assets: Record<string, Asset> = {
     "/assets/app.js": { body: js, type: "text/javascript; charset=utf-8", version: jsHash },
     "/assets/app.css": { body: css, type: "text/css; charset=utf-8", version: cssHash },
     // xterm.js, loaded by the terminal panel only when it opens (web/app/components/terminal/).
-    "/assets/xterm.js": { body: read("./dist/xterm.js"), type: "text/javascript; charset=utf-8" },
-    "/assets/xterm.css": { body: read("./dist/xterm.css"), type: "text/css; charset=utf-8" },
+    "/assets/xterm.js": { body: utf8(xtermJs), type: "text/javascript; charset=utf-8" },
+    "/assets/xterm.css": { body: utf8(xtermCss), type: "text/css; charset=utf-8" },
     "/manifest.webmanifest": {
-      body: read("./static/manifest.webmanifest"),
+      body: utf8(manifest),
       type: "application/manifest+json",
     },
-    "/icons/icon.svg": { body: read("./static/icon.svg"), type: "image/svg+xml" },
+    "/icons/icon.svg": { body: utf8(iconSvg), type: "image/svg+xml" },
     // The service worker (push notifications); at the root so its scope is the whole app.
-    "/sw.js": { body: read("./static/sw.js"), type: "text/javascript; charset=utf-8" },
-    "/icons/icon-192.png": { body: read("./dist/icon-192.png"), type: "image/png" },
-    "/icons/icon-512.png": { body: read("./dist/icon-512.png"), type: "image/png" },
+    "/sw.js": { body: utf8(serviceWorker), type: "text/javascript; charset=utf-8" },
+    "/icons/icon-192.png": { body: base64(ICON_192), type: "image/png" },
+    "/icons/icon-512.png": { body: base64(ICON_512), type: "image/png" },
   };
 
   const app = new Hono();

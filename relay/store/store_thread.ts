@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { moduleWorker } from "../../shared/single_file.ts";
 import type { Database } from "./db.ts";
 import { type ChunkedCommit, type CommitEvents } from "./event_writer.ts";
 import { chunkEvents } from "./events.ts";
@@ -150,9 +151,10 @@ export class StoreThread {
   }
 
   #start(): Worker {
-    const worker = new Worker(new URL("./_store_thread_worker.ts", import.meta.url).href, {
-      type: "module",
-    });
+    const worker = moduleWorker(
+      "store-thread",
+      new URL("./_store_thread_worker.ts", import.meta.url),
+    );
     worker.onmessage = (e: MessageEvent<Reply>) => {
       const m = e.data;
       if (m.closed) return this.#retiring.get(worker)?.();

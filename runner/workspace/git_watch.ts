@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { moduleWorker } from "../../shared/single_file.ts";
 import type { GitStatus } from "../../shared/git_api.ts";
 
 /** Options of {@linkcode GitWatchers}. */
@@ -98,9 +99,7 @@ export class GitWatchers {
 
   #start(): Worker {
     if (this.#thread) return this.#thread;
-    const thread = new Worker(new URL("./_git_watch_worker.ts", import.meta.url).href, {
-      type: "module",
-    });
+    const thread = moduleWorker("git-watch", new URL("./_git_watch_worker.ts", import.meta.url));
     thread.onmessage = (e: MessageEvent<FromThread>) => {
       const w = this.#byId.get(e.data.id);
       if (!w) return;

@@ -10,6 +10,8 @@
  * @module
  */
 import type { IPty } from "@lydell/node-pty";
+import { hostPlatform } from "../platform/platform.ts";
+import { terminalShell } from "../platform/shell.ts";
 import type { MuxStream } from "../../shared/streams.ts";
 import {
   MAX_TERMINAL_DIMENSION,
@@ -30,7 +32,7 @@ export interface TerminalOptions {
   log: (line: string) => void;
   /** Terminals at once (default {@linkcode MAX_TERMINALS_PER_RUNNER}). */
   max?: number;
-  /** The shell (default `$SHELL`, else /bin/bash; cmd.exe-less Windows is not supported). */
+  /** The shell (default runner/platform/shell.ts: `$SHELL`, else bash, else sh; PowerShell or cmd on Windows). */
   shell?: string;
 }
 
@@ -327,7 +329,7 @@ export class TerminalManager {
     if (this.#terminals.size >= max) {
       throw new RequestError("too_many_terminals", `At most ${max} terminals per runner`);
     }
-    const shell = this.#opts.shell ?? (Deno.env.get("SHELL") || "/bin/bash");
+    const shell = this.#opts.shell ?? terminalShell(hostPlatform()).program;
     const env = Deno.env.toObject();
     // The runner's key and relay secrets never reach the shell.
     for (const k of Object.keys(env)) {

@@ -38,7 +38,12 @@ export interface ProcessOptions {
   cwd?: string;
   /** Echo the output live (set BATON_TEST_VERBOSE=1 to see every process). */
   verbose?: boolean;
+  /** `deno` arguments before the subcommand (default: run main.ts of this tree). */
+  program?: string[];
 }
+
+/** `deno` arguments that run baton from this source tree. */
+const SOURCE_PROGRAM = ["run", "-A", "--quiet", "--config", join(ROOT, "deno.json"), MAIN];
 
 /** A `baton` subprocess with its output captured line by line. */
 export class BatonProcess {
@@ -74,7 +79,7 @@ export class BatonProcess {
   static start(name: string, options: ProcessOptions): BatonProcess {
     const verbose = options.verbose ?? Deno.env.get("BATON_TEST_VERBOSE") === "1";
     const child = new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", "--quiet", "--config", join(ROOT, "deno.json"), MAIN, ...options.args],
+      args: [...(options.program ?? SOURCE_PROGRAM), ...options.args],
       env: options.env ?? {},
       clearEnv: true,
       cwd: options.cwd ?? ROOT,
@@ -188,6 +193,8 @@ export class RelayProcess {
   proc!: BatonProcess;
   url = "";
   port = 0;
+  #program: string[] | undefined;
+  #cwd: string | undefined;
 
   private constructor(
     readonly dataDir: string,
@@ -203,11 +210,16 @@ export class RelayProcess {
       port?: number;
       env?: Record<string, string>;
       args?: string[];
+      /** `deno` arguments before the subcommand (default: this source tree). */
+      program?: string[];
+      cwd?: string;
     } = {},
   ): Promise<RelayProcess> {
     const home = options.home ?? await tempDir("baton-relay-home-");
     const dataDir = options.dataDir ?? join(home, "relay-data");
     const r = new RelayProcess(dataDir, home, options.env ?? {});
+    r.#program = options.program;
+    r.#cwd = options.cwd;
     await r.#launch(options.port ?? 0, options.args ?? []);
     return r;
   }
@@ -216,6 +228,8 @@ export class RelayProcess {
     this.proc = BatonProcess.start("relay", {
       args: ["relay", "--port", String(port), "--data-dir", this.dataDir, ...args],
       env: baseEnv(this.home, this.env),
+      ...(this.#program ? { program: this.#program } : {}),
+      ...(this.#cwd ? { cwd: this.#cwd } : {}),
     });
     const m = await Promise.race([
       this.proc.waitFor(/listening on (http:\/\/[^\s]+)/),
@@ -250,6 +264,9 @@ export interface RunnerOptions {
   home?: string;
   env?: Record<string, string>;
   args?: string[];
+  /** `deno` arguments before the subcommand (default: this source tree). */
+  program?: string[];
+  cwd?: string;
 }
 
 /** A `baton runner` subprocess with its HOME. */
@@ -266,6 +283,8 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerProcess
   const home = options.home ?? await tempDir("baton-runner-home-");
   const proc = BatonProcess.start("runner", {
     args: ["runner", ...(options.args ?? [])],
+    ...(options.program ? { program: options.program } : {}),
+    ...(options.cwd ? { cwd: options.cwd } : {}),
     env: baseEnv(home, {
       BATON_RELAY_URL: options.relayUrl,
       BATON_API_KEY: options.apiKey,

@@ -1,0 +1,117 @@
+import assert from "node:assert/strict";
+import type { Platform } from "./platform.ts";
+import { batonDir, homeDir } from "./config_dir.ts";
+import { agentShell, findBash, terminalShell } from "./shell.ts";
+import { descendants, killPlan, killTree } from "./process_tree.ts";
+
+function platform(os: Platform["os"], env: Record<string, string>, files: string[] = []): Platform {
+  const set = new Set(files);
+  return { os, env: (k) => env[k], exists: (p) => set.has(p) };
+}
+
+Deno.test("config folder: ~/.baton, %USERPROFILE%\\.baton on Windows, HOME first where set", () => {
+  assert.equal(batonDir(platform("linux", { HOME: "/home/ada" })), "/home/ada/.baton");
+  assert.equal(batonDir(platform("darwin", { HOME: "/Users/ada" })), "/Users/ada/.baton");
+  assert.equal(
+    batonDir(platform("windows", { USERPROFILE: "C:\\Users\\ada" })),
+    "C:\\Users\\ada\\.baton",
+  );
+  assert.equal(
+    homeDir(platform("windows", { HOMEDRIVE: "D:", HOMEPATH: "\\Users\\ada" })),
+    "D:\\Users\\ada",
+  );
+  assert.equal(
+    homeDir(platform("windows", { HOME: "C:\\msys\\ada", USERPROFILE: "C:\\Users\\ada" })),
+    "C:\\msys\\ada",
+  );
+  assert.equal(batonDir(platform("linux", { USERPROFILE: "C:\\Users\\ada" })), null);
+});
+
+Deno.test("terminal shell: $SHELL, else bash, else sh; Windows: pwsh, PowerShell, then cmd", async (t) => {
+  await t.step("linux and macOS", () => {
+    assert.equal(terminalShell(platform("linux", { SHELL: "/usr/bin/zsh" })).kind, "zsh");
+    assert.equal(terminalShell(platform("linux", {}, ["/bin/bash"])).program, "/bin/bash");
+    assert.equal(terminalShell(platform("darwin", {}, [])).program, "/bin/sh");
+  });
+  await t.step("windows", () => {
+    const path = "C:\\Windows\\System32;C:\\Program Files\\PowerShell\\7";
+    const pwsh = platform("windows", { PATH: path }, [
+      "C:\\Program Files\\PowerShell\\7\\pwsh.exe",
+    ]);
+    assert.deepEqual(terminalShell(pwsh), {
+      program: "C:\\Program Files\\PowerShell\\7\\pwsh.exe",
+      kind: "powershell",
+      commandArgs: ["-NoProfile", "-NonInteractive", "-Command"],
+    });
+    const ps = platform("windows", { PATH: "C:\\Windows\\System32\\WindowsPowerShell\\v1.0" }, [
+      "C:\\Windows\\System32\\WindowsPowerShell\\v1.0\\powershell.exe",
+    ]);
+    assert.equal(terminalShell(ps).kind, "powershell");
+    const bare = platform("windows", { ComSpec: "C:\\Windows\\system32\\cmd.exe" });
+    assert.deepEqual(terminalShell(bare).commandArgs, ["/d", "/s", "/c"]);
+    // $SHELL from an MSYS session does not decide a Windows terminal.
+    assert.equal(terminalShell(platform("windows", { SHELL: "/usr/bin/bash" })).kind, "cmd");
+  });
+});
+
+Deno.test("agent shell: bash where present (Git Bash on Windows, never WSL's), else PowerShell saying so", () => {
+  assert.equal(
+    agentShell(platform("linux", {}, ["/bin/bash"])).description,
+    "Runs a command with bash",
+  );
+  const gitBash = platform("windows", { PATH: "C:\\Windows\\System32" }, [
+    "C:\\Windows\\System32\\bash.exe",
+    "C:\\Program Files\\Git\\bin\\bash.exe",
+  ]);
+  assert.equal(findBash(gitBash), "C:\\Program Files\\Git\\bin\\bash.exe");
+  const none = platform("windows", { PATH: "C:\\Windows\\System32\\WindowsPowerShell\\v1.0" }, [
+    "C:\\Windows\\System32\\WindowsPowerShell\\v1.0\\powershell.exe",
+  ]);
+  const s = agentShell(none);
+  assert.equal(s.kind, "powershell");
+  assert.match(s.description, /PowerShell .*write PowerShell, not bash/);
+  assert.equal(agentShell(platform("linux", {})).kind, "sh");
+});
+
+Deno.test("process tree: the descendants from ps, deepest first; taskkill /T on Windows", () => {
+  const ps = "  1     0\n 10     1\n 11    10\n 12    11\n 13    10\n 99     1\n";
+  assert.deepEqual(descendants(ps, 10), [12, 11, 13]);
+  assert.deepEqual(
+    killPlan({ os: "linux" }, 10, "SIGTERM", ps).map((s) => s.t === "signal" && s.pid),
+    [12, 11, 13, 10],
+  );
+  assert.deepEqual(killPlan({ os: "windows" }, 10, "SIGTERM"), [
+    { t: "command", cmd: ["taskkill", "/PID", "10", "/T", "/F"] },
+  ]);
+});
+
+Deno.test({
+  name: "killTree ends a real process and the processes it started",
+  ignore: Deno.build.os === "windows",
+  fn: async () => {
+    const child = new Deno.Command("sh", {
+      args: ["-c", "sleep 300 & sleep 300 & echo started; wait"],
+      stdout: "piped",
+    }).spawn();
+    const reader = child.stdout.getReader();
+    await reader.read();
+    const ps = async () =>
+      new TextDecoder().decode(
+        (await new Deno.Command("ps", { args: ["-A", "-o", "pid=", "-o", "ppid="] }).output())
+          .stdout,
+      );
+    const kids = descendants(await ps(), child.pid);
+    assert.equal(kids.length, 2, "two sleeps under the shell");
+    await killTree(child.pid);
+    await child.status;
+    reader.releaseLock();
+    await child.stdout.cancel();
+    const deadline = Date.now() + 5000;
+    while (Date.now() < deadline) {
+      const alive = (await ps()).split("\n").map((l) => Number(l.trim().split(/\s+/)[0]));
+      if (!kids.some((k) => alive.includes(k))) return;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.fail(`left running: ${kids.join(", ")}`);
+  },
+});
