@@ -306,3 +306,20 @@ Deno.test("sandbox violations and /sandbox answers show as their own items", () 
     ["info", "/sandbox", "Sandbox: mode basic, active"],
   ]);
 });
+
+Deno.test("preview_ports events set the session's listening ports; bad entries are dropped", () => {
+  const c = applyEvents(
+    emptyConversation(),
+    log(
+      { type: "preview_ports", ports: [{ port: 8000, process: "python3" }] },
+      {
+        type: "preview_ports",
+        ports: [{ port: 5173, process: "node" }, { port: 0 }, { port: "x" }, null, { port: 3000 }],
+      },
+    ),
+  );
+  assert.deepEqual(c.previewPorts, [{ port: 5173, process: "node" }, { port: 3000 }]);
+  const ended = applyEvents(c, [{ seq: 3, ts: 1, e: { type: "session_end", reason: "ended" } }]);
+  assert.deepEqual(ended.previewPorts, []);
+  assert.deepEqual(emptyConversation().previewPorts, []);
+});
