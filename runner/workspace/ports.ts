@@ -12,7 +12,8 @@
  * - macOS: `ps -Ao pid=,ppid=` and `lsof -nP -iTCP -sTCP:LISTEN -Fpcn`.
  * - Windows: `netstat -ano -p TCP` and a CIM query for parents.
  *
- * Only ports reachable on 127.0.0.1 count (the tunnel dials there): an
+ * The worker's own sockets do not count (its sandbox's network proxy is no
+ * preview). Only ports reachable on 127.0.0.1 count (the tunnel dials there): an
  * address of 127.x, 0.0.0.0, `::` or `::ffff:127.x`.
  *
  * @module
@@ -189,6 +190,7 @@ export class LinuxPorts implements PortPlatform {
     }
     if (sockets.size === 0) return out;
     for (const [pid, key] of owner) {
+      if (roots.get(key) === pid) continue; // the worker's own sockets (its sandbox proxy)
       const seen = new Set<number>();
       try {
         for await (const fd of Deno.readDir(join(this.procRoot, String(pid), "fd"))) {
@@ -229,7 +231,7 @@ class CommandPorts implements PortPlatform {
     const owner = treesOf(roots, await this.table());
     for (const l of await this.sockets()) {
       const key = owner.get(l.pid);
-      if (key === undefined) continue;
+      if (key === undefined || roots.get(key) === l.pid) continue;
       const list = out.get(key) ?? [];
       if (!list.some((x) => x.port === l.port)) list.push(l);
       out.set(key, list);
