@@ -134,6 +134,9 @@ export class Daemon {
         this.#sessions.get(id)?.ended === false ? this.#sessions.get(id)!.entry.cwd : null,
       awake: (id) => this.#sessions.get(id)?.asleep === false,
       send: (msg) => this.#link.send(msg),
+      workers: () => this.#awakeWorkers(),
+      emit: (id, e) =>
+        this.#sessions.get(id)?.ended === false && this.#enqueue(this.#sessions.get(id)!, e),
       log: options.log,
     });
     this.#link = new ControlLink({
@@ -162,6 +165,7 @@ export class Daemon {
   async run(): Promise<number> {
     await this.#resumeAll();
     this.#refillSpare();
+    this.#workspace.previews.start();
     const tunnel = runTunnel(this.#opts.config, this.#opts.runnerId, {
       log: this.#opts.log,
       ready: () => this.#link.connected,
@@ -212,6 +216,15 @@ export class Daemon {
         entry.asleep = true;
         this.#enqueue(s, { type: "session_sleep" });
         this.#saveEntry(s);
+      }
+    }
+  }
+
+  /** Sessions whose worker runs, with its pid (live previews watch their process trees). */
+  *#awakeWorkers(): Iterable<{ sessionId: string; pid: number }> {
+    for (const s of this.#sessions.values()) {
+      if (s.worker && !s.asleep && !s.ended) {
+        yield { sessionId: s.entry.sessionId, pid: s.worker.pid };
       }
     }
   }

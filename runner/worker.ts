@@ -36,6 +36,7 @@ import { projectNetworkOf, startSessionMcp } from "./mcp/session.ts";
 import { McpServers } from "./mcp/servers.ts";
 import { loadSessionHooks } from "./hooks/load.ts";
 import { ChildReaper } from "./child_reaper.ts";
+import { SESSION_MARKER_ENV } from "./workspace/ports.ts";
 
 /** How often a running tool's partial output is forwarded at most. */
 const TOOL_UPDATE_INTERVAL_MS = 100;
@@ -148,6 +149,9 @@ class Worker {
       hooks: Deno.env.get("BATON_NO_HOOKS") === "1",
     };
     Deno.chdir(msg.cwd);
+    // Inherited by the agent's tools: a server they start and detach stays this session's
+    // for live previews (runner/workspace/ports.ts).
+    Deno.env.set(SESSION_MARKER_ENV, msg.sessionId);
     const home = Deno.env.get("HOME") ?? Deno.env.get("USERPROFILE") ?? msg.cwd;
     const env = (k: string) => Deno.env.get(k);
     // Every tool call runs under the sandbox: bash inside it, the others behind its gate.

@@ -7,6 +7,7 @@
  * @module
  */
 import type { ModelRef, SessionActivity, SessionEvent, SessionEventBody } from "./protocol.ts";
+import { isPort, PREVIEW_PORTS_EVENT, type PreviewPort } from "./previews_api.ts";
 
 /** A piece of an assistant message. */
 export type Block =
@@ -89,6 +90,8 @@ export interface Conversation {
   ended: { reason: string; message: string } | null;
   queue: { steering: string[]; followUp: string[] };
   lastSeq: number;
+  /** Ports the session's processes listen on, as last announced (live previews). */
+  previewPorts: PreviewPort[];
 }
 
 /** The conversation before any event. */
@@ -104,6 +107,7 @@ export function emptyConversation(): Conversation {
     ended: null,
     queue: { steering: [], followUp: [] },
     lastSeq: 0,
+    previewPorts: [],
   };
 }
 
@@ -254,6 +258,8 @@ function apply(
       const reason = String(e.reason ?? "ended");
       const message = String(e.message ?? "Session ended");
       c.ended = { reason, message };
+      // Its runner stops watching; a server it left running can still be opened by number.
+      if (c.previewPorts.length > 0) c.previewPorts = [];
       notice(reason === "ended" ? "info" : "error", message);
       return;
     }
@@ -310,6 +316,16 @@ function apply(
     case "hook:notice":
       // MCP servers that failed or are slow to start, hooks that failed or hit their limit.
       notice(e.level === "error" ? "error" : "info", String(e.text ?? ""));
+      return;
+    case PREVIEW_PORTS_EVENT:
+      c.previewPorts = Array.isArray(e.ports)
+        ? (e.ports as unknown[]).filter((p): p is PreviewPort =>
+          isPort((p as PreviewPort | null)?.port)
+        ).map((p) => ({
+          port: p.port,
+          ...(typeof p.process === "string" ? { process: p.process.slice(0, 64) } : {}),
+        }))
+        : [];
       return;
     case "event_too_large":
       notice("error", `An event of type ${e.originalType} was too large to keep`);

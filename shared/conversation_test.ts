@@ -322,3 +322,20 @@ Deno.test("MCP and hook notices show at their level", () => {
     ["error", "The stop hook failed"],
   ]);
 });
+
+Deno.test("preview_ports events set the session's listening ports; bad entries are dropped", () => {
+  const c = applyEvents(
+    emptyConversation(),
+    log(
+      { type: "preview_ports", ports: [{ port: 8000, process: "python3" }] },
+      {
+        type: "preview_ports",
+        ports: [{ port: 5173, process: "node" }, { port: 0 }, { port: "x" }, null, { port: 3000 }],
+      },
+    ),
+  );
+  assert.deepEqual(c.previewPorts, [{ port: 5173, process: "node" }, { port: 3000 }]);
+  const ended = applyEvents(c, [{ seq: 3, ts: 1, e: { type: "session_end", reason: "ended" } }]);
+  assert.deepEqual(ended.previewPorts, []);
+  assert.deepEqual(emptyConversation().previewPorts, []);
+});

@@ -287,3 +287,25 @@ Deno.test("web terminal: a browser that stops reading a flood leaves the relay's
     a.ws.terminate();
   });
 });
+
+Deno.test("web terminal: a reattach replays the last 64 KiB of output, not more", async () => {
+  await withWorld(async (w) => {
+    const t = await (await open(w)).json();
+    const a = await Attached.open(w, w.owner, w.runnerId, t.terminalId);
+    // ~290 KB of numbered lines, then a marker: far more than the scrollback keeps.
+    a.type("seq -w 1 40000 | sed 's/^/line-/'; echo end-of-$((3*5))\r");
+    await a.waitFor(/end-of-15\r\n/, 30_000);
+    a.close();
+    await a.closed;
+
+    const b = await Attached.open(w, w.owner, w.runnerId, t.terminalId);
+    await b.waitFor(/end-of-15\r\n/);
+    await new Promise((r) => setTimeout(r, 500));
+    const replayed = new TextEncoder().encode(b.out).byteLength;
+    assert.ok(replayed <= 64 * 1024, `replayed ${replayed} bytes`);
+    assert.ok(replayed > 60 * 1024, `replayed only ${replayed} bytes`);
+    assert.match(b.out, /line-40000\r\n/);
+    assert.doesNotMatch(b.out, /line-00001\r\n/);
+    b.close();
+  });
+});

@@ -12,6 +12,8 @@ import { WorkspaceFiles } from "./files.ts";
 import { PluginCatalog } from "./plugins.ts";
 import { WorkspaceServices } from "./services.ts";
 import { DocCatalog } from "./skills.ts";
+import { PreviewWatcher } from "./previews.ts";
+import type { PreviewPortsEvent } from "../../shared/previews_api.ts";
 import { TerminalManager } from "./terminal.ts";
 import { answerUsage, runnerUsageIndex, type UsageIndex } from "./usage.ts";
 
@@ -28,6 +30,10 @@ export interface WorkspaceOptions {
   awake: (sessionId: string) => boolean;
   /** Sends a frame to the relay (false when offline: dropped). */
   send: (msg: unknown) => boolean;
+  /** Awake sessions and their worker's pid (live previews watch their ports). */
+  workers: () => Iterable<{ sessionId: string; pid: number }>;
+  /** Emits an event into a session (live previews' `preview_ports`). */
+  emit: (sessionId: string, e: PreviewPortsEvent) => void;
   log: (line: string) => void;
 }
 
@@ -51,6 +57,8 @@ export class Workspace {
   readonly #services: WorkspaceServices;
   /** Web terminals (their streams arrive over the tunnel). */
   readonly terminals: TerminalManager;
+  /** Ports the sessions' processes listen on (live previews). */
+  readonly previews: PreviewWatcher;
 
   constructor(o: WorkspaceOptions) {
     const { batonDir, home, skip } = o.config;
@@ -59,6 +67,7 @@ export class Workspace {
     this.#plugins = new PluginCatalog({ batonDir, home, roots: o.roots, skipped: skip.plugins });
     this.#usage = runnerUsageIndex(batonDir, o.conversationsDir);
     this.terminals = new TerminalManager({ roots: o.roots, home, log: o.log });
+    this.previews = new PreviewWatcher({ workers: o.workers, emit: o.emit, log: o.log });
     this.#services = new WorkspaceServices({
       cwdOf: o.cwdOf,
       awake: o.awake,
@@ -93,6 +102,7 @@ export class Workspace {
   /** A session ended, fell asleep or was deleted: its repository is no longer watched. */
   sessionStopped(sessionId: string, asleep = false): void {
     this.#services.forget(sessionId, asleep);
+    this.previews.forget(sessionId, asleep);
   }
 
   /** A session woke: its repository is watched again if it was. */
@@ -102,6 +112,7 @@ export class Workspace {
 
   close(): void {
     this.#services.close();
+    this.previews.close();
     // The runner stops: its terminals end (SIGHUP now, SIGKILL after 2 s).
     this.terminals.closeAll().catch(() => {});
   }

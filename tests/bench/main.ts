@@ -4,7 +4,7 @@
  *
  *   deno task bench [--quick] [--rounds N]
  *                   [--only fanout,replay,durability,spawn,memory,http,ui,sessions,sleep,disk,
- *                          usage,files]
+ *                          usage,files,tunnel]
  *                   [--client native|ws] [--out file.json] [--unpinned]
  *
  * Every scenario runs `--rounds` times (3, or 1 with `--quick`), round by
@@ -40,6 +40,7 @@ import { sessions } from "./scenarios/sessions.ts";
 import { sleepScenario } from "./scenarios/sleep.ts";
 import { spawnLatency } from "./scenarios/spawn.ts";
 import { uiRender } from "./scenarios/ui.ts";
+import { tunnel } from "./scenarios/tunnel.ts";
 import { usage } from "./scenarios/usage.ts";
 
 const SCENARIOS = [
@@ -55,6 +56,7 @@ const SCENARIOS = [
   "disk",
   "usage",
   "files",
+  "tunnel",
 ] as const;
 type Scenario = (typeof SCENARIOS)[number];
 /**
@@ -227,6 +229,8 @@ async function run(s: Scenario, ctx: BenchContext, client: ClientImpl): Promise<
       return await usage(ctx);
     case "files":
       return await files(ctx);
+    case "tunnel":
+      return await tunnel(ctx);
   }
 }
 

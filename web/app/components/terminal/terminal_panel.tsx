@@ -26,6 +26,10 @@ interface XtermTerminal {
   dispose(): void;
   onData(fn: (d: string) => void): { dispose(): void };
   onResize(fn: (s: { cols: number; rows: number }) => void): { dispose(): void };
+  hasSelection(): boolean;
+  getSelection(): string;
+  paste(text: string): void;
+  attachCustomKeyEventHandler(fn: (e: KeyboardEvent) => boolean): void;
 }
 
 let loading: Promise<XtermModule> | null = null;
@@ -213,6 +217,8 @@ function TermView(
   const send = useRef<(s: string) => void>(() => {});
   const fitNow = useRef<() => void>(() => {});
   const focus = useRef<() => void>(() => {});
+  const copy = useRef<() => void>(() => {});
+  const paste = useRef<() => void>(() => {});
   const [ctrl, setCtrl] = useState(false);
   const ctrlRef = useRef(false);
   ctrlRef.current = ctrl;
@@ -252,6 +258,31 @@ function TermView(
         if (box.current && box.current.offsetWidth > 0) fit.fit();
       };
       focus.current = () => term.focus();
+      // Copy and paste: Ctrl+Shift+C / Ctrl+Shift+V (Ctrl+C stays the shell's interrupt), the
+      // browser's own paste (Ctrl+V, a long press on a phone), and the key bar's buttons.
+      copy.current = () => {
+        if (term.hasSelection()) {
+          navigator.clipboard?.writeText(term.getSelection()).catch(() => {});
+        }
+      };
+      paste.current = () => {
+        navigator.clipboard?.readText().then((t) => t && term.paste(t), () => {});
+      };
+      term.attachCustomKeyEventHandler((e) => {
+        if (e.type !== "keydown" || !e.ctrlKey || !e.shiftKey) return true;
+        const k = e.key.toLowerCase();
+        if (k === "c" && term.hasSelection()) {
+          copy.current();
+          e.preventDefault();
+          return false;
+        }
+        if (k === "v") {
+          paste.current();
+          e.preventDefault();
+          return false;
+        }
+        return true;
+      });
       ws.onopen = () => {
         setState("open");
         fitNow.current();
@@ -335,6 +366,27 @@ function TermView(
           }}
         >
           Ctrl
+        </button>
+        <button
+          type="button"
+          class="btn small"
+          title="Copy the selected text"
+          onPointerDown={(e) => e.preventDefault()}
+          onClick={() => copy.current()}
+        >
+          Copy
+        </button>
+        <button
+          type="button"
+          class="btn small"
+          title="Paste from the clipboard"
+          onPointerDown={(e) => e.preventDefault()}
+          onClick={() => {
+            paste.current();
+            focus.current();
+          }}
+        >
+          Paste
         </button>
       </div>
     </div>
