@@ -44,7 +44,7 @@ function json(body: unknown, status = 200): Response {
 
 export default class NotesService {
   readonly id = "notes";
-  #server: Deno.HttpServer | null = null;
+  #server: Deno.HttpServer<Deno.NetAddr> | null = null;
   #notes: Note[] = [];
   #file = "";
   #service!: ServiceContext;
