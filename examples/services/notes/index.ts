@@ -86,7 +86,7 @@ export default class NotesService {
     if (url.pathname === "/" && req.method === "GET") {
       // The notes go into the page itself, so it shows them with no request of its own.
       const data = JSON.stringify(this.#notes).replaceAll("<", "\\u003c");
-      return new Response(page.replace("/*NOTES*/[]", data), {
+      return new Response(page.replace(/\/\*NOTES\*\/\s*\[\]/, () => data), {
         headers: { "content-type": "text/html; charset=utf-8" },
       });
     }
