@@ -9,7 +9,17 @@ import assert from "node:assert/strict";
 import { join, resolve } from "node:path";
 import { json, signUp } from "./harness/client.ts";
 import { ROOT } from "./harness/procs.ts";
-import { answer, closeWorld, spawn, startWorld, type World } from "./harness/trigger_world.ts";
+import {
+  answer,
+  closeWorld,
+  requestText,
+  spawn,
+  startWorld,
+  userTexts,
+  type World,
+} from "./harness/trigger_world.ts";
+import { Viewer } from "./harness/client.ts";
+import type { RelayToViewer } from "../shared/protocol.ts";
 import { eventually } from "./harness/wait.ts";
 
 const EXAMPLE = resolve(ROOT, "examples", "services", "notes");
@@ -189,6 +199,51 @@ Deno.test("runner services: discovered, isolated when broken, listed, and firing
         assert.equal(resolved.body.title, "Ship the release notes");
       },
     );
+
+    await t.step("the agent's list_available_triggers carries the runner's sigils", async () => {
+      world.model.rules = [(req) => {
+        if (!userTexts(req)[0]?.startsWith("SIGIL-PROBE")) return undefined;
+        if (req.messages.at(-1)?.role === "tool") return { text: "Done." };
+        return { toolCalls: [{ name: "list_available_triggers", args: {} }] };
+      }];
+      await spawn(world, "SIGIL-PROBE: which sigils can I write?");
+      const req = await eventually(
+        "the tool's answer",
+        () =>
+          world.model.requests.find((r) =>
+            userTexts(r)[0]?.startsWith("SIGIL-PROBE") && r.messages.at(-1)?.role === "tool"
+          ),
+      );
+      world.model.rules = [];
+      const last = requestText({ ...req, messages: [req.messages.at(-1)!] });
+      assert.match(last, /"sigils"/);
+      assert.match(last, /"type": "note"/);
+      assert.match(last, /"aliases": \[\s*"n"\s*\]/);
+    });
+
+    await t.step("a service that dies later is reported, and viewers hear of it", async () => {
+      const viewer = await Viewer.connect(world.relay.url, { apiKey: world.user.apiKey });
+      try {
+        const plug = servicePids().filter((p) => !before.has(p)).find((p) =>
+          Deno.readTextFileSync(`/proc/${p}/cwd/manifest.json`).includes("plugsvc")
+        );
+        assert.ok(plug, "the plugin service's process");
+        Deno.kill(plug, "SIGKILL");
+        type Services = Extract<RelayToViewer, { t: "services" }>;
+        const msg = await viewer.waitFor<Services>((m) =>
+          m.t === "services" &&
+          m.services.services.some((s) => s.id === "plugsvc" && s.status === "failed")
+        );
+        assert.equal(msg.runnerId, world.runnerId);
+        assert.match(msg.services.services.find((s) => s.id === "plugsvc")!.error!, /SIGKILL/);
+        assert.deepEqual([...msg.services.serviceIds].sort(), ["notes", "split"]);
+        // The others keep running.
+        const v = await list();
+        assert.equal(v.panels.length, 1);
+      } finally {
+        await viewer.close();
+      }
+    });
 
     await t.step("dispose() runs at shutdown: the panel's server is gone", async () => {
       const port = view.panels[0].port;
