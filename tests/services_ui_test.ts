@@ -11,7 +11,15 @@ import assert from "node:assert/strict";
 import { join, resolve } from "node:path";
 import type { Page } from "playwright-core";
 import { json } from "./harness/client.ts";
-import { DESKTOP, launchBrowser, newPage, PHONE, shot, signInUi } from "./harness/browser.ts";
+import {
+  axeViolations,
+  DESKTOP,
+  launchBrowser,
+  newPage,
+  PHONE,
+  shot,
+  signInUi,
+} from "./harness/browser.ts";
 import { ROOT } from "./harness/procs.ts";
 import { answer, closeWorld, spawn, startWorld, type World } from "./harness/trigger_world.ts";
 import { eventually } from "./harness/wait.ts";
@@ -65,7 +73,7 @@ Deno.test("a service's panel shows in a sandboxed iframe through the tunnel, and
     const browser = await launchBrowser();
     try {
       for (const [device, viewport] of [["desktop", DESKTOP], ["phone", PHONE]] as const) {
-        const { page, errors } = await newPage(browser, { viewport });
+        const { page, errors } = await newPage(browser, { viewport, audit: device === "desktop" });
         await page.goto(`${world.relay.url}/session/${sessionId}`);
         await signInUi(page, world.user);
         await page.goto(`${world.relay.url}/session/${sessionId}`);
@@ -128,6 +136,7 @@ Deno.test("a service's panel shows in a sandboxed iframe through the tunnel, and
         const listed = await answer(await world.user.web(`${base}/api/notes`));
         assert.ok(listed.body.notes.some((n: { text: string }) => n.text === note));
         await shot(page, `services-panel-${device}`);
+        if (device === "desktop") assert.deepEqual(await axeViolations(page), []);
         assert.deepEqual(errors, []);
         await page.context().close();
       }
