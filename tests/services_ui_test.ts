@@ -63,9 +63,15 @@ Deno.test("a service's panel shows in a sandboxed iframe through the tunnel, and
     assert.equal(added.status, 201);
     const id = added.body.note.id;
 
+    // Streamed in pieces that cut the tokens: the pills follow the text as it grows.
     world.llm.enqueue({
-      text: `Noted as [[note:${id}]]; short form [[n:${id} mode=short]]; ` +
-        `bad [[note:${id} mode=huge]]; unknown [[ticket:T-1]]; in code \`[[note:${id}]]\`.`,
+      text: [
+        `Noted as [[no`,
+        `te:${id}]]; short form [[n:${id} mode=short]]; `,
+        `bad [[note:${id} mode=huge]]; unknown [[ticket:T-1]]; in code \`[[note:${id}]]\``,
+        `. The end.`,
+      ],
+      chunkDelayMs: 150,
     });
     const sessionId = await spawn(world, "Keep a note of the key rotation.");
     await world.viewer.waitForEvent(sessionId, "agent_end");
@@ -94,6 +100,7 @@ Deno.test("a service's panel shows in a sandboxed iframe through the tunnel, and
         assert.match((await bad.getAttribute("title"))!, /must be one of: short, full/);
         const text = (await page.locator(".msg.assistant").textContent())!;
         assert.match(text, /\[\[ticket:T-1\]\]/); // unknown type: plain text
+        assert.match(text, /The end\.\s*$/); // the last piece shows, after the pills
         assert.match(text, new RegExp(`\\[\\[note:${id}\\]\\]`)); // in code: left alone
         await shot(page, `services-sigils-${device}`);
 

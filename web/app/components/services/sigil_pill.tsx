@@ -72,7 +72,11 @@ export function useSigils(root: { current: HTMLElement | null }, html: string): 
   const defs = runnerId ? runnerServices.value[runnerId]?.sigils ?? [] : [];
   useLayoutEffect(() => {
     const el = root.current;
-    if (!el || !runnerId || defs.length === 0 || !el.textContent?.includes("[[")) return;
+    if (!el || !runnerId) return;
+    // A pass over the same HTML (new definitions arrived): start again from the tokens.
+    // When the HTML changed, Preact has replaced the element's content already.
+    if (el.querySelector(".sigil-mount, .sigil-invalid")) el.innerHTML = html;
+    if (defs.length === 0 || !el.textContent?.includes("[[")) return;
     const mounts: HTMLElement[] = [];
     const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
     const texts: Text[] = [];
@@ -109,10 +113,6 @@ export function useSigils(root: { current: HTMLElement | null }, html: string): 
       frag.append(t.data.slice(at));
       t.replaceWith(frag);
     }
-    return () => {
-      mounts.forEach((m) => render(null, m));
-      // Back to the tokens, for the next pass (new definitions) to find them.
-      el.innerHTML = html;
-    };
+    return () => mounts.forEach((m) => render(null, m));
   }, [html, runnerId, defs]);
 }
