@@ -45,7 +45,7 @@ import { makePrivate } from "../shared/private_files.ts";
 import { assertModelKnown, listModels } from "./models.ts";
 import { withAttachments } from "./workspace/attachments.ts";
 import { Workspace } from "./workspace/mod.ts";
-import { ServiceHost } from "./services/host.ts";
+import { ServiceHost, serviceInitTimeoutMs } from "./services/host.ts";
 
 /** Exit codes the supervisor understands. */
 export const DaemonExit = {
@@ -141,6 +141,7 @@ export class Daemon {
       ...options.config,
       runnerId: options.runnerId,
       skipPlugins: options.config.skip.plugins,
+      initTimeoutMs: serviceInitTimeoutMs(Deno.env.get("BATON_SERVICE_INIT_TIMEOUT")),
       log: options.log,
       onChange: () => this.#announce().catch((e) => options.log(`announcing failed: ${e}`)),
     });

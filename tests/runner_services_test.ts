@@ -40,6 +40,11 @@ async function services(home: string): Promise<void> {
   await write(join(dir, "broken", "manifest.json"), "{ not json");
   await write(join(dir, "throws", "manifest.json"), JSON.stringify({ id: "throws", label: "T" }));
   await write(join(dir, "throws", "index.ts"), SERVICE_CLASS("throws", "throw new Error('boom');"));
+  await write(join(dir, "hangs", "manifest.json"), JSON.stringify({ id: "hangs", label: "H" }));
+  await write(
+    join(dir, "hangs", "index.ts"),
+    "export default class { id = 'hangs'; init() { return new Promise(() => {}); } dispose() {} }",
+  );
   // Split files override the inline arrays: a bare array, and the object form.
   await write(
     join(dir, "split", "manifest.json"),
@@ -93,7 +98,11 @@ Deno.test("runner services: discovered, isolated when broken, listed, and firing
   let ok = false;
   const before = new Set(servicePids());
   try {
-    w = await startWorld({ beforeRunner: services, relay: { allowSignup: true } });
+    w = await startWorld({
+      beforeRunner: services,
+      relay: { allowSignup: true },
+      runnerEnv: { BATON_SERVICE_INIT_TIMEOUT: "3s" },
+    });
     const world = w;
     const list = async () => {
       const res = await answer(await world.user.web(`/api/runners/${world.runnerId}/services`));
@@ -103,7 +112,7 @@ Deno.test("runner services: discovered, isolated when broken, listed, and firing
     // The announcement comes after the services load.
     const view = await eventually("the runner's services", async () => {
       const v = await list();
-      return v.services.length === 5 ? v : undefined;
+      return v.services.length === 6 ? v : undefined;
     });
 
     await t.step("working services are listed with their panels and sigils", () => {
@@ -123,18 +132,25 @@ Deno.test("runner services: discovered, isolated when broken, listed, and firing
       assert.equal(plug.icon, "puzzle");
     });
 
-    await t.step("a broken manifest and a throwing init are reported, with the reason", () => {
-      const broken = view.services.find((s: { id: string }) => s.id.endsWith("broken"));
-      assert.equal(broken.status, "failed");
-      assert.match(broken.error, /Invalid JSON/);
-      const throws = view.services.find((s: { id: string }) => s.id === "throws");
-      assert.equal(throws.status, "failed");
-      assert.match(throws.error, /init failed: boom/);
-      const log = world.runner.proc.output();
-      assert.match(log, /service throws failed: init failed: boom/);
-      assert.match(log, /Invalid JSON in .*broken/);
-      assert.match(log, /services: 3 of 5 running/);
-    });
+    await t.step(
+      "a broken manifest, a throwing init and a hanging init are reported, with the reason",
+      () => {
+        const broken = view.services.find((s: { id: string }) => s.id.endsWith("broken"));
+        assert.equal(broken.status, "failed");
+        assert.match(broken.error, /Invalid JSON/);
+        const throws = view.services.find((s: { id: string }) => s.id === "throws");
+        assert.equal(throws.status, "failed");
+        assert.match(throws.error, /init failed: boom/);
+        const log = world.runner.proc.output();
+        assert.match(log, /service throws failed: init failed: boom/);
+        assert.match(log, /Invalid JSON in .*broken/);
+        assert.match(log, /services: 3 of 6 running/);
+        // An init that never ends fails after BATON_SERVICE_INIT_TIMEOUT, and its process is ended.
+        const hangs = view.services.find((s: { id: string }) => s.id === "hangs");
+        assert.equal(hangs.status, "failed");
+        assert.match(hangs.error, /init\(\) did not finish within 3000 ms/);
+      },
+    );
 
     await t.step(
       "split files override the manifest; the runner's triggers.json is merged",

@@ -25,12 +25,26 @@ import type {
 import { readLines } from "../_lines.ts";
 import { withoutSecrets } from "../_secrets.ts";
 import { selfCommand } from "../_self.ts";
+import { parseDuration } from "../config.ts";
 import { discoverServices, type FoundService } from "./discovery.ts";
 import { readManifest, type ServiceManifest } from "./manifest.ts";
 import { HOST_LINE, type ServiceStart, type ServiceToHost } from "./service_main.ts";
 
 /** How long a service's `init` may take before it is called failed and stopped. */
 export const INIT_TIMEOUT_MS = 20_000;
+
+/**
+ * `BATON_SERVICE_INIT_TIMEOUT` (a duration: `20s`, `500ms`, a bare number
+ * of seconds) or {@linkcode INIT_TIMEOUT_MS}; an unusable value is ignored.
+ */
+export function serviceInitTimeoutMs(raw: string | undefined): number {
+  if (!raw?.trim()) return INIT_TIMEOUT_MS;
+  try {
+    return parseDuration(raw, "BATON_SERVICE_INIT_TIMEOUT") || INIT_TIMEOUT_MS;
+  } catch {
+    return INIT_TIMEOUT_MS;
+  }
+}
 /** How long `dispose()` may take at shutdown before the process is killed. */
 export const DISPOSE_TIMEOUT_MS = 5_000;
 

@@ -35,7 +35,8 @@ export function SessionView({ id }: { id: string }) {
   useEffect(() => {
     if (runnerId) loadRunnerServices(runnerId);
   }, [runnerId]);
-  const hasPanels = !!runnerId && (runnerServices.value[runnerId]?.panels.length ?? 0) > 0;
+  // The Services panel shows panels, and services that failed with the reason.
+  const hasServices = !!runnerId && (runnerServices.value[runnerId]?.services.length ?? 0) > 0;
   const ended = info?.status === "ended" || info?.status === "error";
   const working = conv.working;
   // A prompt the agent lost in a runner restart goes again as a new message
@@ -69,7 +70,7 @@ export function SessionView({ id }: { id: string }) {
         terminal={terminal}
         onToggleTerminal={cwd && info && !ended ? () => setTerminal(!terminal) : null}
         services={services}
-        onToggleServices={hasPanels || services ? () => setServices(!services) : null}
+        onToggleServices={hasServices || services ? () => setServices(!services) : null}
       />
       <div class="session-body">
         <div
