@@ -7,6 +7,9 @@
  * @module
  */
 import { basename, dirname, join } from "node:path";
+import { readLines } from "../_lines.ts";
+import { withoutSecrets } from "../_secrets.ts";
+import { selfCommand } from "../_self.ts";
 import { PluginCatalog } from "../workspace/plugins.ts";
 
 /** A folder that may hold a service (its manifest is read later). */
@@ -66,26 +69,33 @@ async function pluginRoot(path: string, stop: string): Promise<string | null> {
   return /^index\.[jt]sx?$/.test(basename(path)) ? dirname(path) : null;
 }
 
+/**
+ * Whether the user has any plugin at all: an entry in `~/.baton/extensions/`
+ * or a `~/.baton/settings.json` (which may list packages). Without one, pi
+ * (tens of MB) is not loaded into the daemon just to list nothing.
+ */
+async function mayHavePlugins(batonDir: string): Promise<boolean> {
+  if (await exists(join(batonDir, "settings.json"))) return true;
+  try {
+    for await (const _ of Deno.readDir(join(batonDir, "extensions"))) return true;
+  } catch { /* no folder */ }
+  return false;
+}
+
 /** Every candidate service folder, `~/.baton/services/` first, each folder once. */
 export async function discoverServices(o: DiscoveryOptions): Promise<FoundService[]> {
   const found: FoundService[] = (await subfolders(join(o.batonDir, "services")))
     .map((dir) => ({ dir, source: "home" as const }));
-  if (o.skipPlugins) return found;
-  let plugins: { path: string }[] = [];
+  if (o.skipPlugins || !await mayHavePlugins(o.batonDir)) return found;
+  let plugins: string[] = [];
   try {
-    const catalog = new PluginCatalog({
-      batonDir: o.batonDir,
-      home: o.home,
-      roots: null,
-      skipped: false,
-    });
-    plugins = await catalog.list(null);
+    plugins = await pluginPathsInChild(o.batonDir, o.home);
   } catch (err) {
     o.log?.(`services: listing plugins failed: ${err instanceof Error ? err.message : err}`);
   }
   const seen = new Set(found.map((f) => f.dir));
-  for (const p of plugins) {
-    const root = await pluginRoot(p.path, o.batonDir);
+  for (const path of plugins) {
+    const root = await pluginRoot(path, o.batonDir);
     if (!root) continue;
     for (const dir of await subfolders(join(root, "services"))) {
       if (seen.has(dir)) continue;
@@ -94,4 +104,41 @@ export async function discoverServices(o: DiscoveryOptions): Promise<FoundServic
     }
   }
   return found;
+}
+
+/** The paths of the user's plugins (pi's extensions), as pi resolves them. */
+export async function pluginPaths(batonDir: string, home: string): Promise<string[]> {
+  const catalog = new PluginCatalog({ batonDir, home, roots: null, skipped: false });
+  return (await catalog.list(null)).map((p) => p.path);
+}
+
+/**
+ * {@linkcode pluginPaths} asked of a short-lived `baton _service --plugins`
+ * process: resolving plugins loads pi (~100 MB measured), which the daemon
+ * would otherwise keep for good.
+ */
+async function pluginPathsInChild(batonDir: string, home: string): Promise<string[]> {
+  const { cmd, args } = selfCommand("_service", ["--plugins", batonDir, home]);
+  const child = new Deno.Command(cmd, {
+    args,
+    env: withoutSecrets(),
+    clearEnv: true,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "null",
+    signal: AbortSignal.timeout(60_000),
+  }).spawn();
+  let paths: string[] = [];
+  for await (const line of readLines(child.stdout)) {
+    let parsed: { paths?: unknown };
+    try {
+      parsed = JSON.parse(line);
+    } catch {
+      continue; // something pi printed
+    }
+    if (Array.isArray(parsed?.paths)) paths = parsed.paths.filter((p) => typeof p === "string");
+  }
+  const st = await child.status;
+  if (!st.success) throw new Error(`plugin listing exited with ${st.signal ?? st.code}`);
+  return paths;
 }

@@ -68,7 +68,12 @@ function message(err: unknown): string {
 }
 
 /** Runs one service until the daemon says stop (or its stdin closes). */
-export async function serviceMain(_argv: string[]): Promise<number> {
+export async function serviceMain(argv: string[]): Promise<number> {
+  if (argv[0] === "--plugins" && argv[1] && argv[2]) {
+    const { pluginPaths } = await import("./discovery.ts");
+    console.log(JSON.stringify({ paths: await pluginPaths(argv[1], argv[2]) }));
+    return 0;
+  }
   // The service's console output is for the runner's log, not the protocol.
   console.log = console.info = console.debug = console.error;
   const lines = readLines(Deno.stdin.readable);
