@@ -74,6 +74,10 @@ const COMMANDS: Record<string, Command> = {
     help: () => Promise.resolve("Usage: baton _worker (started by the runner daemon)\n"),
     run: async (argv) => (await import("./runner/worker.ts")).workerMain(argv),
   },
+  _service: {
+    help: () => Promise.resolve("Usage: baton _service (started by the runner daemon)\n"),
+    run: async (argv) => (await import("./runner/services/service_main.ts")).serviceMain(argv),
+  },
 };
 
 /**

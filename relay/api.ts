@@ -36,6 +36,8 @@ import { runnerTriggerRoutes, sessionTriggerRoutes } from "./routes/triggers.ts"
 import { webhookFireRoute, webhookRoutes } from "./routes/webhooks.ts";
 import { tunnelRoutes } from "./routes/tunnel.ts";
 import { terminalRoutes } from "./routes/terminals.ts";
+import { runnerServiceRoutes } from "./routes/runner_services.ts";
+import type { RunnerServices } from "./runner_services.ts";
 
 /** What the API's routes are built over. */
 export interface ApiOptions {
@@ -45,6 +47,8 @@ export interface ApiOptions {
   triggers: Triggers;
   listeners: TriggerListeners;
   webhooks: Webhooks;
+  /** What each runner's services announced (panels, sigils). */
+  runnerServices: RunnerServices;
   attachments: Attachments;
   allowSignup: boolean;
   trustProxy: boolean;
@@ -109,6 +113,7 @@ export function apiRoutes(o: ApiOptions): Hono<RelayEnv> {
   app.route("/api/runners", skillRoutes(o.hub.runners));
   app.route("/api/runners", usageRoutes(o.hub.runners));
   app.route("/api/runners", terminalRoutes(o.hub.runners));
+  app.route("/api/runners", runnerServiceRoutes(o.hub.runners, o.runnerServices));
   app.route(
     "/api/runners",
     workspaceFileRoutes(new WorkspaceFilesService({ runners: o.hub.runners })),

@@ -7,15 +7,28 @@
 import type { z } from "zod";
 import { invalid, notFound } from "./errors.ts";
 import type { RunnerCalls } from "./runner_link.ts";
+import type { RunnerServices } from "./runner_services.ts";
 import type { Store } from "./store/mod.ts";
 import type { Triggers } from "./triggers.ts";
 
 /** Serves a runner's `call`s and `service_announce`s through the trigger service. */
 export class TriggerCalls implements RunnerCalls {
-  constructor(readonly triggers: Triggers, readonly store: Pick<Store, "sessions">) {}
+  constructor(
+    readonly triggers: Triggers,
+    readonly store: Pick<Store, "sessions">,
+    readonly services?: RunnerServices,
+  ) {}
 
   announce(runnerId: string, defs: unknown): string[] {
     return this.triggers.announce(runnerId, defs);
+  }
+
+  /** Keeps a runner's panels, sigils and service list, and tells its owner's viewers. */
+  announceServices(
+    link: { runnerId: string; userId: string },
+    msg: Record<string, unknown>,
+  ): string[] {
+    return this.services?.announce(link, msg) ?? [];
   }
 
   /**
@@ -44,7 +57,17 @@ export class TriggerCalls implements RunnerCalls {
     };
     switch (op) {
       case "triggers.available":
-        return { triggerDefs: triggers.catalog(s.runnerId) };
+        return {
+          triggerDefs: triggers.catalog(s.runnerId),
+          // The sigils the runner's services render: the agent may write `[[type:id]]`.
+          sigils: (this.services?.sigils(s.runnerId) ?? []).map((d) => ({
+            type: d.type,
+            label: d.label,
+            ...(d.description ? { description: d.description } : {}),
+            ...(d.aliases ? { aliases: d.aliases } : {}),
+            ...(d.schema ? { schema: d.schema } : {}),
+          })),
+        };
       case "triggers.list":
         return { subscriptions: triggers.subscriptions(s.userId, sessionId) };
       case "triggers.subscribe":

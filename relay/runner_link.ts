@@ -204,6 +204,11 @@ export interface RunnerCalls {
   call(link: RunnerLink, op: string, data: Record<string, unknown>): unknown;
   /** Stores the trigger definitions a runner announced; returns the problems found. */
   announce(runnerId: string, defs: unknown): string[];
+  /** Keeps the panels, sigils and services a runner announced; returns the problems found. */
+  announceServices?(
+    link: RunnerLink,
+    msg: Record<string, unknown>,
+  ): string[];
 }
 
 /** Options of {@linkcode acceptRunnerSocket}. */
@@ -407,7 +412,8 @@ export function acceptRunnerSocket(socket: ChannelSocket, options: AcceptRunnerO
         return;
       }
       case "service_announce": {
-        const problems = options.calls.announce(link.runnerId, msg.triggerDefs);
+        const problems = options.calls.announce(link.runnerId, msg.triggerDefs)
+          .concat(options.calls.announceServices?.(link, msg) ?? []);
         for (const p of problems.slice(0, 5)) {
           link.send({ t: "error", code: "bad_trigger_def", message: `Trigger ignored: ${p}` });
         }

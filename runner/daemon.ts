@@ -5,7 +5,6 @@
  *
  * @module
  */
-import { join } from "node:path";
 import { canCoalesce, coalesce } from "../shared/events.ts";
 import {
   type AckMessage,
@@ -46,6 +45,7 @@ import { makePrivate } from "../shared/private_files.ts";
 import { assertModelKnown, listModels } from "./models.ts";
 import { withAttachments } from "./workspace/attachments.ts";
 import { Workspace } from "./workspace/mod.ts";
+import { ServiceHost, serviceInitTimeoutMs } from "./services/host.ts";
 
 /** Exit codes the supervisor understands. */
 export const DaemonExit = {
@@ -115,6 +115,7 @@ export class Daemon {
   #flushTimer: ReturnType<typeof setTimeout> | null = null;
   readonly #workspace: Workspace;
   readonly #sandbox: SandboxService;
+  readonly #services: ServiceHost;
 
   constructor(options: DaemonOptions) {
     this.#opts = options;
@@ -138,6 +139,14 @@ export class Daemon {
       emit: (id, e) =>
         this.#sessions.get(id)?.ended === false && this.#enqueue(this.#sessions.get(id)!, e),
       log: options.log,
+    });
+    this.#services = new ServiceHost({
+      ...options.config,
+      runnerId: options.runnerId,
+      skipPlugins: options.config.skip.plugins,
+      initTimeoutMs: serviceInitTimeoutMs(Deno.env.get("BATON_SERVICE_INIT_TIMEOUT")),
+      log: options.log,
+      onChange: () => this.#announce().catch((e) => options.log(`announcing failed: ${e}`)),
     });
     this.#link = new ControlLink({
       url: controlUrl(options.config.relayUrl!),
@@ -166,6 +175,7 @@ export class Daemon {
     await this.#resumeAll();
     this.#refillSpare();
     this.#workspace.previews.start();
+    this.#services.start();
     const tunnel = runTunnel(this.#opts.config, this.#opts.runnerId, {
       log: this.#opts.log,
       ready: () => this.#link.connected,
@@ -180,6 +190,7 @@ export class Daemon {
       this.#exitCode = DaemonExit.config;
     }
     this.#workspace.close();
+    await this.#services.stop();
     await tunnel.stop();
     await this.#shutdownWorkers();
     return this.#exitCode;
@@ -581,23 +592,10 @@ export class Daemon {
     this.#announce().catch((e) => this.#opts.log(`announcing triggers failed: ${e}`));
   }
 
-  /** Tells the relay which triggers this runner offers (`~/.baton/triggers.json`). */
+  /** Tells the relay what this runner's services (and `~/.baton/triggers.json`) offer. */
   async #announce(): Promise<void> {
-    const path = join(this.#opts.config.batonDir, "triggers.json");
-    let defs: unknown[] = [];
-    try {
-      const parsed = JSON.parse(await Deno.readTextFile(path));
-      defs = Array.isArray(parsed)
-        ? parsed
-        : Array.isArray(parsed?.triggers)
-        ? parsed.triggers
-        : [];
-    } catch (err) {
-      if (!(err instanceof Deno.errors.NotFound)) {
-        this.#opts.log(`ignoring ${path}: ${err instanceof Error ? err.message : err}`);
-      }
-    }
-    this.#link.send({ t: "service_announce", triggerDefs: defs, panels: [], sigils: [] });
+    const offer = await this.#services.announcement();
+    if (this.#link.connected) this.#link.send({ t: "service_announce", ...offer });
   }
 
   #onAck(a: AckMessage): void {

@@ -103,7 +103,7 @@ export function triggerTools(call: RelayCall) {
       name: "list_available_triggers",
       label: "List available triggers",
       description:
-        "List the triggers (events from services, webhooks, other systems) this runner offers, with their params. Subscribe to one to be told when it happens.",
+        "List the triggers (events from services, webhooks, other systems) this runner offers, with their params. Subscribe to one to be told when it happens. Also lists the sigils its services render: write [[type:id]] (or [[type:id key=val]]) in an answer to show that item as a link.",
       parameters: Type.Object({}),
       execute: async () => result(await call("triggers.available", {})),
     }),

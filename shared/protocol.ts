@@ -8,6 +8,7 @@
 import type { AttachmentRef, ImageInput } from "./attachments_api.ts";
 
 import type { ServiceReplyMessage, ServiceRequestMessage } from "./git_api.ts";
+import type { ServicesMessage } from "./services_api.ts";
 
 /** Protocol version agreed in the first exchange of every channel. */
 export const PROTOCOL_VERSION = 1;
@@ -181,6 +182,8 @@ export interface ServiceAnnounce {
   triggerDefs: unknown[];
   panels: unknown[];
   sigils: unknown[];
+  /** Every discovered service with its status (shared/services_api.ts `ServiceInfo`). */
+  services?: unknown[];
 }
 
 /** runner → relay: numbered events of one session, oldest first. */
@@ -399,4 +402,5 @@ export type RelayToViewer =
   | { t: "session_deleted"; sessionId: string }
   | { t: "pong" }
   | ServiceReplyMessage
+  | ServicesMessage
   | ErrorMessage;

@@ -143,6 +143,8 @@ export interface WorldOptions {
   triggerDefs?: unknown[];
   /** Extra environment of the runner. */
   runnerEnv?: Record<string, string>;
+  /** Prepares the runner's HOME (services, plugins) before the runner starts. */
+  beforeRunner?: (home: string) => Promise<void>;
   /** Relay options passed through to serveRelay/createRelay. */
   relay?: Partial<Omit<ServeRelayOptions, "hostname" | "port" | "dataDir">>;
 }
@@ -198,6 +200,7 @@ export async function startWorld(options: WorldOptions = {}): Promise<World> {
     const home = await prepareHome(llm, options.triggerDefs);
     const root = join(home, "work");
     await Deno.mkdir(root, { recursive: true });
+    await options.beforeRunner?.(home);
     runner = await startRunner({
       relayUrl: relay.url,
       apiKey: user.apiKey,

@@ -15,6 +15,7 @@ import {
   type SessionEvent,
   type SessionInfo,
 } from "../../shared/protocol.ts";
+import { servicesChanged } from "./runner_services.ts";
 
 /** What a subscriber of a session stream receives. */
 export interface StreamHandler {
@@ -193,6 +194,8 @@ export class LiveLink {
       }
       case "service_message":
         return this.#service(msg);
+      case "services":
+        return servicesChanged(msg);
       case "error": {
         const id = typeof msg.id === "string" ? msg.id : undefined;
         const p = id ? this.#pending.get(id) : undefined;

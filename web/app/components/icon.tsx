@@ -35,10 +35,19 @@ const PATHS = {
   bell: "M6 16V11a6 6 0 0 1 12 0v5l2 2H4zM10 21h4",
   alert:
     "M12 9v4M12 17h.01M10.3 3.9L1.8 18a2 2 0 0 0 1.7 3h17a2 2 0 0 0 1.7-3L13.7 3.9a2 2 0 0 0-3.4 0z",
+  square: "M5 5h14v14H5z",
+  "sticky-note": "M5 4h14v10l-6 6H5zM13 20v-6h6",
+  puzzle:
+    "M10 4a2 2 0 1 1 4 0v2h4v4h-2a2 2 0 1 0 0 4h2v4h-4v-2a2 2 0 1 0-4 0v2H6v-4h2a2 2 0 1 0 0-4H6V6h4z",
 } as const;
 
 /** The name of an icon of {@linkcode Icon}. */
 export type IconName = keyof typeof PATHS;
+
+/** Whether `name` is one of the icons (a service's manifest names any it likes). */
+export function isIconName(name: string): name is IconName {
+  return Object.hasOwn(PATHS, name);
+}
 
 /** An icon; with a label it is an image for screen readers, else hidden from them. */
 export function Icon(

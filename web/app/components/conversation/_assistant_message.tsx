@@ -5,11 +5,12 @@
  * @module
  */
 import { memo } from "preact/compat";
-import { useMemo } from "preact/hooks";
+import { useMemo, useRef } from "preact/hooks";
 import type { Item, ToolRun } from "../../../../shared/conversation.ts";
 import { renderMarkdown } from "../../markdown.ts";
 import { Icon } from "../icon.tsx";
 import { ToolCard } from "./_tool_card.tsx";
+import { useSigils } from "../services/sigil_pill.tsx";
 
 /** The assistant message `item`; `tools` holds the runs of its tool calls. */
 export function AssistantMessage(
@@ -59,8 +60,12 @@ export function Typing({ label }: { label: string }) {
 /** Agent text as sanitised HTML, parsed again only when the text changes. */
 const Markdown = memo(function Markdown({ text, streaming }: { text: string; streaming: boolean }) {
   const html = useMemo(() => renderMarkdown(text), [text]);
+  const root = useRef<HTMLDivElement>(null);
+  // `[[type:id]]` tokens of the runner's services become pills.
+  useSigils(root, html);
   return (
     <div
+      ref={root}
       class={`md ${streaming ? "streaming" : ""}`}
       // Sanitised by DOMPurify in renderMarkdown.
       dangerouslySetInnerHTML={{ __html: html }}

@@ -30,6 +30,8 @@ export function SessionHeader(
     onToggleChanges,
     terminal = false,
     onToggleTerminal = null,
+    services = false,
+    onToggleServices = null,
   }: {
     id: string;
     info: SessionInfo | null;
@@ -47,6 +49,9 @@ export function SessionHeader(
     /** Whether the terminal panel is open; null: no terminal to open here. */
     terminal?: boolean;
     onToggleTerminal?: (() => void) | null;
+    /** Whether the services panel is open; null: the runner's services show no panel. */
+    services?: boolean;
+    onToggleServices?: (() => void) | null;
   },
 ) {
   const [renaming, setRenaming] = useState(false);
@@ -96,7 +101,8 @@ export function SessionHeader(
               on={panel}
               onClick={onTogglePanel}
             />
-            {(onToggleFiles || (onToggleChanges && !ended) || onToggleTerminal) && (
+            {(onToggleFiles || (onToggleChanges && !ended) || onToggleTerminal ||
+              onToggleServices) && (
               <MoreActions>
                 {onToggleFiles && (
                   <PanelToggle
@@ -123,6 +129,15 @@ export function SessionHeader(
                     title="Terminal: a shell in the session's folder on its runner"
                     on={terminal}
                     onClick={onToggleTerminal}
+                  />
+                )}
+                {onToggleServices && (
+                  <PanelToggle
+                    icon="square"
+                    label="Services"
+                    title="Services: the panels of the runner's services"
+                    on={services}
+                    onClick={onToggleServices}
                   />
                 )}
               </MoreActions>

@@ -16,6 +16,9 @@ import { SessionTriggers } from "./_triggers_panel.tsx";
 import { ChangesPanel } from "../git/changes_panel.tsx";
 import { TerminalPanel } from "../terminal/terminal_panel.tsx";
 import { PreviewBar } from "../previews/preview_bar.tsx";
+import { ServicePanels } from "../services/service_panels.tsx";
+import { SigilRunner } from "../services/sigil_pill.tsx";
+import { loadRunnerServices, runnerServices } from "../../runner_services.ts";
 
 /** Session `id`, or a word that there is none the account may see. */
 export function SessionView({ id }: { id: string }) {
@@ -28,6 +31,13 @@ export function SessionView({ id }: { id: string }) {
   const cwd = conv.cwd ?? info?.cwd ?? null;
   const [changes, setChanges] = useState(false);
   const [terminal, setTerminal] = useState(false);
+  const [services, setServices] = useState(false);
+  const runnerId = info?.runnerId ?? null;
+  useEffect(() => {
+    if (runnerId) loadRunnerServices(runnerId);
+  }, [runnerId]);
+  // The Services panel shows panels, and services that failed with the reason.
+  const hasServices = !!runnerId && (runnerServices.value[runnerId]?.services.length ?? 0) > 0;
   const ended = info?.status === "ended" || info?.status === "error";
   const working = conv.working;
   // A prompt the agent lost in a runner restart goes again as a new message
@@ -60,6 +70,8 @@ export function SessionView({ id }: { id: string }) {
         }}
         terminal={terminal}
         onToggleTerminal={cwd && info && !ended ? () => setTerminal(!terminal) : null}
+        services={services}
+        onToggleServices={hasServices || services ? () => setServices(!services) : null}
       />
       <div class="session-body">
         <div
@@ -76,7 +88,9 @@ export function SessionView({ id }: { id: string }) {
           {open.caughtUp.value && conv.items.length === 0 && !conv.working && (
             <p class="muted pad">Nothing here yet. Send the agent a message below.</p>
           )}
-          <ConversationView conv={conv} resend={ended ? null : resend} />
+          <SigilRunner.Provider value={runnerId}>
+            <ConversationView conv={conv} resend={ended ? null : resend} />
+          </SigilRunner.Provider>
         </div>
         {changes && !ended && (
           <ChangesPanel
@@ -97,6 +111,12 @@ export function SessionView({ id }: { id: string }) {
             runnerId={info.runnerId}
             cwd={cwd}
             onClose={() => setTerminal(false)}
+          />
+        )}
+        {services && runnerId && (
+          <ServicePanels
+            runnerId={runnerId}
+            onClose={() => setServices(false)}
           />
         )}
         {files && cwd && info && (

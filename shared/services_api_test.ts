@@ -1,0 +1,57 @@
+import assert from "node:assert/strict";
+import { checkSigilDef, findSigils, invalidSigilParams, sigilDefFor } from "./services_api.ts";
+
+Deno.test("findSigils reads [[type:id key=val]] tokens and their params", () => {
+  const got = findSigils('See [[note:abc12]] and [[ticket:T-9 mode=short title="two words"]].');
+  assert.equal(got.length, 2);
+  assert.deepEqual(got[0], {
+    raw: "[[note:abc12]]",
+    type: "note",
+    id: "abc12",
+    params: {},
+    index: 4,
+  });
+  assert.equal(got[1]!.type, "ticket");
+  assert.equal(got[1]!.id, "T-9");
+  assert.deepEqual(got[1]!.params, { mode: "short", title: "two words" });
+});
+
+Deno.test("findSigils leaves what is not a token alone", () => {
+  assert.deepEqual(findSigils("no tokens [here] [[also not]] [[:x]] [[a:]] [[a:b c]]"), []);
+  assert.deepEqual(findSigils("plain text"), []);
+});
+
+Deno.test("sigilDefFor honours aliases; params are checked against the schema", () => {
+  const def = checkSigilDef({
+    type: "note",
+    label: "Note",
+    aliases: ["n"],
+    schema: {
+      properties: { mode: { type: "string", enum: ["short", "full"] }, n: { type: "integer" } },
+      required: [],
+      additionalProperties: false,
+    },
+  });
+  assert.ok(typeof def !== "string");
+  assert.equal(sigilDefFor([def], "n"), def);
+  assert.equal(sigilDefFor([def], "other"), undefined);
+  assert.equal(invalidSigilParams(def, { mode: "short" }), null);
+  assert.match(invalidSigilParams(def, { mode: "long" })!, /one of: short, full/);
+  assert.match(invalidSigilParams(def, { n: "1.5" })!, /integer/);
+  assert.match(invalidSigilParams(def, { x: "1" })!, /Unknown param 'x'/);
+});
+
+Deno.test("checkSigilDef refuses definitions a client could not use", () => {
+  assert.match(checkSigilDef({ label: "x" }) as string, /type/);
+  assert.match(checkSigilDef({ type: "a" }) as string, /label/);
+  assert.match(
+    checkSigilDef({ type: "a", label: "A", resolve: "http://evil/{id}" }) as string,
+    /resolve/,
+  );
+  assert.match(
+    checkSigilDef({ type: "a", label: "A", resolve: "//evil/{id}" }) as string,
+    /resolve/,
+  );
+  assert.match(checkSigilDef({ type: "a", label: "A", resolve: "/api/x" }) as string, /resolve/);
+  assert.match(checkSigilDef({ type: "a", label: "A", aliases: ["b c"] }) as string, /aliases/);
+});
