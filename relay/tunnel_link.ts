@@ -12,6 +12,7 @@ import type { Principal } from "./auth.ts";
 import { notFound, offline } from "./errors.ts";
 import type { Store } from "./store/mod.ts";
 import type { ChannelSocket } from "./ws_transport.ts";
+import { TunnelGrants } from "./tunnel_grants.ts";
 
 const RUNNER_ID = /^[A-Za-z0-9_-]{1,64}$/;
 const OPEN = 1;
@@ -51,6 +52,8 @@ interface BinarySocket {
 /** The tunnel links by runner id. */
 export class TunnelRegistry {
   readonly #links = new Map<string, TunnelLink>();
+  /** Preview grants (the capability of a previewed page's sub-requests). */
+  readonly grants = new TunnelGrants();
 
   constructor(readonly store: Pick<Store, "runners">) {}
 
