@@ -36,8 +36,6 @@ import { runnerTriggerRoutes, sessionTriggerRoutes } from "./routes/triggers.ts"
 import { webhookFireRoute, webhookRoutes } from "./routes/webhooks.ts";
 import { tunnelRoutes } from "./routes/tunnel.ts";
 import { terminalRoutes } from "./routes/terminals.ts";
-import type { Upgrader } from "./sockets.ts";
-import type { TunnelOrigin } from "./tunnel_origin.ts";
 
 /** What the API's routes are built over. */
 export interface ApiOptions {
@@ -57,10 +55,6 @@ export interface ApiOptions {
   health: Handler<RelayEnv>;
   /** The VAPID public key and the endpoint origins exempt from the SSRF checks. */
   push: { publicKey: string; allowedOrigins: ReadonlySet<string> };
-  /** Completes WebSocket handshakes (the tunnel passes them through). */
-  upgrade?: Upgrader;
-  /** The tunnel's own origin (`BATON_TUNNEL_ORIGIN`), if any. */
-  tunnelOrigin?: TunnelOrigin | null;
 }
 
 /** Every `/api` route, on an app that receives the whole request (its path starts with /api). */
@@ -97,8 +91,6 @@ export function apiRoutes(o: ApiOptions): Hono<RelayEnv> {
       tunnels: o.hub.tunnels,
       store: o.store,
       originAllowed: o.originAllowed,
-      ...(o.upgrade ? { upgrade: o.upgrade } : {}),
-      tunnelOrigin: o.tunnelOrigin ?? null,
     }),
   );
   // A page asks for the key before its user subscribes (spec: Authentication rule 1).

@@ -32,7 +32,7 @@ import { Store } from "./store/mod.ts";
 import { adaptiveCommit } from "./store/event_writer.ts";
 import { StoreThread } from "./store/store_thread.ts";
 import { socketRoutes, type Upgrader } from "./sockets.ts";
-import { TunnelOrigin } from "./tunnel_origin.ts";
+import { tunnelOriginMiddleware } from "./tunnel_origin.ts";
 
 /** Options of {@linkcode createRelay}. */
 export interface RelayOptions {
@@ -103,12 +103,7 @@ export interface RelayOptions {
    * (`BATON_PUSH_ALLOW_ORIGINS`: tests, a push service on the LAN).
    */
   pushAllowedOrigins?: string[];
-  /**
-   * The tunnel's own origin (`BATON_TUNNEL_ORIGIN`, e.g.
-   * `https://*.tunnel.example.com`): previews are served there, not on the
-   * relay's origin (relay/tunnel_origin.ts).
-   */
-  tunnelOrigin?: string;
+  tunnelOrigin?: string; // BATON_TUNNEL_ORIGIN: previews' own origin (relay/tunnel_origin.ts)
 }
 
 /** A browser client the relay serves beside its API. */
@@ -280,21 +275,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     c.header("referrer-policy", "same-origin");
     if (hsts) c.header("strict-transport-security", "max-age=31536000");
   });
-  // The tunnel's own origin answers previews and nothing else, before the host check.
-  const tunnelOrigin = options.tunnelOrigin
-    ? new TunnelOrigin(options.tunnelOrigin, new URL(baseUrl).host)
-    : null;
-  if (tunnelOrigin) {
-    app.use("*", async (c, next) => {
-      if (!tunnelOrigin.matches(c.req.raw)) return await next();
-      const deps = {
-        tunnels: hub.tunnels,
-        auth,
-        ...(options.upgrade ? { upgrade: options.upgrade } : {}),
-      };
-      return await tunnelOrigin.handle(c.req.raw, deps);
-    });
-  }
+  app.use("*", tunnelOriginMiddleware(hub.tunnels, auth, { ...options, baseUrl })); // before the host check
   // A page on a name that an attacker points at a loopback relay (DNS
   // rebinding) reaches it with its own name as Host: refused before anything.
   if (options.hostCheck) {
@@ -333,8 +314,6 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
         onError,
         health,
         push: { publicKey: vapid.publicKey, allowedOrigins: pushAllowedOrigins },
-        ...(options.upgrade ? { upgrade: options.upgrade } : {}),
-        tunnelOrigin,
       })
     ).catch((err) => {
       api = null;

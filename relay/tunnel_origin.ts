@@ -24,11 +24,11 @@
  *
  * @module
  */
+import type { MiddlewareHandler } from "hono";
 import type { Auth } from "./auth.ts";
 import { RelayError } from "./errors.ts";
-import type { Upgrader } from "./sockets.ts";
 import type { TunnelGrant } from "./tunnel_grants.ts";
-import type { TunnelRegistry } from "./tunnel_link.ts";
+import type { PreviewSettings, TunnelRegistry } from "./tunnel_link.ts";
 import { failure, proxyHttp, TunnelFailure } from "./tunnel_proxy.ts";
 import { isUpgrade, proxyWebSocket } from "./tunnel_ws.ts";
 
@@ -41,7 +41,31 @@ const LABEL = /^p\d{1,5}-[0-9a-f]{16}$/;
 export interface TunnelOriginDeps {
   tunnels: TunnelRegistry;
   auth: Pick<Auth, "principalLive">;
-  upgrade?: Upgrader;
+  upgrade?: PreviewSettings["upgrade"];
+}
+
+/**
+ * Sets how `tunnels` serves previews (WebSocket handshakes through
+ * `options.upgrade`; the handoff to `options.tunnelOrigin` when set), and
+ * the middleware that answers requests addressed to the tunnel origin
+ * (registered before the relay's host check; a pass-through without one).
+ * A bad `tunnelOrigin` throws a RangeError.
+ */
+export function tunnelOriginMiddleware(
+  tunnels: TunnelRegistry,
+  auth: Pick<Auth, "principalLive">,
+  options: { tunnelOrigin?: string; baseUrl: string; upgrade?: PreviewSettings["upgrade"] },
+): MiddlewareHandler {
+  tunnels.previews.upgrade = options.upgrade;
+  if (!options.tunnelOrigin) return async (_c, next) => await next();
+  const origin = new TunnelOrigin(options.tunnelOrigin, new URL(options.baseUrl).host);
+  tunnels.previews.handoff = (token, grant, path) =>
+    origin.handoff(token, grant, path, tunnels.grants);
+  const deps = { tunnels, auth, upgrade: options.upgrade };
+  return async (c, next) => {
+    if (!origin.matches(c.req.raw)) return await next();
+    return await origin.handle(c.req.raw, deps);
+  };
 }
 
 /** A parsed `BATON_TUNNEL_ORIGIN`. */

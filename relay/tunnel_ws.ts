@@ -26,8 +26,7 @@ import {
   WsMessageReader,
   WsOp,
 } from "../shared/tunnel_ws_api.ts";
-import type { Upgrader } from "./sockets.ts";
-import type { TunnelLink } from "./tunnel_link.ts";
+import type { PreviewSettings, TunnelLink } from "./tunnel_link.ts";
 import {
   failure,
   forwardedHeaders,
@@ -63,7 +62,7 @@ export async function proxyWebSocket(
   req: Request,
   link: TunnelLink,
   target: ProxyTarget,
-  upgrade: Upgrader | undefined,
+  upgrade: PreviewSettings["upgrade"],
 ): Promise<Response> {
   if (!upgrade || req.method !== "GET") {
     return failure(

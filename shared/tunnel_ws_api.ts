@@ -83,7 +83,7 @@ export class WsFramingError extends Error {
 
 /** Puts messages back together from a stream's chunks, one message buffered at most. */
 export class WsMessageReader {
-  #buf = new Uint8Array(0);
+  #buf: Uint8Array = new Uint8Array(0);
 
   constructor(readonly maxBytes = MAX_TUNNEL_WS_MESSAGE_BYTES) {}
 

@@ -172,7 +172,7 @@ async function loadsFully(
 ): Promise<Record<string, string>> {
   if (relay) await page.addInitScript(`window.RELAY = ${JSON.stringify(relay)}`);
   const res = await page.goto(url);
-  assert.equal(res?.status(), 200, await res?.text());
+  assert.equal(res?.status(), 200, String(await res?.text()));
   await page.waitForFunction("document.getElementById('out').textContent === 'hello preview'");
   await page.waitForFunction("document.getElementById('probe').textContent !== '-'");
   // The style sheet came through (its colour applies).
@@ -202,7 +202,7 @@ Deno.test("a dev server's page loads fully through the tunnel in Chromium, hot r
       // The navigation was sent on to a preview address.
       assert.match(page.url(), /\/api\/tunnel\/g\/[A-Za-z0-9_-]{43}\/$/);
       // An opaque origin: no cookie to read, and /api answers nothing to it.
-      assert.ok(probe.cookie === "" || probe.cookie!.startsWith("threw"), probe.cookie);
+      assert.ok(probe.cookie === "" || probe.cookie!.startsWith("threw"), String(probe.cookie));
       assert.equal(probe.api, "blocked");
       await hotReloads(page, w);
       // The service never saw the person's cookie.

@@ -23,11 +23,9 @@ import type { Auth, Credential } from "../auth.ts";
 import { HttpError, type RelayEnv } from "../_http.ts";
 import { notFound, RelayError } from "../errors.ts";
 import type { Store } from "../store/mod.ts";
-import type { Upgrader } from "../sockets.ts";
 import type { TunnelLink, TunnelRegistry } from "../tunnel_link.ts";
 import { failure, preflight, proxyHttp, TunnelFailure } from "../tunnel_proxy.ts";
 import { isUpgrade, proxyWebSocket } from "../tunnel_ws.ts";
-import type { TunnelOrigin } from "../tunnel_origin.ts";
 
 export { rewriteLocation, scopeCookie, TUNNEL_CSP } from "../tunnel_proxy.ts";
 
@@ -37,16 +35,14 @@ export interface TunnelRoutesOptions {
   tunnels: TunnelRegistry;
   store: Pick<Store, "sessions">;
   originAllowed: (req: Request) => boolean;
-  /** Completes WebSocket handshakes; without one an upgrade is refused. */
-  upgrade?: Upgrader;
-  /** The tunnel's own origin (`BATON_TUNNEL_ORIGIN`), when configured. */
-  tunnelOrigin?: TunnelOrigin | null;
 }
 
 /** The tunnel routes, mounted at `/api/tunnel` (before the API's key-or-cookie check). */
 export function tunnelRoutes(o: TunnelRoutesOptions): Hono<RelayEnv> {
   const app = new Hono<RelayEnv>();
   const grants = o.tunnels.grants;
+  // Set by createRelay (tunnelOriginMiddleware): the handshakes, and the tunnel's own origin.
+  const previews = o.tunnels.previews;
   const ownerOf = async (c: Context<RelayEnv>) => {
     const h = c.req.raw.headers;
     // A service's own Basic or Bearer auth passes the check (and is stripped);
@@ -108,7 +104,7 @@ export function tunnelRoutes(o: TunnelRoutesOptions): Hono<RelayEnv> {
       cors: true,
       path: (url.pathname.slice(prefix.length) || "/") + url.search,
     };
-    if (isUpgrade(req)) return proxyWebSocket(req, link, target, o.upgrade);
+    if (isUpgrade(req)) return proxyWebSocket(req, link, target, previews.upgrade);
     return await proxyHttp(req, link, target);
   });
 
@@ -153,13 +149,8 @@ export function tunnelRoutes(o: TunnelRoutesOptions): Hono<RelayEnv> {
         port,
         authSessionId: p.authSessionId,
       });
-      const to = o.tunnelOrigin
-        ? await o.tunnelOrigin.handoff(
-          token,
-          { userId: p.userId, runnerId: link.runnerId, port },
-          path,
-          grants,
-        )
+      const to = previews.handoff
+        ? await previews.handoff(token, { userId: p.userId, runnerId: link.runnerId, port }, path)
         : `/api/tunnel/g/${token}${path}`;
       return new Response(null, {
         status: 303,
@@ -167,7 +158,7 @@ export function tunnelRoutes(o: TunnelRoutesOptions): Hono<RelayEnv> {
       });
     }
     const target = { port, prefix, sandbox: true, path };
-    if (isUpgrade(req)) return proxyWebSocket(req, link, target, o.upgrade);
+    if (isUpgrade(req)) return proxyWebSocket(req, link, target, previews.upgrade);
     return await proxyHttp(req, link, target);
   }
   return app;
