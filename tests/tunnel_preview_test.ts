@@ -51,6 +51,7 @@ document.getElementById("probe").textContent = JSON.stringify(probe);
 function startDevServer(dir: string) {
   const sockets = new Set<WebSocket>();
   const seen: { path: string; cookie: string | null }[] = [];
+  const flood = { sent: 0 };
   (async () => {
     for await (const ev of Deno.watchFs(dir)) {
       if (ev.kind === "modify" || ev.kind === "create") {
@@ -83,6 +84,22 @@ function startDevServer(dir: string) {
         return Response.json({ who: "preview" });
       case "/message.txt":
         return new Response(await Deno.readTextFile(join(dir, "message.txt")), type("text/plain"));
+      case "/flood": {
+        // Sends as fast as its socket takes it, up to 400 MB, counting what left.
+        const { socket, response } = Deno.upgradeWebSocket(req);
+        const chunk = new Uint8Array(64 * 1024);
+        socket.onopen = async () => {
+          while (flood.sent < 400 * 1024 * 1024 && socket.readyState === WebSocket.OPEN) {
+            if (socket.bufferedAmount > 1024 * 1024) {
+              await new Promise((r) => setTimeout(r, 5));
+              continue;
+            }
+            socket.send(chunk);
+            flood.sent += chunk.byteLength;
+          }
+        };
+        return response;
+      }
       case "/__hmr":
       case "/echo": {
         const { socket, response } = Deno.upgradeWebSocket(req, {
@@ -104,7 +121,7 @@ function startDevServer(dir: string) {
     }
     return new Response("not found", { status: 404 });
   });
-  return { server, seen, port: server.addr.port };
+  return { server, seen, flood, port: server.addr.port };
 }
 
 interface World {
@@ -249,6 +266,39 @@ Deno.test("a preview address reaches its own port only, and nothing of the relay
     const gz = await fetch(`${w.relay.url}/api/tunnel/g/${token}/src/lib.js`);
     assert.equal(gz.headers.get("content-encoding"), null);
     assert.equal(await gz.text(), `export const greet = (w) => "hello " + w;`);
+    // A preflight of the sandboxed page is answered by the relay.
+    const pre = await fetch(`${w.relay.url}/api/tunnel/g/${token}/data.json`, {
+      method: "OPTIONS",
+      headers: { "access-control-request-method": "PUT", origin: "null" },
+    });
+    assert.equal(pre.status, 204);
+    assert.equal(pre.headers.get("access-control-allow-origin"), "*");
+    // Signing out closes the person's preview addresses.
+    const out = await fetch(`${w.relay.url}/api/auth/sign-out`, {
+      method: "POST",
+      headers: { cookie: w.owner.cookie, origin: w.relay.url, "content-type": "application/json" },
+      body: "{}",
+    });
+    assert.equal(out.status, 200, await out.text());
+    const after = await fetch(`${w.relay.url}${at}`);
+    assert.equal(after.status, 401);
+    assert.equal((await after.json()).error.code, "preview_expired");
+  });
+});
+
+Deno.test("another site's page cannot open a WebSocket through the owner's tunnel", async () => {
+  await withWorld({}, async (w) => {
+    const res = await w.owner.web(`/api/tunnel/runner/${w.runnerId}/${w.dev.port}/echo`, {
+      headers: {
+        origin: "https://evil.example",
+        upgrade: "websocket",
+        connection: "Upgrade",
+        "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==",
+        "sec-websocket-version": "13",
+      },
+    });
+    assert.equal(res.status, 403);
+    assert.equal((await res.json()).error.code, "bad_origin");
   });
 });
 
@@ -357,6 +407,51 @@ Deno.test("with BATON_TUNNEL_ORIGIN a preview runs in its own origin after a one
       await api.body?.cancel();
     } finally {
       await browser.close();
+    }
+  });
+});
+
+function rssOf(pid: number): number {
+  const m = Deno.readTextFileSync(`/proc/${pid}/status`).match(/^VmRSS:\s+(\d+)\s+kB/m);
+  if (!m) throw new Error(`No VmRSS for pid ${pid}`);
+  return Number(m[1]) * 1024;
+}
+
+Deno.test("a WebSocket reader that stops reading holds the service back, not the relay's memory", async () => {
+  await withWorld({}, async (w) => {
+    const open = await w.owner.web(`/api/tunnel/runner/${w.runnerId}/${w.dev.port}/`, {
+      headers: { "sec-fetch-mode": "navigate" },
+      redirect: "manual",
+    });
+    await open.body?.cancel();
+    const path = `${open.headers.get("location")}flood`;
+    const before = rssOf(w.relay.proc.pid);
+    // A client that completes the handshake and then never reads.
+    const conn = await Deno.connect({ hostname: "127.0.0.1", port: w.relay.port });
+    try {
+      await conn.write(enc.encode(
+        `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${w.relay.port}\r\nUpgrade: websocket\r\n` +
+          "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n" +
+          "Sec-WebSocket-Version: 13\r\n\r\n",
+      ));
+      const buf = new Uint8Array(4096);
+      const n = await conn.read(buf);
+      assert.match(new TextDecoder().decode(buf.subarray(0, n ?? 0)), /^HTTP\/1.1 101/);
+      // The service writes while it can; then the chain of windows holds it.
+      let last = -1;
+      while (w.dev.flood.sent !== last) {
+        last = w.dev.flood.sent;
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+      const grew = (rssOf(w.relay.proc.pid) - before) / (1024 * 1024);
+      // Measured: the service stops after 10.4 MB (socket buffers of each hop,
+      // the stream's 256 KiB window, the 256 KiB send buffers) and the relay
+      // grows 24 MB; without the relay's send-buffer wait all 400 MB went
+      // through and the relay held what the client did not read.
+      assert.ok(w.dev.flood.sent < 100 * 1024 * 1024, `service sent ${w.dev.flood.sent} bytes`);
+      assert.ok(grew < 48, `relay grew ${grew} MB`);
+    } finally {
+      conn.close();
     }
   });
 });

@@ -60,7 +60,9 @@ export function tunnelRoutes(o: TunnelRoutesOptions): Hono<RelayEnv> {
     const p = await o.auth.authenticate(cookieOnly);
     if (!p || p.via !== "cookie") throw new HttpError(401, "unauthorized", "Sign in first");
     const m = c.req.method;
-    if (m !== "GET" && m !== "HEAD" && !o.originAllowed(c.req.raw)) {
+    // A WebSocket handshake is a GET that acts: another site's page may not open one.
+    const acts = (m !== "GET" && m !== "HEAD") || isUpgrade(c.req.raw);
+    if (acts && !o.originAllowed(c.req.raw)) {
       throw new HttpError(403, "bad_origin", "Request origin is not allowed");
     }
     return p;
