@@ -128,8 +128,8 @@ export function relaySettings(argv: string[]) {
   };
 }
 
-/** `BATON_TUNNEL_ORIGIN`: an http(s) origin, its host possibly `*.`-prefixed (relay/tunnel_origin.ts). */
-function tunnelOriginFromEnv(): { tunnelOrigin?: string } {
+/** `BATON_TUNNEL_ORIGIN` (also read by `baton up`): an http(s) origin, `*.` allowed (relay/tunnel_origin.ts). */
+export function tunnelOriginFromEnv(): { tunnelOrigin?: string } {
   const v = Deno.env.get("BATON_TUNNEL_ORIGIN")?.trim();
   if (!v) return {};
   if (!/^https?:\/\/(\*\.)?[a-z0-9.-]+(:\d{1,5})?\/?$/i.test(v)) {

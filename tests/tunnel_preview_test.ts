@@ -10,7 +10,14 @@ import { join } from "node:path";
 import { type Browser, type Page } from "playwright-core";
 import { launchBrowser, newPage } from "./harness/browser.ts";
 import { signUp, type User } from "./harness/client.ts";
-import { RelayProcess, type RunnerProcess, startRunner, tempDir } from "./harness/procs.ts";
+import {
+  baseEnv,
+  baton,
+  RelayProcess,
+  type RunnerProcess,
+  startRunner,
+  tempDir,
+} from "./harness/procs.ts";
 
 const enc = new TextEncoder();
 
@@ -454,4 +461,53 @@ Deno.test("a WebSocket reader that stops reading holds the service back, not the
       conn.close();
     }
   });
+});
+
+Deno.test("a malformed BATON_TUNNEL_ORIGIN, or the relay's own host, stops the relay with one line", async () => {
+  const home = await tempDir("baton-tunnel-origin-");
+  const port = freePort();
+  for (
+    const [value, message] of [
+      ["ftp://tunnel.example.com", /Invalid BATON_TUNNEL_ORIGIN: 'ftp:\/\/tunnel\.example\.com'/],
+      [`http://127.0.0.1:${port}`, /is the relay's own host/],
+    ] as const
+  ) {
+    const out = await baton(
+      ["relay", "--port", String(port), "--data-dir", join(home, "data")],
+      baseEnv(home, { BATON_TUNNEL_ORIGIN: value }),
+    );
+    assert.notEqual(out.code, 0);
+    assert.match(out.stderr, message);
+    assert.equal(out.stderr.trim().split("\n").length, 1, out.stderr);
+  }
+});
+
+Deno.test("with a wildcard BATON_TUNNEL_ORIGIN each preview has a host of its own, served at /", async () => {
+  const port = freePort();
+  await withWorld(
+    { env: { BATON_TUNNEL_ORIGIN: `http://*.localhost:${port}` }, port },
+    async (w) => {
+      const browser = await launchBrowser();
+      try {
+        const page = await signedInPage(browser, w);
+        // Chromium takes every *.localhost name to the loopback address.
+        const probe = await loadsFully(
+          page,
+          `${w.relay.url}/api/tunnel/runner/${w.runnerId}/${w.dev.port}/`,
+          w.relay.url,
+        );
+        const at = new URL(page.url());
+        assert.match(at.host, new RegExp(`^p${w.dev.port}-[0-9a-f]{16}\\.localhost:${port}$`));
+        assert.equal(at.pathname, "/");
+        assert.equal(probe.cookie, "");
+        assert.equal(probe.relay, "blocked");
+        await hotReloads(page, w);
+        // Nothing was rewritten: the service is at / of its own host.
+        const js = await page.evaluate(`fetch("/src/app.js").then((r) => r.text())`);
+        assert.match(String(js), /from "\/src\/lib\.js"/);
+      } finally {
+        await browser.close();
+      }
+    },
+  );
 });
