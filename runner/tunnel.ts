@@ -213,7 +213,7 @@ export class TunnelClient {
 }
 
 /** Answers one stream the relay opened. */
-function serveStream(
+export function serveStream(
   stream: MuxStream,
   header: Uint8Array,
   opts: Pick<TunnelClientOptions, "log" | "onTerminal">,
