@@ -179,7 +179,8 @@ export class TunnelOrigin {
       return new Response(null, {
         status: 303,
         headers: {
-          location: `${prefix}${spent.next}`,
+          // At `/` of its own host, `//other.example/` would leave it: one slash.
+          location: `${prefix}/${spent.next.replace(/^[/\\]+/, "")}`,
           "set-cookie": `${cookieName}=${spent.grant}; Path=${
             prefix || "/"
           }; HttpOnly; SameSite=Lax${secure}`,

@@ -505,6 +505,13 @@ Deno.test("with a wildcard BATON_TUNNEL_ORIGIN each preview has a host of its ow
         // Nothing was rewritten: the service is at / of its own host.
         const js = await page.evaluate(`fetch("/src/app.js").then((r) => r.text())`);
         assert.match(String(js), /from "\/src\/lib\.js"/);
+        // A path that starts with two slashes stays on the preview's host (no open redirect).
+        const res = await page.goto(
+          `${w.relay.url}/api/tunnel/runner/${w.runnerId}/${w.dev.port}//evil.example/x`,
+        );
+        assert.equal(new URL(page.url()).host, at.host);
+        assert.equal(new URL(page.url()).pathname, "/evil.example/x");
+        assert.equal(res?.status(), 404);
       } finally {
         await browser.close();
       }
