@@ -42,6 +42,9 @@ const SEND_BUFFER_BYTES = 256 * 1024;
 /** Input written to the stream and not yet taken by the runner before the browser is paused. */
 const PENDING_INPUT_BYTES = 256 * 1024;
 
+/** How long a closed socket's stream waits for the runner's end before it is reset. */
+const CLOSE_GRACE_MS = 5000;
+
 /** Handshake headers the relay and the runner each make for themselves. */
 const HANDSHAKE = /^sec-websocket-(key|version|extensions|protocol|accept)$/;
 
@@ -148,12 +151,18 @@ function pipe(
   let pending = 0;
   let paused = false;
   let closed = false;
-  const end = (code: number, reason: string) => {
-    if (closed) return;
-    closed = true;
+  /** Tells the runner, then waits for its end of the stream (or resets it after a while). */
+  const closeStream = (code: number, reason: string) => {
     writer.write(encodeWsMessage({ op: WsOp.close, code, reason }))
       .then(() => writer.close())
       .catch(() => stream.reset("closed"));
+    const timer = setTimeout(() => stream.reset("close timeout"), CLOSE_GRACE_MS);
+    stream.closed.then(() => clearTimeout(timer));
+  };
+  const end = (code: number, reason: string) => {
+    if (closed) return;
+    closed = true;
+    closeStream(code, reason);
     try {
       socket.close(sendableCloseCode(code), reason.slice(0, 120));
     } catch { /* gone */ }
@@ -182,11 +191,7 @@ function pipe(
   socket.onclose = (ev) => {
     if (closed) return;
     closed = true;
-    writer.write(
-      encodeWsMessage({ op: WsOp.close, code: ev.code || 1000, reason: ev.reason ?? "" }),
-    )
-      .then(() => writer.close())
-      .catch(() => stream.reset("viewer left"));
+    closeStream(ev.code || 1000, ev.reason ?? "");
   };
   socket.onerror = () => {};
 
@@ -194,10 +199,14 @@ function pipe(
     const messages = new WsMessageReader();
     let chunk: Uint8Array | undefined = first;
     for (;;) {
-      if (chunk && chunk.byteLength > 0) {
+      // Once closed, what still comes is read and dropped until the runner's end (or reset):
+      // a stream left unread would never be freed.
+      if (!closed && chunk && chunk.byteLength > 0) {
         for (const m of messages.push(chunk)) {
-          if (closed) return;
-          if (m.op === WsOp.close) return end(m.code, m.reason);
+          if (m.op === WsOp.close) {
+            end(m.code, m.reason);
+            break;
+          }
           if (m.op === WsOp.text) socket.send(m.data);
           else socket.send(m.data, { binary: true });
         }
@@ -205,7 +214,6 @@ function pipe(
       while (!closed && socket.bufferedAmount > SEND_BUFFER_BYTES) {
         await new Promise((r) => setTimeout(r, 10));
       }
-      if (closed) return;
       const next = await reader.read();
       if (next.done) return end(CloseCode.normal, "");
       chunk = next.value;
