@@ -10,18 +10,19 @@ import { serveStream } from "../runner/tunnel.ts";
 import { readHead } from "../relay/tunnel_proxy.ts";
 
 function pair() {
-  let relay!: StreamMux;
-  let runner!: StreamMux;
-  const pending: Promise<void>[] = [];
-  relay = new StreamMux({
+  // Frames cross on the next microtask, as they would over a socket.
+  const link: { relay?: StreamMux; runner?: StreamMux } = {};
+  const relay = new StreamMux({
     dialer: true,
-    send: (f) => void pending.push(Promise.resolve().then(() => runner.receive(f.slice()))),
+    send: (f) => void queueMicrotask(() => link.runner!.receive(f.slice())),
   });
-  runner = new StreamMux({
+  const runner = new StreamMux({
     dialer: false,
-    send: (f) => void pending.push(Promise.resolve().then(() => relay.receive(f.slice()))),
+    send: (f) => void queueMicrotask(() => relay.receive(f.slice())),
     onStream: (s, h) => serveStream(s, h, { log: () => {} }),
   });
+  link.relay = relay;
+  link.runner = runner;
   return relay;
 }
 
