@@ -38,6 +38,8 @@ await show();
 const ws = new WebSocket(new URL("__hmr", location.href.replace(/^http/, "ws")));
 ws.onmessage = (ev) => { if (ev.data === "changed") show(); };
 ws.onopen = () => document.body.dataset.hmr = "open";
+// Server-sent events, on a stream that stays open (buffering would show nothing).
+new EventSource("events").onmessage = (ev) => document.body.dataset.sse = ev.data;
 // What a hostile preview would try: the relay's cookie and its API as the person.
 const probe = {};
 try { probe.cookie = document.cookie; } catch (e) { probe.cookie = "threw " + e.name; }
@@ -87,6 +89,15 @@ function startDevServer(dir: string) {
           headers: { "content-type": "text/javascript", "content-encoding": "gzip" },
         });
       }
+      case "/events":
+        return new Response(
+          new ReadableStream({
+            start(c) {
+              c.enqueue(enc.encode("data: first event\n\n"));
+            },
+          }),
+          { headers: { "content-type": "text/event-stream", "cache-control": "no-cache" } },
+        );
       case "/data.json":
         return Response.json({ who: "preview" });
       case "/message.txt":
@@ -208,6 +219,7 @@ async function loadsFully(
 }
 
 async function hotReloads(page: Page, w: World): Promise<void> {
+  await page.waitForFunction("document.body.dataset.sse === 'first event'");
   await page.waitForFunction("document.body.dataset.hmr === 'open'");
   assert.equal(await page.textContent("#msg"), "first");
   await Deno.writeTextFile(join(w.dir, "message.txt"), "second");
