@@ -530,3 +530,88 @@ Deno.test("with a wildcard BATON_TUNNEL_ORIGIN each preview has a host of its ow
     },
   );
 });
+
+/** A WebSocket service that accepts the handshake and then never reads. */
+function startDeafService() {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const conns: Deno.Conn[] = [];
+  (async () => {
+    for await (const conn of listener) {
+      conns.push(conn);
+      const buf = new Uint8Array(8192);
+      let head = "";
+      while (!head.includes("\r\n\r\n")) {
+        const n = await conn.read(buf);
+        if (n === null) break;
+        head += new TextDecoder().decode(buf.subarray(0, n));
+      }
+      const key = head.match(/sec-websocket-key:\s*(\S+)/i)?.[1] ?? "";
+      const digest = await crypto.subtle.digest(
+        "SHA-1",
+        enc.encode(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"),
+      );
+      const accept = btoa(String.fromCharCode(...new Uint8Array(digest)));
+      await conn.write(enc.encode(
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+          `Sec-WebSocket-Accept: ${accept}\r\n\r\n`,
+      ));
+    }
+  })().catch(() => {});
+  return {
+    port: (listener.addr as Deno.NetAddr).port,
+    close() {
+      listener.close();
+      for (const c of conns) c.close();
+    },
+  };
+}
+
+Deno.test("a WebSocket service that stops reading holds the browser back, not the relay's memory", async () => {
+  await withWorld({}, async (w) => {
+    const deaf = startDeafService();
+    const conn = await Deno.connect({ hostname: "127.0.0.1", port: w.relay.port });
+    try {
+      const open = await w.owner.web(`/api/tunnel/runner/${w.runnerId}/${deaf.port}/`, {
+        headers: { "sec-fetch-mode": "navigate" },
+        redirect: "manual",
+      });
+      await open.body?.cancel();
+      const before = rssOf(w.relay.proc.pid);
+      await conn.write(enc.encode(
+        `GET ${open.headers.get("location")}sink HTTP/1.1\r\nHost: 127.0.0.1:${w.relay.port}\r\n` +
+          "Upgrade: websocket\r\nConnection: Upgrade\r\n" +
+          "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+      ));
+      const buf = new Uint8Array(4096);
+      const n = await conn.read(buf);
+      assert.match(new TextDecoder().decode(buf.subarray(0, n ?? 0)), /^HTTP\/1.1 101/);
+      // Binary frames of 64 KiB, masked with a zero key, written as fast as the relay takes them.
+      const payload = 64 * 1024;
+      const frame = new Uint8Array(2 + 8 + 4 + payload);
+      frame.set([0x82, 0x80 | 127]);
+      new DataView(frame.buffer).setBigUint64(2, BigInt(payload));
+      let written = 0;
+      const writing = (async () => {
+        while (written < 400 * 1024 * 1024) {
+          // A write may take part of the frame.
+          for (let at = 0; at < frame.byteLength;) at += await conn.write(frame.subarray(at));
+          written += payload;
+        }
+      })().catch(() => {});
+      let last = -1;
+      while (written !== last) {
+        last = written;
+        await Promise.race([writing, new Promise((r) => setTimeout(r, 1000))]);
+      }
+      const grew = (rssOf(w.relay.proc.pid) - before) / (1024 * 1024);
+      // Measured: the browser gets 9.8 MB in (socket buffers, the 256 KiB
+      // window and pending input), the relay grows 18 MB; without pausing the
+      // browser's socket all 400 MB went in and the relay grew 451 MB.
+      assert.ok(written < 100 * 1024 * 1024, `the browser wrote ${written} bytes`);
+      assert.ok(grew < 48, `relay grew ${grew} MB`);
+    } finally {
+      conn.close();
+      deaf.close();
+    }
+  });
+});
