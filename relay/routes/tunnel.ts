@@ -27,8 +27,6 @@ import type { TunnelLink, TunnelRegistry } from "../tunnel_link.ts";
 import { failure, preflight, proxyHttp, TunnelFailure } from "../tunnel_proxy.ts";
 import { isUpgrade, proxyWebSocket } from "../tunnel_ws.ts";
 
-export { rewriteLocation, scopeCookie, TUNNEL_CSP } from "../tunnel_proxy.ts";
-
 /** Options of {@linkcode tunnelRoutes}. */
 export interface TunnelRoutesOptions {
   auth: Pick<Auth, "authenticate" | "principalLive">;
