@@ -58,6 +58,9 @@ ${ATTACHMENT_ENV_HELP}
                                   default mailto:baton@example.com)
   BATON_PUSH_ALLOW_ORIGINS        Push endpoint origins allowed although http or on a
                                   private address, comma separated (tests, a LAN service)
+  BATON_TUNNEL_ORIGIN             Serve tunnel previews from this origin instead of the
+                                  relay's, e.g. https://*.tunnel.example.com (one host
+                                  per preview) or https://tunnel.example.com
   BATON_MAX_CONNECTIONS_PER_ADDRESS         Open connections per client address
                                             (4096; 0: no limit)
   BATON_MAX_UNAUTHENTICATED_WS_PER_ADDRESS  WebSockets not yet authenticated per
@@ -123,7 +126,20 @@ export function relaySettings(argv: string[]) {
     retention: retentionFromEnv(),
     attachments: attachmentPolicyFromEnv(),
     ...pushFromEnv(),
+    ...tunnelOriginFromEnv(),
   };
+}
+
+/** `BATON_TUNNEL_ORIGIN` (also read by `baton up`): an http(s) origin, `*.` allowed (relay/tunnel_origin.ts). */
+export function tunnelOriginFromEnv(): { tunnelOrigin?: string } {
+  const v = Deno.env.get("BATON_TUNNEL_ORIGIN")?.trim();
+  if (!v) return {};
+  if (!/^https?:\/\/(\*\.)?[a-z0-9.-]+(:\d{1,5})?\/?$/i.test(v)) {
+    throw new UsageError(
+      `Invalid BATON_TUNNEL_ORIGIN: '${v}' (expected an origin such as https://*.tunnel.example.com)`,
+    );
+  }
+  return { tunnelOrigin: v };
 }
 
 /**

@@ -11,7 +11,7 @@ import {
   UsageError,
 } from "./_args.ts";
 import { ask, askSecret, interactive } from "./_prompt.ts";
-import { pushFromEnv, retentionFromEnv, untilSignal } from "./relay.ts";
+import { pushFromEnv, retentionFromEnv, tunnelOriginFromEnv, untilSignal } from "./relay.ts";
 import { attachmentPolicyFromEnv } from "./_attachment_env.ts";
 import { webClient } from "../web/mod.ts";
 
@@ -84,6 +84,7 @@ export async function upMain(argv: string[]): Promise<number> {
     retention: retentionFromEnv(),
     attachments: attachmentPolicyFromEnv(),
     ...pushFromEnv(),
+    ...tunnelOriginFromEnv(),
     log: (line) => console.error(`[relay] ${line}`),
   });
   const { relay, url } = served;

@@ -33,6 +33,7 @@ import { Store } from "./store/mod.ts";
 import { adaptiveCommit } from "./store/event_writer.ts";
 import { StoreThread } from "./store/store_thread.ts";
 import { socketRoutes, type Upgrader } from "./sockets.ts";
+import { tunnelOriginMiddleware } from "./tunnel_origin.ts";
 
 /** Options of {@linkcode createRelay}. */
 export interface RelayOptions {
@@ -103,6 +104,7 @@ export interface RelayOptions {
    * (`BATON_PUSH_ALLOW_ORIGINS`: tests, a push service on the LAN).
    */
   pushAllowedOrigins?: string[];
+  tunnelOrigin?: string; // BATON_TUNNEL_ORIGIN: previews' own origin (relay/tunnel_origin.ts)
 }
 
 /** A browser client the relay serves beside its API. */
@@ -275,6 +277,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     c.header("referrer-policy", "same-origin");
     if (hsts) c.header("strict-transport-security", "max-age=31536000");
   });
+  app.use("*", tunnelOriginMiddleware(hub.tunnels, auth, { ...options, baseUrl })); // before the host check
   // A page on a name that an attacker points at a loopback relay (DNS
   // rebinding) reaches it with its own name as Host: refused before anything.
   if (options.hostCheck) {

@@ -8,6 +8,7 @@ import {
 } from "../shared/protocol.ts";
 import { MAX_TUNNEL_MESSAGE_BYTES, MAX_TUNNEL_REGISTER_BYTES } from "../shared/tunnel_api.ts";
 import { MAX_TERMINAL_MESSAGE_BYTES } from "../shared/terminal_api.ts";
+import { MAX_TUNNEL_WS_MESSAGE_BYTES } from "../shared/tunnel_ws_api.ts";
 import { AddressCounter } from "./address_limits.ts";
 import { createRelay, type Relay, type RelayOptions } from "./app.ts";
 import {
@@ -78,14 +79,17 @@ export async function serveRelay(options: ServeRelayOptions): Promise<ServedRela
       runner: MAX_WS_MESSAGE_BYTES,
       tunnel: MAX_TUNNEL_MESSAGE_BYTES,
       terminal: MAX_TERMINAL_MESSAGE_BYTES,
+      preview: MAX_TUNNEL_WS_MESSAGE_BYTES,
     },
-    idleSeconds: { viewer: 60, runner: 30, tunnel: 30, terminal: 60 },
+    idleSeconds: { viewer: 60, runner: 30, tunnel: 30, terminal: 60, preview: 60 },
     firstMessageBytes: {
       viewer: MAX_VIEWER_AUTH_BYTES,
       runner: MAX_RUNNER_HELLO_BYTES,
       tunnel: MAX_TUNNEL_REGISTER_BYTES,
       // Authenticated by its cookie at the handshake, or refused there.
       terminal: MAX_TERMINAL_MESSAGE_BYTES,
+      // A tunnelled WebSocket is authorised at its handshake (cookie or preview grant).
+      preview: MAX_TUNNEL_WS_MESSAGE_BYTES,
     },
     unauthenticatedPerAddress: options.maxUnauthenticatedSocketsPerAddress ??
       CONNECTION_DEFAULTS.maxUnauthenticatedSocketsPerAddress,

@@ -11,7 +11,8 @@ import type { TunnelRegister } from "../shared/tunnel_api.ts";
 import type { Principal } from "./auth.ts";
 import { notFound, offline } from "./errors.ts";
 import type { Store } from "./store/mod.ts";
-import type { ChannelSocket } from "./ws_transport.ts";
+import type { ChannelSocket, Upgraded, UpgradeOptions } from "./ws_transport.ts";
+import { TunnelGrants } from "./tunnel_grants.ts";
 
 const RUNNER_ID = /^[A-Za-z0-9_-]{1,64}$/;
 const OPEN = 1;
@@ -48,9 +49,28 @@ interface BinarySocket {
   send(data: Uint8Array): void;
 }
 
+/** How previews are served beyond plain HTTP. */
+export interface PreviewSettings {
+  /** Completes WebSocket handshakes (serve.ts's transport); none in-process. */
+  upgrade?: ((req: Request, options: UpgradeOptions) => Upgraded) | undefined;
+  /**
+   * Where a navigation with a fresh grant goes when previews have their own
+   * origin (`BATON_TUNNEL_ORIGIN`, tunnel_origin.ts): its handoff address.
+   */
+  handoff?: (
+    token: string,
+    grant: { userId: string; runnerId: string; port: number },
+    path: string,
+  ) => Promise<string>;
+}
+
 /** The tunnel links by runner id. */
 export class TunnelRegistry {
   readonly #links = new Map<string, TunnelLink>();
+  /** Preview grants (the capability of a previewed page's sub-requests). */
+  readonly grants = new TunnelGrants();
+  /** How previews are served (set by createRelay through tunnelOriginMiddleware). */
+  readonly previews: PreviewSettings = {};
 
   constructor(readonly store: Pick<Store, "runners">) {}
 

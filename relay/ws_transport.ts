@@ -37,7 +37,7 @@ export interface ChannelSocket {
 }
 
 /** The channels; each has its own message limit and idle period. */
-export type Channel = "viewer" | "runner" | "tunnel" | "terminal";
+export type Channel = "viewer" | "runner" | "tunnel" | "terminal" | "preview";
 
 /** Limits of {@linkcode WsTransport}. */
 export interface WsLimits {
@@ -67,6 +67,8 @@ export interface UpgradeOptions {
   address: string;
   /** Whether the upgrade request itself authenticated (a cookie or key header). */
   authenticated: boolean;
+  /** The subprotocol to answer with (a tunnelled WebSocket: the one the service chose). */
+  protocol?: string;
 }
 
 interface RawUpgrade {
@@ -93,13 +95,16 @@ export class WsTransport {
     runner: new Set(),
     tunnel: new Set(),
     terminal: new Set(),
+    preview: new Set(),
   };
+  /** The subprotocol chosen for a handshake in progress (UpgradeOptions.protocol). */
+  readonly #protocols = new WeakMap<IncomingMessage, string>();
   readonly #timers: ReturnType<typeof setInterval>[] = [];
   readonly #unauthenticated: AddressCounter;
 
   constructor(readonly limits: WsLimits) {
     this.#unauthenticated = new AddressCounter(limits.unauthenticatedPerAddress);
-    for (const channel of ["viewer", "runner", "tunnel", "terminal"] as const) {
+    for (const channel of ["viewer", "runner", "tunnel", "terminal", "preview"] as const) {
       const timer = setInterval(() => this.#sweep(channel), limits.idleSeconds[channel] * 500);
       Deno.unrefTimer(timer as unknown as number);
       this.#timers.push(timer);
@@ -118,12 +123,21 @@ export class WsTransport {
           maxPayload: this.limits.maxMessageBytes[channel],
           perMessageDeflate: false,
           clientTracking: false,
+          ...(channel === "preview"
+            ? {
+              handleProtocols: (offered: Set<string>, req: IncomingMessage) => {
+                const chosen = this.#protocols.get(req);
+                return chosen !== undefined && offered.has(chosen) ? chosen : false;
+              },
+            }
+            : {}),
         });
       this.#servers = {
         viewer: server("viewer"),
         runner: server("runner"),
         tunnel: server("tunnel"),
         terminal: server("terminal"),
+        preview: server("preview"),
       };
     }).catch((err) => {
       this.#loading = null;
@@ -180,6 +194,7 @@ export class WsTransport {
       pending = false;
     };
     let ws: WebSocket | null = null;
+    if (options.protocol) this.#protocols.set(raw.req, options.protocol);
     if (!this.#servers) throw new Error("WsTransport: upgrade before ready()");
     this.#servers[channel].handleUpgrade(raw.req, raw.socket, raw.head, (w) => ws = w);
     const accepted = ws as WebSocket | null;

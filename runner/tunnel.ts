@@ -21,6 +21,8 @@ import {
 } from "../shared/tunnel_api.ts";
 import type { TerminalStreamHead } from "../shared/terminal_api.ts";
 import WebSocket from "ws";
+import type { TunnelWsHead } from "../shared/tunnel_ws_api.ts";
+import { serveWebSocket } from "./tunnel_ws.ts";
 
 /** Options of {@linkcode TunnelClient}. */
 export interface TunnelClientOptions {
@@ -234,13 +236,13 @@ export class TunnelClient {
 }
 
 /** Answers one stream the relay opened. */
-function serveStream(
+export function serveStream(
   stream: MuxStream,
   header: Uint8Array,
   opts: Pick<TunnelClientOptions, "log" | "onTerminal">,
 ): void {
   const { log } = opts;
-  let head: TunnelRequestHead | TerminalStreamHead;
+  let head: TunnelRequestHead | TerminalStreamHead | TunnelWsHead;
   try {
     head = JSON.parse(new TextDecoder().decode(header));
   } catch {
@@ -248,6 +250,12 @@ function serveStream(
   }
   if (head?.kind === "terminal" && opts.onTerminal) {
     return opts.onTerminal(stream, head.terminalId);
+  }
+  if (head?.kind === "ws") {
+    return void serveWebSocket(stream, head, loopbackUrl(head)).catch((err) => {
+      log(`tunnel websocket failed: ${err}`);
+      stream.reset("runner_error");
+    });
   }
   if (head?.kind !== "http") return stream.reset("unknown_kind");
   serveHttp(stream, head).catch((err) => {
@@ -286,7 +294,9 @@ async function serveHttp(stream: MuxStream, head: TunnelRequestHead): Promise<vo
   const headers = new Headers();
   for (const [k, v] of Array.isArray(head.headers) ? head.headers : []) {
     if (typeof k !== "string" || typeof v !== "string") continue;
-    if (TUNNEL_STRIPPED_REQUEST_HEADERS.has(k.toLowerCase())) continue;
+    // The relay sends a Cookie only on a tunnel origin of its own, with the service's cookies.
+    const name = k.toLowerCase();
+    if (name !== "cookie" && TUNNEL_STRIPPED_REQUEST_HEADERS.has(name)) continue;
     try {
       headers.append(k, v);
     } catch { /* an invalid header is dropped */ }

@@ -17,6 +17,7 @@ const OUTSIDE = new Set([
   // The HTTP tunnel: every method, and the proxied service's answers (docs/api.md says why).
   "/api/tunnel/runner/{runnerId}/{port}/*",
   "/api/tunnel/{sessionId}/{port}/*",
+  "/api/tunnel/g/{token}/*",
   // The document itself.
   "/api/openapi.json",
 ]);
