@@ -34,6 +34,7 @@ import { adaptiveCommit } from "./store/event_writer.ts";
 import { StoreThread } from "./store/store_thread.ts";
 import { socketRoutes, type Upgrader } from "./sockets.ts";
 import { tunnelOriginMiddleware } from "./tunnel_origin.ts";
+import { loadSecret } from "./relay_secret.ts";
 
 /** Options of {@linkcode createRelay}. */
 export interface RelayOptions {
@@ -380,23 +381,4 @@ function isPageRequest(req: Request, path: string): boolean {
     return false;
   }
   return prefersHtml(req.headers.get("accept"));
-}
-
-/** The relay's signing secret: `<dataDir>/secret`, created (0600) on first start. */
-async function loadSecret(dataDir: string): Promise<string> {
-  const path = join(dataDir, "secret");
-  try {
-    const s = (await Deno.readTextFile(path)).trim();
-    // Replacing a damaged secret would sign every browser out: refuse instead.
-    if (s.length < 32) {
-      throw new Error(`Relay secret is too short (under 32 characters): '${path}'`);
-    }
-    return s;
-  } catch (err) {
-    if (!(err instanceof Deno.errors.NotFound)) throw err;
-  }
-  const bytes = crypto.getRandomValues(new Uint8Array(32));
-  const secret = btoa(String.fromCharCode(...bytes));
-  await Deno.writeTextFile(path, secret + "\n", { mode: 0o600 });
-  return secret;
 }

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
-import { startHttpMcp } from "../../tests/harness/mcp.ts";
-import { ChildReaper } from "../child_reaper.ts";
-import { mcpSettings } from "./config.ts";
-import { type McpNotice, McpServers } from "./servers.ts";
+import { startHttpMcp } from "./harness/mcp.ts";
+import { ChildReaper } from "../runner/child_reaper.ts";
+import { mcpSettings } from "../runner/mcp/config.ts";
+import { type McpNotice, McpServers } from "../runner/mcp/servers.ts";
 
 const sandbox = { mode: "none" as const, active: false };
 
