@@ -24,6 +24,7 @@ import { type AttachmentPolicy, Attachments } from "./attachments.ts";
 import { loadVapidKeys, type VapidKeys } from "./push_keys.ts";
 import { PushSender } from "./push_sender.ts";
 import { TriggerCalls } from "./runner_calls.ts";
+import { withSubagentCalls } from "./subagents.ts";
 import { SecretBox } from "./secret_box.ts";
 import { TriggerListeners } from "./trigger_listeners.ts";
 import { Triggers } from "./triggers.ts";
@@ -205,7 +206,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   hub.start();
   const triggers = new Triggers({ store, sessions: hub.sessions });
   triggers.start();
-  const runnerCalls = new TriggerCalls(triggers, store);
+  const runnerCalls = withSubagentCalls(new TriggerCalls(triggers, store), hub.subagents);
   const listeners = new TriggerListeners({
     store,
     triggers,

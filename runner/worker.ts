@@ -32,6 +32,7 @@ import type {
 import { triggerMessage, triggerTools } from "./trigger_tools.ts";
 import { readLines } from "./_lines.ts";
 import { resolveForSession, SessionSandbox } from "./sandbox/session.ts";
+import { findAgentDefinition, listAgentDefinitions, pickModel, subagentTool } from "./subagents.ts";
 
 /** How often a running tool's partial output is forwarded at most. */
 const TOOL_UPDATE_INTERVAL_MS = 100;
@@ -153,7 +154,13 @@ class Worker {
     const sandboxState = await sandbox.start();
     const authStorage = AuthStorage.create(join(agentDir, "auth.json"));
     const modelRegistry = ModelRegistry.create(authStorage, join(agentDir, "models.json"));
-    const model = msg.model ? modelRegistry.find(msg.model.provider, msg.model.id) : undefined;
+    // A subagent's role: its definition's prompt, tools and model (runner/subagents.ts).
+    const folders = { cwd: msg.cwd, agentDir };
+    const role = msg.agent ? await findAgentDefinition(msg.agent, folders) : null;
+    if (msg.agent && !role) throw new Error(`Unknown agent definition: '${msg.agent}'`);
+    const roleModel = pickModel(role?.model, modelRegistry.getAvailable());
+    const model = roleModel ??
+      (msg.model ? modelRegistry.find(msg.model.provider, msg.model.id) : undefined);
     const haveFile = msg.resumeFile !== null && existsSync(msg.resumeFile);
     const sessionManager = haveFile
       ? SessionManager.open(msg.resumeFile!)
@@ -165,6 +172,7 @@ class Worker {
       settingsManager,
       noExtensions: skip.plugins,
       extensionFactories: [sandbox.gate()],
+      ...(role?.systemPrompt ? { appendSystemPrompt: [role.systemPrompt] } : {}),
     });
     await resourceLoader.reload();
     const { session, modelFallbackMessage } = await createAgentSession({
@@ -175,7 +183,18 @@ class Worker {
       sessionManager,
       settingsManager,
       resourceLoader,
-      customTools: [...triggerTools(this.call), sandbox.bashTool()],
+      customTools: [
+        ...triggerTools(this.call),
+        sandbox.bashTool(),
+        subagentTool(
+          this.call,
+          folders,
+          (await listAgentDefinitions(folders)).map((a) =>
+            `${a.name}: ${a.description.slice(0, 200)}`
+          ),
+        ),
+      ],
+      ...(role?.tools ? { tools: role.tools } : {}),
       ...(model ? { model } : {}),
     });
     this.#session = session;

@@ -314,6 +314,17 @@ const MIGRATIONS: Migration[] = [
       CREATE INDEX push_subscriptions_user ON push_subscriptions (user_id, created_at);
     `,
   },
+  {
+    // Subagents (relay/subagents.ts): a child session names the session whose
+    // agent started it, and the agent definition it runs as, if any.
+    version: 12,
+    name: "session parents",
+    sql: `
+      ALTER TABLE sessions ADD COLUMN parent_id TEXT;
+      ALTER TABLE sessions ADD COLUMN agent TEXT;
+      CREATE INDEX sessions_parent ON sessions (parent_id);
+    `,
+  },
 ];
 
 /** The relay's SQLite handle with WAL on and migrations applied. */
