@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { join } from "node:path";
 import type { SessionListResponse } from "../shared/api.ts";
 import type { SessionEvent, SessionInfo } from "../shared/protocol.ts";
 import type { SessionChildrenResponse, SubagentDetails } from "../shared/subagents_api.ts";
@@ -31,6 +32,8 @@ const PARENT_CALLS: Record<string, Record<string, unknown>> = {
   "PARENT-stop": { task: "CHILD-HANG-stop" },
   "PARENT-end": { task: "CHILD-HANG-end" },
   "PARENT-nest": { task: "CHILD-NEST" },
+  "PARENT-role": { task: "CHILD-role", agent: "reviewer" },
+  "PARENT-badrole": { task: "CHILD-badrole", agent: "nobody" },
 };
 
 /** The scripted model: parents call `subagent`, children answer `answer<task>`. */
@@ -198,6 +201,30 @@ Deno.test("the subagent tool runs child sessions: single, parallel, chain, linke
       const grandEvents = await storedEvents(w.user, grand.sessionId);
       const refused = grandEvents.find((e) => e.e.type === "tool_execution_end");
       assert.match(JSON.stringify(refused?.e.result), /depth 2 cannot start subagents/);
+    });
+
+    await st.step("a named agent definition gives the child its prompt and tools", async () => {
+      await Deno.mkdir(join(w.home, ".baton", "agents"), { recursive: true });
+      await Deno.writeTextFile(
+        join(w.home, ".baton", "agents", "reviewer.md"),
+        "---\nname: reviewer\ndescription: Reviews code\ntools: read, ls\n---\n\nROLE-PROMPT-7731\n",
+      );
+      const parent = await spawn(w, "PARENT-role");
+      const end = await toolEnd(w, parent);
+      assert.equal(detailsOf(end).runs[0]!.ok, true, resultText(end));
+      const req = w.model.requests.find((r) => firstUser(r) === "CHILD-role")!;
+      assert.ok(
+        requestText(req).includes("ROLE-PROMPT-7731"),
+        "the role's prompt is in the system prompt",
+      );
+      assert.deepEqual((req.tools ?? []).map((t) => t.function.name).sort(), ["ls", "read"]);
+      const [kid] = await children(w, parent);
+      assert.equal(kid!.agent, "reviewer");
+
+      const bad = await spawn(w, "PARENT-badrole");
+      const badEnd = await toolEnd(w, bad);
+      assert.match(resultText(badEnd), /Unknown agent definition: 'nobody'/);
+      assert.deepEqual(await children(w, bad), [], "no child starts for an unknown role");
     });
 
     await st.step("another user sees neither the children nor the parent's list", async () => {
