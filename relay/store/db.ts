@@ -8,6 +8,7 @@ interface Migration {
   sql: string;
 }
 
+// Over 400 lines: the migrations are the schema's history, one list in order.
 // Append only: a released migration is never edited. SQL stays portable
 // (no INSERT OR IGNORE, no AUTOINCREMENT) so a PostgreSQL store can reuse the
 // repository queries; only these DDL statements are SQLite flavoured.
