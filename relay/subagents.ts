@@ -204,7 +204,7 @@ export class Subagents {
       if (t && !t.outcome) t.outcome = { ok: false, text: reason };
       this.#wake(child.sessionId);
       try {
-        await this.#opts.sessions.input(child.userId, child.sessionId, "end", "");
+        await this.#opts.sessions.input(child.userId, child.sessionId, "end", reason);
         stopped++;
       } catch (err) {
         this.#opts.log?.(`subagents: could not end ${child.sessionId.slice(0, 8)}: ${err}`);
@@ -291,7 +291,8 @@ export class Subagents {
     t.outcome = { ok: outcome.ok, text: bounded(outcome.text) };
     this.#wake(childId);
     if (!end) return;
-    this.#opts.sessions.input(t.userId, childId, "end", "").catch((err) =>
+    const why = "Answered: the answer went to the parent session";
+    this.#opts.sessions.input(t.userId, childId, "end", why).catch((err) =>
       this.#opts.log?.(`subagents: could not end ${childId.slice(0, 8)}: ${err}`)
     );
   }

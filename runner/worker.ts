@@ -316,7 +316,12 @@ class Worker {
           return reply();
         case "end":
           this.#flushUpdates();
-          this.emit({ type: "session_end", reason: "ended", message: "Ended by user" });
+          // A text says why (the relay ends a subagent once it answered).
+          this.emit({
+            type: "session_end",
+            reason: "ended",
+            message: msg.text.trim().slice(0, 200) || "Ended by user",
+          });
           reply();
           this.dispose();
           Deno.exit(0);

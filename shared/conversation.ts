@@ -7,6 +7,7 @@
  * @module
  */
 import type { ModelRef, SessionActivity, SessionEvent, SessionEventBody } from "./protocol.ts";
+import { subagentChildren } from "./subagents_api.ts";
 
 /** A piece of an assistant message. */
 export type Block =
@@ -23,6 +24,8 @@ export interface ToolRun {
   status: "pending" | "running" | "done" | "error" | "interrupted";
   /** Latest output while it runs, then the result text. */
   output: string;
+  /** The child sessions a `subagent` call started, in task order (shared/subagents_api.ts). */
+  children?: string[];
 }
 
 /** One entry of the conversation, in order. */
@@ -225,6 +228,7 @@ function apply(
       tools()[id] = {
         ...(prev ?? { id, name: String(e.toolName ?? "tool"), args: e.args, status: "running" }),
         output: resultText(e.partialResult),
+        ...subagentChildren(e.partialResult),
       };
       return;
     }
@@ -235,6 +239,7 @@ function apply(
         ...(prev ?? { id, name: String(e.toolName ?? "tool"), args: e.args }),
         status: e.isError ? "error" : "done",
         output: resultText(e.result),
+        ...subagentChildren(e.result),
       };
       return;
     }

@@ -63,3 +63,15 @@ export interface SubagentDetails {
 export interface SessionChildrenResponse {
   sessions: SessionInfo[];
 }
+
+/**
+ * `{children}`: the child session ids in a `subagent` tool result's
+ * details, in task order; `{}` for any other result.
+ */
+export function subagentChildren(result: unknown): { children?: string[] } {
+  const runs = (result as { details?: { runs?: unknown } } | null)?.details?.runs;
+  if (!Array.isArray(runs)) return {};
+  const ids = runs.map((r) => (r as { sessionId?: unknown })?.sessionId)
+    .filter((id): id is string => typeof id === "string" && id.length <= 100);
+  return ids.length ? { children: ids } : {};
+}

@@ -41,7 +41,12 @@ export const sessionGroups = computed(() => {
     asleep: [],
     ended: [],
   };
-  for (const s of list) groups[s.isPinned ? "pinned" : groupOf(s)].push(s);
+  // A subagent is listed under its parent (components/subagents/), when its parent is listed.
+  const listed = new Set(list.map((s) => s.sessionId));
+  for (const s of list) {
+    if (s.parentId && listed.has(s.parentId) && !s.isPinned) continue;
+    groups[s.isPinned ? "pinned" : groupOf(s)].push(s);
+  }
   return groups;
 });
 
