@@ -156,6 +156,9 @@ export class Subagents {
       this.#replay(childId, t);
       if (!t.outcome && isEnded(child.status)) {
         t.outcome = { ok: false, text: `The subagent ended before it answered` };
+      } else if (t.outcome && !isEnded(child.status)) {
+        // It answered while nobody followed it: it ends now, as it would have then.
+        this.#endAnswered(childId, t.userId);
       }
     }
     if (!t.outcome) {
@@ -290,9 +293,13 @@ export class Subagents {
   #settle(childId: string, t: Tracked, outcome: SubagentOutcome, end: boolean): void {
     t.outcome = { ok: outcome.ok, text: bounded(outcome.text) };
     this.#wake(childId);
-    if (!end) return;
+    if (end) this.#endAnswered(childId, t.userId);
+  }
+
+  /** Ends a child whose answer is known (its worker has nothing left to do). */
+  #endAnswered(childId: string, userId: string): void {
     const why = "Answered: the answer went to the parent session";
-    this.#opts.sessions.input(t.userId, childId, "end", why).catch((err) =>
+    this.#opts.sessions.input(userId, childId, "end", why).catch((err) =>
       this.#opts.log?.(`subagents: could not end ${childId.slice(0, 8)}: ${err}`)
     );
   }

@@ -12,6 +12,7 @@ import { MAX_SUBAGENTS_PER_SESSION, SUBAGENT_RESULT_MAX_CHARS } from "../shared/
 import { json, signUp, type User } from "./harness/client.ts";
 import { FakeRunner, runnerToken, spawnSession } from "./harness/fake_runner.ts";
 import { startTestRelay } from "./harness/in_process.ts";
+import { tempDir } from "./harness/procs.ts";
 import { PushService } from "./harness/push_service.ts";
 
 let nextCall = 1;
@@ -225,5 +226,56 @@ Deno.test("subagent calls: checked, limited, answered with bounded text, ended w
     );
   } finally {
     await fake.close();
+  }
+});
+
+Deno.test("a child that answers after a relay restart is read back from its log and ended", async () => {
+  const dataDir = await tempDir("baton-subagents-");
+  const runnerId = crypto.randomUUID();
+  try {
+    let token: string, parent: string, child: string;
+    {
+      await using relay = await startTestRelay({ dataDir });
+      const user = await signUp(relay.url);
+      token = await runnerToken(user);
+      const fake = await FakeRunner.connect(relay.url, { apiKey: token, runnerId });
+      try {
+        parent = await spawnSession(user, runnerId);
+        await started(fake, parent);
+        const r = await call(fake, "subagents.spawn", { sessionId: parent, task: "long job" });
+        child = String(r.data!.sessionId);
+        await started(fake, child);
+      } finally {
+        await fake.close();
+      }
+    }
+    await using relay = await startTestRelay({ dataDir });
+    const fake = await FakeRunner.connect(relay.url, {
+      apiKey: token,
+      runnerId,
+      sessions: [parent, child],
+    });
+    try {
+      // The child answers while no wait follows it (the relay forgot it with its memory).
+      await emit(fake, child, {
+        type: "message_end",
+        message: { role: "assistant", content: [{ type: "text", text: "survived" }] },
+      });
+      await emit(fake, child, { type: "agent_end" });
+      const res = await call(fake, "subagents.wait", { sessionId: parent, childId: child });
+      assert.deepEqual(res.data, { done: true, ok: true, text: "survived" });
+      await fake.until(
+        () =>
+          fake.requests.some((q) =>
+            q.op === "input" && (q.data as { sessionId: string }).sessionId === child &&
+            (q.data as { kind: string }).kind === "end"
+          ),
+        "the answered child's end",
+      );
+    } finally {
+      await fake.close();
+    }
+  } finally {
+    await Deno.remove(dataDir, { recursive: true }).catch(() => {});
   }
 });
