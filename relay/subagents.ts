@@ -31,6 +31,12 @@ import {
 
 /** Children followed at once at most (their answers wait here until the parent takes them). */
 const MAX_TRACKED = 10_000;
+/**
+ * Waits held at once, per child and in all: a runner that repeats its calls
+ * gets `{done: false}` at once past them instead of one more timer each.
+ */
+const MAX_WAITS_PER_CHILD = 4;
+const MAX_WAITS = 10_000;
 
 /** What is known of one child while its parent waits for it. */
 interface Tracked {
@@ -57,6 +63,7 @@ export class Subagents {
   readonly #clock: Clock;
   readonly #tracked = new Map<string, Tracked>();
   readonly #waiters = new Map<string, Set<() => void>>();
+  #waits = 0;
 
   constructor(options: SubagentsOptions) {
     this.#opts = options;
@@ -161,11 +168,17 @@ export class Subagents {
         this.#endAnswered(childId, t.userId);
       }
     }
+    const held = this.#waiters.get(childId)?.size ?? 0;
+    if (!t.outcome && (held >= MAX_WAITS_PER_CHILD || this.#waits >= MAX_WAITS)) {
+      return { done: false };
+    }
     if (!t.outcome) {
+      this.#waits++;
       await new Promise<void>((resolve) => {
         let waiters = this.#waiters.get(childId);
         if (!waiters) this.#waiters.set(childId, waiters = new Set());
         const done = () => {
+          this.#waits--;
           this.#clock.clearTimeout(timer);
           waiters!.delete(done);
           if (waiters!.size === 0) this.#waiters.delete(childId);

@@ -169,6 +169,22 @@ Deno.test("subagent calls: checked, limited, answered with bounded text, ended w
       assert.equal(kids.length, MAX_SUBAGENTS_PER_SESSION);
     });
 
+    await t.step("waits repeated on one child are held four at a time", async () => {
+      const r = await call(fake, "subagents.spawn", { sessionId: parent, task: "waited" });
+      const id = String(r.data!.sessionId);
+      await started(fake, id);
+      const t0 = Date.now();
+      const waits = Array.from(
+        { length: 10 },
+        () => call(fake, "subagents.wait", { sessionId: parent, childId: id }),
+      );
+      const early = await Promise.all(waits.slice(4));
+      assert.ok(Date.now() - t0 < 10_000, "the waits past four are answered at once");
+      for (const w of early) assert.deepEqual(w.data, { done: false });
+      await emit(fake, id, { type: "agent_end" });
+      for (const w of await Promise.all(waits.slice(0, 4))) assert.equal(w.data!.done, true);
+    });
+
     await t.step("children end when their parent ends", async () => {
       const p3 = await spawnSession(user, fake.runnerId);
       await started(fake, p3);
