@@ -181,6 +181,15 @@ Deno.test("the subagent tool runs child sessions: single, parallel, chain, linke
         const [kid] = await children(w, parent);
         assert.ok(kid);
         assert.equal(await statusOf(w, kid.sessionId), "running");
+        // While it works, the parent's tool call already links it (a partial result).
+        await w.viewer.until(
+          () =>
+            w.viewer.eventsOf(parent).some((e) =>
+              e.e.type === "tool_execution_update" &&
+              JSON.stringify(e.e.partialResult).includes(kid.sessionId)
+            ),
+          "a partial result linking the child",
+        );
         const res = await w.user.api(`/api/sessions/${parent}/input`, json("POST", { kind }));
         assert.equal(res.status, 200, await res.text());
         await eventually(
