@@ -51,15 +51,16 @@ function ChildLink({ id, index }: { id: string; index?: number | undefined }) {
   );
 }
 
-/** The sidebar's nested list of a parent's children. */
+/** The sidebar's nested list of a parent's children (a pinned one is listed under Pinned). */
 export function SidebarChildren({ parentId }: { parentId: string }) {
-  const kids = childrenOf.value.get(parentId);
+  const kids = childrenOf.value.get(parentId)?.filter((k) => !k.isPinned);
   if (!kids?.length) return null;
   return (
     <ul class="subagent-list" aria-label="Subagents">
       {kids.map((k) => (
         <li key={k.sessionId}>
           <ChildLink id={k.sessionId} />
+          <SidebarChildren parentId={k.sessionId} />
         </li>
       ))}
     </ul>
