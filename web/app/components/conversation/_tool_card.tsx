@@ -8,7 +8,6 @@ import { useMemo } from "preact/hooks";
 import type { Block, ToolRun } from "../../../../shared/conversation.ts";
 import { highlight } from "../../markdown.ts";
 import { Icon } from "../icon.tsx";
-import { SubagentLinks } from "../subagents/subagents.tsx";
 
 const SUMMARY_KEYS = ["command", "path", "file_path", "pattern", "query", "url"];
 
@@ -49,39 +48,35 @@ export function ToolCard(
   }[status];
   const hasBody = restJson !== null || shown !== "" || status === "running";
   return (
-    <>
-      <details
-        class={`tool ${status}`}
-        open={status === "running" || status === "error" || status === "interrupted"}
-      >
-        <summary>
-          <span class="tool-icon" aria-hidden="true">
-            <Icon name={name === "bash" ? "terminal" : "chevron"} size={14} />
-          </span>
-          <span class="tool-name">{name}</span>
-          <code class="tool-summary">{summary}</code>
-          <span class={`badge ${status}`}>
-            {status === "running" && <span class="spinner" aria-hidden="true" />}
-            {label}
-          </span>
-        </summary>
-        {hasBody && (
-          <div class="tool-body">
-            {restJson !== null && (
-              <pre class="code"><code class="hljs" dangerouslySetInnerHTML={{
+    <details
+      class={`tool ${status}`}
+      open={status === "running" || status === "error" || status === "interrupted"}
+    >
+      <summary>
+        <span class="tool-icon" aria-hidden="true">
+          <Icon name={name === "bash" ? "terminal" : "chevron"} size={14} />
+        </span>
+        <span class="tool-name">{name}</span>
+        <code class="tool-summary">{summary}</code>
+        <span class={`badge ${status}`}>
+          {status === "running" && <span class="spinner" aria-hidden="true" />}
+          {label}
+        </span>
+      </summary>
+      {hasBody && (
+        <div class="tool-body">
+          {restJson !== null && (
+            <pre class="code"><code class="hljs" dangerouslySetInnerHTML={{
               __html: highlight(restJson, "json"),
             }} /></pre>
-            )}
-            {(shown || status === "running") && (
-              <pre class={`tool-output ${status === "error" ? "error-text" : ""}`} aria-live="off">
+          )}
+          {(shown || status === "running") && (
+            <pre class={`tool-output ${status === "error" ? "error-text" : ""}`} aria-live="off">
               {shown || "…"}
-              </pre>
-            )}
-          </div>
-        )}
-      </details>
-      {/* Outside the card, so a closed card still links its children. */}
-      {run?.children && <SubagentLinks ids={run.children} />}
-    </>
+            </pre>
+          )}
+        </div>
+      )}
+    </details>
   );
 }
