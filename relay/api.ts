@@ -26,6 +26,7 @@ import { attachmentDownloadRoutes, attachmentUploadRoutes } from "./routes/attac
 import { keyRoutes } from "./routes/keys.ts";
 import { runnerRoutes } from "./routes/runners.ts";
 import { sessionRoutes } from "./routes/sessions.ts";
+import { subagentRoutes } from "./routes/subagents.ts";
 import { settingsRoutes } from "./routes/settings.ts";
 import { skillRoutes } from "./routes/skills.ts";
 import { usageRoutes } from "./routes/usage.ts";
@@ -120,6 +121,7 @@ export function apiRoutes(o: ApiOptions): Hono<RelayEnv> {
   );
   app.route("/api/runners", sandboxRoutes(o.hub.runners));
   app.route("/api/sessions", sessionRoutes(o.hub));
+  app.route("/api/sessions", subagentRoutes(o.hub));
   app.route("/api/sessions", sessionTriggerRoutes(o.triggers));
   app.route("/api/sessions", attachmentUploadRoutes(o.attachments, o.hub.sessions));
   app.route("/api/settings", settingsRoutes(o.store));

@@ -25,6 +25,7 @@ import { loadVapidKeys, type VapidKeys } from "./push_keys.ts";
 import { PushSender } from "./push_sender.ts";
 import { TriggerCalls } from "./runner_calls.ts";
 import { RunnerServices } from "./runner_services.ts";
+import { withSubagentCalls } from "./subagents.ts";
 import { SecretBox } from "./secret_box.ts";
 import { TriggerListeners } from "./trigger_listeners.ts";
 import { Triggers } from "./triggers.ts";
@@ -210,7 +211,10 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   const triggers = new Triggers({ store, sessions: hub.sessions });
   triggers.start();
   const runnerServices = new RunnerServices({ viewersOf: (u) => hub.fanout.viewersOf(u) });
-  const runnerCalls = new TriggerCalls(triggers, store, runnerServices);
+  const runnerCalls = withSubagentCalls(
+    new TriggerCalls(triggers, store, runnerServices),
+    hub.subagents,
+  );
   const listeners = new TriggerListeners({
     store,
     triggers,

@@ -28,6 +28,7 @@ import { PushNotifier, type PushNotifierOptions } from "./push.ts";
 import { Retention, type RetentionPolicy } from "./retention.ts";
 import { isEnded } from "./session_state.ts";
 import { StateFeed } from "./state_feed.ts";
+import { Subagents } from "./subagents.ts";
 import type { InputOptions } from "./input_attachments.ts";
 import type { RunnerHub } from "./runner_link.ts";
 import type { CommitEvents } from "./store/event_writer.ts";
@@ -78,6 +79,8 @@ export class Hub implements RunnerHub, ViewerHub {
   readonly services: ServiceRouter<Viewer>;
   /** Push notifications of committed events; null when the relay sends none. */
   readonly push: PushNotifier | null;
+  /** Child sessions started by agents (their `subagent` tool). */
+  readonly subagents: Subagents;
   readonly #log: (line: string) => void;
   #closed = false;
 
@@ -147,10 +150,12 @@ export class Hub implements RunnerHub, ViewerHub {
         store,
         send: options.pushSend,
         onScreen: (id) => this.fanout.onScreen(id),
+        parentOf: (id) => store.sessions.get(id)?.parentId ?? null,
         log: this.#log,
         clock,
       })
       : null;
+    this.subagents = new Subagents({ store, sessions: this.sessions, log: this.#log, clock });
   }
 
   /** Catches stored last seqs up with the log and starts the services' timers. */
@@ -169,6 +174,7 @@ export class Hub implements RunnerHub, ViewerHub {
     this.feed.bump(userId);
     if (events.length > 0) this.fanout.broadcast(sessionId, events);
     if (events.length > 0) this.push?.committed({ sessionId, userId, runnerId, events, patch });
+    this.subagents.committed({ sessionId, userId, runnerId, events, patch });
     if (!patch) return;
     const ended = patch.status !== undefined && isEnded(patch.status);
     // An ended session receives no more triggers: its subscriptions go with it.

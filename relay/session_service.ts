@@ -36,6 +36,9 @@ export interface SpawnInput {
   instruction?: string;
   /** Ids of the caller's attachments, of sessions on the same runner, for the first prompt. */
   attachments?: string[];
+  /** A subagent's parent session and role (relay/subagents.ts checks both). */
+  parentId?: string;
+  agent?: string;
 }
 
 /** How a wait for a session's start ended. */
@@ -129,6 +132,8 @@ export class SessionService implements SessionControl {
       endReason: null,
       lastSeq: 0,
       isPinned: false,
+      parentId: req.parentId ?? null,
+      agent: req.agent ?? null,
     });
     link.pendingSpawns.add(sessionId);
     try {
@@ -140,6 +145,7 @@ export class SessionService implements SessionControl {
         ...(req.trigger ? { trigger: req.trigger } : {}),
         ...(req.instruction ? { instruction: req.instruction } : {}),
         ...(attachments.length ? { attachments } : {}),
+        ...(req.agent ? { agent: req.agent } : {}),
       };
       // The runner fetches the attachments before it answers.
       const res = await link.request("spawn", spawn, attachments.length ? 120_000 : 30_000) as

@@ -327,6 +327,7 @@ export class Daemon {
       ...(start.woke ? { woke: true } : {}),
       ...(start.trigger ? { trigger: start.trigger } : {}),
       ...(start.instruction ? { instruction: start.instruction } : {}),
+      ...(s.entry.agent ? { agent: s.entry.agent } : {}),
     });
     s.entry.pid = worker.pid;
     this.#saveEntry(s);
@@ -729,6 +730,7 @@ export class Daemon {
       createdAt: new Date().toISOString(),
       // A first prompt or trigger starts a turn right away.
       busy: first.text.trim() !== "" || first.images.length > 0 || !!req.trigger,
+      ...(typeof req.agent === "string" ? { agent: req.agent } : {}),
     };
     const s = this.#newSession(entry, 1);
     await this.#registry.save(entry);

@@ -15,6 +15,8 @@ export interface SessionEntry {
   busy?: boolean;
   /** The worker was stopped after a while without a turn; the next input wakes it. */
   asleep?: boolean;
+  /** A subagent's role: the agent definition it runs as (runner/subagents.ts). */
+  agent?: string;
 }
 
 /**

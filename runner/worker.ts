@@ -37,6 +37,7 @@ import { McpServers } from "./mcp/servers.ts";
 import { loadSessionHooks } from "./hooks/load.ts";
 import { ChildReaper } from "./child_reaper.ts";
 import { SESSION_MARKER_ENV } from "./workspace/ports.ts";
+import { findAgentDefinition, listAgentDefinitions, pickModel, subagentTool } from "./subagents.ts";
 
 /** How often a running tool's partial output is forwarded at most. */
 const TOOL_UPDATE_INTERVAL_MS = 100;
@@ -182,7 +183,13 @@ class Worker {
     });
     const authStorage = AuthStorage.create(join(agentDir, "auth.json"));
     const modelRegistry = ModelRegistry.create(authStorage, join(agentDir, "models.json"));
-    const model = msg.model ? modelRegistry.find(msg.model.provider, msg.model.id) : undefined;
+    // A subagent's role: its definition's prompt, tools and model (runner/subagents.ts).
+    const folders = { cwd: msg.cwd, agentDir };
+    const role = msg.agent ? await findAgentDefinition(msg.agent, folders) : null;
+    if (msg.agent && !role) throw new Error(`Unknown agent definition: '${msg.agent}'`);
+    const roleModel = pickModel(role?.model, modelRegistry.getAvailable());
+    const model = roleModel ??
+      (msg.model ? modelRegistry.find(msg.model.provider, msg.model.id) : undefined);
     const haveFile = msg.resumeFile !== null && existsSync(msg.resumeFile);
     const sessionManager = haveFile
       ? SessionManager.open(msg.resumeFile!)
@@ -194,6 +201,7 @@ class Worker {
       settingsManager,
       noExtensions: skip.plugins,
       extensionFactories: [sandbox.gate(), ...(hooks?.count ? [hooks.extension()] : [])],
+      ...(role?.systemPrompt ? { appendSystemPrompt: [role.systemPrompt] } : {}),
     });
     await resourceLoader.reload();
     const mcp = await mcpStarting;
@@ -205,7 +213,19 @@ class Worker {
       sessionManager,
       settingsManager,
       resourceLoader,
-      customTools: [...triggerTools(this.call), sandbox.bashTool(), ...mcp.tools],
+      customTools: [
+        ...triggerTools(this.call),
+        sandbox.bashTool(),
+        subagentTool(
+          this.call,
+          folders,
+          (await listAgentDefinitions(folders)).map((a) =>
+            `${a.name}: ${a.description.slice(0, 200)}`
+          ),
+        ),
+        ...mcp.tools,
+      ],
+      ...(role?.tools ? { tools: role.tools } : {}),
       ...(model ? { model } : {}),
     });
     this.#session = session;
@@ -329,7 +349,12 @@ class Worker {
           return reply();
         case "end":
           this.#flushUpdates();
-          this.emit({ type: "session_end", reason: "ended", message: "Ended by user" });
+          // A text says why (the relay ends a subagent once it answered).
+          this.emit({
+            type: "session_end",
+            reason: "ended",
+            message: msg.text.trim().slice(0, 200) || "Ended by user",
+          });
           reply();
           this.dispose();
           Deno.exit(0);

@@ -491,3 +491,6 @@ export type * from "./skills_api.ts";
 
 // Push notifications (their own module, re-exported here)
 export type * from "./push_api.ts";
+
+// Subagents: `GET /api/sessions/{id}/children` and the `subagent` tool's details (their own module)
+export type * from "./subagents_api.ts";

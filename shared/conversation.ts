@@ -8,6 +8,7 @@
  */
 import type { ModelRef, SessionActivity, SessionEvent, SessionEventBody } from "./protocol.ts";
 import { isPort, PREVIEW_PORTS_EVENT, type PreviewPort } from "./previews_api.ts";
+import { subagentChildren } from "./subagents_api.ts";
 
 /** A piece of an assistant message. */
 export type Block =
@@ -24,6 +25,8 @@ export interface ToolRun {
   status: "pending" | "running" | "done" | "error" | "interrupted";
   /** Latest output while it runs, then the result text. */
   output: string;
+  /** The child sessions a `subagent` call started, in task order (shared/subagents_api.ts). */
+  children?: string[];
 }
 
 /** One entry of the conversation, in order. */
@@ -229,6 +232,7 @@ function apply(
       tools()[id] = {
         ...(prev ?? { id, name: String(e.toolName ?? "tool"), args: e.args, status: "running" }),
         output: resultText(e.partialResult),
+        ...subagentChildren(e.partialResult),
       };
       return;
     }
@@ -239,6 +243,7 @@ function apply(
         ...(prev ?? { id, name: String(e.toolName ?? "tool"), args: e.args }),
         status: e.isError ? "error" : "done",
         output: resultText(e.result),
+        ...subagentChildren(e.result),
       };
       return;
     }

@@ -97,6 +97,13 @@ export interface SessionInfo {
   endReason: string | null;
   lastSeq: number;
   isPinned: boolean;
+  /**
+   * The session whose agent started this one with its `subagent` tool; null
+   * for others (the relay always sets it; optional for older peers).
+   */
+  parentId?: string | null;
+  /** The agent definition (from the agents folders) a subagent runs as, if one was named. */
+  agent?: string | null;
 }
 
 /** Longest title a person may give a session (`PATCH /api/sessions/{id}`). */
@@ -240,6 +247,8 @@ export interface SpawnRequest {
   instruction?: string;
   /** Files for the first prompt; the runner fetches them (see shared/attachments_api.ts). */
   attachments?: AttachmentRef[];
+  /** A subagent's role: the agent definition it runs as (docs/subagents.md). */
+  agent?: string;
 }
 export interface TriggerRequest {
   sessionId: string;
@@ -296,6 +305,8 @@ export interface WorkerStart {
   resumed: boolean;
   /** True when the session wakes from sleep (not after a restart). */
   woke?: boolean;
+  /** A subagent's role: the agent definition it runs as. */
+  agent?: string;
 }
 
 export interface WorkerInput {

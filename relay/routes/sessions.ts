@@ -65,7 +65,8 @@ export function sessionRoutes(
       },
       { name: "runnerId", description: "Only this runner's sessions", schema: { type: "string" } },
     ],
-    ok: "`{sessions, persistedSessions}`: live (`starting`, `running`) and finished, newest first",
+    ok: "`{sessions, persistedSessions}`: live (`starting`, `running`) and finished, newest " +
+      "first; a subagent has `parentId` (its parent session) and `agent` (its role)",
   });
   app.get("/", listDoc, (c) => {
     const { userId, runnerId: bound } = principal(c);
@@ -119,7 +120,7 @@ export function sessionRoutes(
     tag: "Sessions",
     summary: "One session",
     auth: "principal",
-    ok: "`{session: {...}}`",
+    ok: "`{session: {...}}`, with `parentId` (null unless a subagent) and `agent`",
     errors: NOT_FOUND,
   });
   app.get("/:id", getDoc, (c) => {

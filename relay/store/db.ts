@@ -8,6 +8,7 @@ interface Migration {
   sql: string;
 }
 
+// Over 400 lines: the migrations are the schema's history, one list in order.
 // Append only: a released migration is never edited. SQL stays portable
 // (no INSERT OR IGNORE, no AUTOINCREMENT) so a PostgreSQL store can reuse the
 // repository queries; only these DDL statements are SQLite flavoured.
@@ -312,6 +313,17 @@ const MIGRATIONS: Migration[] = [
         created_at TEXT NOT NULL
       );
       CREATE INDEX push_subscriptions_user ON push_subscriptions (user_id, created_at);
+    `,
+  },
+  {
+    // Subagents (relay/subagents.ts): a child session names the session whose
+    // agent started it, and the agent definition it runs as, if any.
+    version: 12,
+    name: "session parents",
+    sql: `
+      ALTER TABLE sessions ADD COLUMN parent_id TEXT;
+      ALTER TABLE sessions ADD COLUMN agent TEXT;
+      CREATE INDEX sessions_parent ON sessions (parent_id);
     `,
   },
 ];

@@ -35,6 +35,8 @@ interface SessionRow {
   last_seq: number;
   pinned: number;
   event_bytes?: number;
+  parent_id?: string | null;
+  agent?: string | null;
 }
 
 /** Parsed models by their JSON: a listing has thousands of rows but few distinct models. */
@@ -68,6 +70,8 @@ function fromRow(r: SessionRow): SessionRecord {
     endReason: r.end_reason,
     lastSeq: r.last_seq,
     isPinned: r.pinned === 1,
+    parentId: r.parent_id ?? null,
+    agent: r.agent ?? null,
     // Listings leave it out: undefined, not 0, so nobody takes it for a size.
     ...(r.event_bytes !== undefined ? { eventBytes: r.event_bytes } : {}),
   };
@@ -99,8 +103,8 @@ export class SessionsRepo {
   insert(s: SessionRecord): void {
     this.#sql.sql(
       `INSERT INTO sessions (id, user_id, runner_id, status, activity, cwd, model, prompt, title,
-         created_at, updated_at, ended_at, end_reason, last_seq, pinned)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+         created_at, updated_at, ended_at, end_reason, last_seq, pinned, parent_id, agent)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     ).run(
       s.sessionId,
       s.userId,
@@ -117,6 +121,8 @@ export class SessionsRepo {
       s.endReason,
       s.lastSeq,
       s.isPinned ? 1 : 0,
+      s.parentId ?? null,
+      s.agent ?? null,
     );
   }
 
@@ -141,7 +147,7 @@ export class SessionsRepo {
   listForUser(userId: string): SessionRecord[] {
     const st = this.#sql.arrays(
       `SELECT id, user_id, runner_id, status, activity, cwd, model, title, created_at,
-         updated_at, ended_at, end_reason, last_seq, pinned
+         updated_at, ended_at, end_reason, last_seq, pinned, parent_id, agent
        FROM sessions WHERE user_id = ? ORDER BY created_at DESC, id DESC`,
     );
     return (st.all(userId) as unknown as unknown[][]).map((r) =>
@@ -161,6 +167,8 @@ export class SessionsRepo {
         end_reason: r[11] as string | null,
         last_seq: r[12] as number,
         pinned: r[13] as number,
+        parent_id: r[14] as string | null,
+        agent: r[15] as string | null,
       })
     );
   }
@@ -232,6 +240,22 @@ export class SessionsRepo {
       userId,
     );
     return Number(res.changes) > 0;
+  }
+
+  /** The sessions a session's agent started (its subagents), oldest first. */
+  listChildren(parentId: string): SessionRecord[] {
+    const rows = this.#sql.sql(
+      "SELECT * FROM sessions WHERE parent_id = ? ORDER BY created_at, id",
+    ).all(parentId) as unknown as SessionRow[];
+    return rows.map(fromRow);
+  }
+
+  /** How many subagents a session has started (ended ones included). */
+  countChildren(parentId: string): number {
+    const r = this.#sql.sql("SELECT COUNT(*) AS n FROM sessions WHERE parent_id = ?").get(
+      parentId,
+    ) as { n: number };
+    return Number(r.n);
   }
 
   delete(id: string): void {

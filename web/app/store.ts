@@ -41,14 +41,28 @@ export const sessionGroups = computed(() => {
     asleep: [],
     ended: [],
   };
-  for (const s of list) groups[s.isPinned ? "pinned" : groupOf(s)].push(s);
+  // A subagent is listed under its parent (components/subagents/), when its parent is listed.
+  const listed = new Set(list.map((s) => s.sessionId));
+  for (const s of list) {
+    if (s.parentId && listed.has(s.parentId) && !s.isPinned) continue;
+    groups[s.isPinned ? "pinned" : groupOf(s)].push(s);
+  }
   return groups;
 });
 
 /** Every session in sidebar order (for keyboard navigation). */
 export const sessionOrder = computed(() => {
   const g = sessionGroups.value;
-  return [g.pinned, ...GROUPS.map((k) => g[k])].flat();
+  // Subagents follow their parent, as the sidebar nests them (oldest first).
+  const kids = new Map<string, SessionInfo[]>();
+  for (const s of [...sessions.value].sort((a, b) => a.createdAt.localeCompare(b.createdAt))) {
+    if (s.parentId && !s.isPinned) kids.set(s.parentId, [...kids.get(s.parentId) ?? [], s]);
+  }
+  const withKids = (s: SessionInfo): SessionInfo[] => [
+    s,
+    ...(kids.get(s.sessionId) ?? []).flatMap(withKids),
+  ];
+  return [g.pinned, ...GROUPS.map((k) => g[k])].flat().flatMap(withKids);
 });
 
 /** A runner's name, for a line of text. */

@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { Fragment } from "preact";
 import { memo } from "preact/compat";
 import { useMemo, useRef } from "preact/hooks";
 import type { Item, ToolRun } from "../../../../shared/conversation.ts";
@@ -11,6 +12,7 @@ import { renderMarkdown } from "../../markdown.ts";
 import { Icon } from "../icon.tsx";
 import { ToolCard } from "./_tool_card.tsx";
 import { useSigils } from "../services/sigil_pill.tsx";
+import { SubagentLinks } from "../subagents/subagents.tsx";
 
 /** The assistant message `item`; `tools` holds the runs of its tool calls. */
 export function AssistantMessage(
@@ -32,7 +34,15 @@ export function AssistantMessage(
             </details>
           );
         }
-        return <ToolCard key={b.id || i} call={b} run={tools[b.id]} />;
+        const children = tools[b.id]?.children;
+        if (!children) return <ToolCard key={b.id || i} call={b} run={tools[b.id]} />;
+        // A subagent call links its children below its card, open or closed.
+        return (
+          <Fragment key={b.id || i}>
+            <ToolCard call={b} run={tools[b.id]} />
+            <SubagentLinks ids={children} />
+          </Fragment>
+        );
       })}
       {item.streaming && item.blocks.length === 0 && <Typing label="The agent is answering" />}
       {item.error && item.stopReason !== "aborted" && (

@@ -13,6 +13,7 @@ import { statusOf } from "../../session_status.ts";
 import { runnerName, runners } from "../../store.ts";
 import { Icon, type IconName } from "../icon.tsx";
 import { RenameForm } from "./_rename_form.tsx";
+import { ParentLink } from "../subagents/subagents.tsx";
 import { SessionMenu } from "./_session_menu.tsx";
 
 /** The header; `info` is null until the relay sent it. */
@@ -84,6 +85,7 @@ export function SessionHeader(
           />
         )}
         <SessionMeta info={info} conv={conv} />
+        <ParentLink info={info} />
       </div>
       <div class="session-head-side">
         <span class={`pill ${st.tone}`} role="status" aria-label={`Status: ${st.label}`}>

@@ -12,6 +12,7 @@ import { GROUPS, type SessionGroup, statusOf } from "../../session_status.ts";
 import { runnerFilter, runnerName, sessionGroups } from "../../store.ts";
 import { Icon } from "../icon.tsx";
 import { AppLink } from "../widgets.tsx";
+import { SidebarChildren } from "../subagents/subagents.tsx";
 
 const HEADINGS: Record<SessionGroup, string> = {
   working: "Working",
@@ -99,6 +100,7 @@ function SessionLink({ s, repeated }: { s: SessionInfo; repeated: boolean }) {
       >
         <Icon name="pin" size={15} />
       </button>
+      <SidebarChildren parentId={s.sessionId} />
     </li>
   );
 }
