@@ -71,6 +71,11 @@ export function authConfig(options: AuthConfigOptions) {
         "/sign-up/*": { window: 60, max: 10 },
       },
     },
+    // No OpenTelemetry spans. With @opentelemetry/api resolvable (the single-file
+    // bundle needs it for pi's providers) better-auth turns them on, and then a
+    // second relay in one process (the tests' in-process relays) ran its queries
+    // on the first one's closed database: "database is not open".
+    experimental: { instrumentation: { enabled: false } },
     advanced: {
       ipAddress: { ipAddressHeaders: [options.clientIpHeader] },
       useSecureCookies: options.baseUrl.startsWith("https:"),
