@@ -32,6 +32,8 @@ import type {
 import { triggerMessage, triggerTools } from "./trigger_tools.ts";
 import { readLines } from "./_lines.ts";
 import { resolveForSession, SessionSandbox } from "./sandbox/session.ts";
+import { NotPendingError, QuestionDesk } from "./questions.ts";
+import { effectivePolicy } from "./approvals/service.ts";
 
 /** How often a running tool's partial output is forwarded at most. */
 const TOOL_UPDATE_INTERVAL_MS = 100;
@@ -78,6 +80,8 @@ export async function workerMain(_argv: string[]): Promise<number> {
     } else if (msg.t === "input") worker.input(msg);
     else if (msg.t === "trigger") worker.trigger(msg);
     else if (msg.t === "result") worker.result(msg);
+    else if (msg.t === "answer") worker.answer(msg);
+    else if (msg.t === "approvals") worker.questions?.setPolicy(msg.policy);
   }
   // stdin closed: the daemon is gone. Stop; a restarted daemon resumes the session.
   worker.dispose();
@@ -89,6 +93,8 @@ class Worker {
   /** Set when the runner has no usable model: prompts get this message instead. */
   #noModel: string | null = null;
   #calls = new Map<number, { resolve: (d: unknown) => void; reject: (e: Error) => void }>();
+  /** The session's questions and approvals (set once it starts). */
+  questions: QuestionDesk | null = null;
   #nextCall = 1;
 
   /** Asks the relay (through the daemon) on behalf of this session. */
@@ -108,6 +114,19 @@ class Worker {
     else p.reject(new Error(msg.error.message));
   }
   #starting: Promise<void> | null = null;
+
+  /** A person's answer to a question or approval this session waits on. */
+  async answer(msg: Extract<DaemonToWorker, { t: "answer" }>): Promise<void> {
+    await this.#starting?.catch(() => {});
+    try {
+      if (!this.questions) throw new NotPendingError();
+      this.questions.answer(msg.toolCallId, msg.text, msg.via);
+      send({ t: "res", id: msg.id, ok: true });
+    } catch (err) {
+      const code = err instanceof NotPendingError ? err.code : "answer_failed";
+      send({ t: "res", id: msg.id, ok: false, error: { code, message: errorText(err) } });
+    }
+  }
   #pendingUpdates = new Map<string, SessionEventBody>();
   #updateTimer: ReturnType<typeof setTimeout> | null = null;
 
@@ -151,6 +170,10 @@ class Worker {
       { cwd: msg.cwd, home, report: (v) => this.emit({ type: "sandbox:violation", ...v }) },
     );
     const sandboxState = await sandbox.start();
+    this.questions = new QuestionDesk({
+      emit: (e) => this.emit(e),
+      policy: await effectivePolicy(agentDir, msg.sessionId),
+    });
     const authStorage = AuthStorage.create(join(agentDir, "auth.json"));
     const modelRegistry = ModelRegistry.create(authStorage, join(agentDir, "models.json"));
     const model = msg.model ? modelRegistry.find(msg.model.provider, msg.model.id) : undefined;
@@ -164,7 +187,7 @@ class Worker {
       agentDir,
       settingsManager,
       noExtensions: skip.plugins,
-      extensionFactories: [sandbox.gate()],
+      extensionFactories: [sandbox.gate(), this.questions.gate()],
     });
     await resourceLoader.reload();
     const { session, modelFallbackMessage } = await createAgentSession({
@@ -175,7 +198,7 @@ class Worker {
       sessionManager,
       settingsManager,
       resourceLoader,
-      customTools: [...triggerTools(this.call), sandbox.bashTool()],
+      customTools: [...triggerTools(this.call), sandbox.bashTool(), this.questions.askUserTool()],
       ...(model ? { model } : {}),
     });
     this.#session = session;

@@ -491,3 +491,4 @@ export type * from "./skills_api.ts";
 
 // Push notifications (their own module, re-exported here)
 export type * from "./push_api.ts";
+export type * from "./questions_api.ts";
