@@ -155,7 +155,7 @@ Deno.test("/api/push/answer: 403 without collab mode, answers with it, 409 after
       s.llm.enqueue({ toolCalls: [{ name: "ask_user", args: QUESTION, id: "call_p2" }] });
       await s.user.api(
         `/api/sessions/${sessionId}/input`,
-        json("POST", { kind: "prompt", text: "And the cache?" }),
+        json("POST", { kind: "followUp", text: "And the cache?" }),
       );
       await viewer.until(
         () => !!eventOf(viewer.eventsOf(sessionId), "question", "call_p2"),
@@ -230,7 +230,7 @@ Deno.test("an approval policy holds a bash call: Approve runs it, Deny tells the
       const before = events().length;
       await s.user.api(
         `/api/sessions/${sessionId}/input`,
-        json("POST", { kind: "prompt", text: "Again" }),
+        json("POST", { kind: "followUp", text: "Again" }),
       );
       await viewer.until(
         () => !!eventOf(events(), "question", "call_d1"),
@@ -288,7 +288,7 @@ Deno.test("agent_needs_input reaches the push service with option buttons and a 
     s.llm.enqueue({ toolCalls: [{ name: "ask_user", args: QUESTION, id: "call_n2" }] });
     await s.user.api(
       `/api/sessions/${first}/input`,
-      json("POST", { kind: "prompt", text: "Next" }),
+      json("POST", { kind: "followUp", text: "Next" }),
     );
     await service.until(
       () => service.of(sub.id).some((p) => p.payload.toolCallId === "call_n2"),
@@ -309,7 +309,10 @@ Deno.test("agent_needs_input reaches the push service with option buttons and a 
     );
     await answer(s.user, first, "call_n2", "SQLite");
     s.llm.enqueue({ toolCalls: [{ name: "bash", args: { command: "ls" }, id: "call_n3" }] });
-    await s.user.api(`/api/sessions/${first}/input`, json("POST", { kind: "prompt", text: "ls" }));
+    await s.user.api(
+      `/api/sessions/${first}/input`,
+      json("POST", { kind: "followUp", text: "ls" }),
+    );
     await service.until(
       () => service.of(sub.id).some((p) => p.payload.toolCallId === "call_n3"),
       "the approval's agent_needs_input",

@@ -3,9 +3,9 @@
  *
  * - `POST /api/push/answer` (a notification's button or inline reply; the
  *   service worker sends the browser's cookie) and
- *   `POST /api/sessions/{sessionId}/answer` (the session's page);
- * - `GET`/`PUT /api/sessions/{sessionId}/collab`;
- * - `GET`/`PUT /api/sessions/{sessionId}/approvals` and
+ *   `POST /api/sessions/{id}/answer` (the session's page);
+ * - `GET`/`PUT /api/sessions/{id}/collab`;
+ * - `GET`/`PUT /api/sessions/{id}/approvals` and
  *   `GET`/`PUT /api/runners/{runnerId}/approvals`.
  *
  * Changing collab mode or a policy, and approving a tool call, need the
@@ -131,7 +131,7 @@ export function sessionQuestionRoutes(questions: Questions): Hono<RelayEnv> {
   const sessionErrors = { 404: "`not_found`: no such session, or not the caller's" };
 
   app.post(
-    "/:sessionId/answer",
+    "/:id/answer",
     routeDoc({
       tag: "Sessions",
       summary: "Answer a question (or approve or deny a tool call) the session's agent waits on",
@@ -148,7 +148,7 @@ export function sessionQuestionRoutes(questions: Questions): Hono<RelayEnv> {
     async (c) => {
       const body = await readJson(c, SessionAnswer);
       const p = principal(c);
-      await questions.answer(p.userId, c.req.param("sessionId"), {
+      await questions.answer(p.userId, c.req.param("id"), {
         toolCallId: body.toolCallId,
         text: body.text,
         via: "session",
@@ -159,7 +159,7 @@ export function sessionQuestionRoutes(questions: Questions): Hono<RelayEnv> {
   );
 
   app.get(
-    "/:sessionId/collab",
+    "/:id/collab",
     routeDoc({
       tag: "Sessions",
       summary: "Whether the session is in collab mode (answers from notifications allowed)",
@@ -168,13 +168,13 @@ export function sessionQuestionRoutes(questions: Questions): Hono<RelayEnv> {
       errors: sessionErrors,
     }),
     (c) => {
-      const collab = questions.collab(principal(c).userId, c.req.param("sessionId"));
+      const collab = questions.collab(principal(c).userId, c.req.param("id"));
       return c.json({ collab } satisfies CollabResponse);
     },
   );
 
   app.put(
-    "/:sessionId/collab",
+    "/:id/collab",
     routeDoc({
       tag: "Sessions",
       summary: "Turn collab mode on or off: notifications' buttons and replies may answer",
@@ -186,13 +186,13 @@ export function sessionQuestionRoutes(questions: Questions): Hono<RelayEnv> {
     async (c) => {
       const body = await readJson(c, Collab);
       const userId = cookieOnly(c, "collab mode is changed from the browser");
-      const collab = questions.setCollab(userId, c.req.param("sessionId"), body.enabled);
+      const collab = questions.setCollab(userId, c.req.param("id"), body.enabled);
       return c.json({ collab } satisfies CollabResponse);
     },
   );
 
   app.get(
-    "/:sessionId/approvals",
+    "/:id/approvals",
     routeDoc({
       tag: "Sessions",
       summary: "The session's approval policy, its runner's, and the one in force",
@@ -201,13 +201,13 @@ export function sessionQuestionRoutes(questions: Questions): Hono<RelayEnv> {
       errors: { ...sessionErrors, ...RUNNER_ERRORS },
     }),
     async (c) => {
-      const res = await questions.sessionPolicy(principal(c).userId, c.req.param("sessionId"));
+      const res = await questions.sessionPolicy(principal(c).userId, c.req.param("id"));
       return c.json(checked(SessionPolicyAnswer, res));
     },
   );
 
   app.put(
-    "/:sessionId/approvals",
+    "/:id/approvals",
     routeDoc({
       tag: "Sessions",
       summary: "Give the session a policy of its own, or null to follow its runner's",
@@ -220,7 +220,7 @@ export function sessionQuestionRoutes(questions: Questions): Hono<RelayEnv> {
     async (c) => {
       const body = await readJson(c, SessionPolicyBody);
       const userId = cookieOnly(c, "approval policies are changed from the browser");
-      const res = await questions.sessionPolicy(userId, c.req.param("sessionId"), {
+      const res = await questions.sessionPolicy(userId, c.req.param("id"), {
         policy: body.policy,
       });
       return c.json(checked(SessionPolicyAnswer, res));
