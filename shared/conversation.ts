@@ -7,6 +7,7 @@
  * @module
  */
 import type { ModelRef, SessionActivity, SessionEvent, SessionEventBody } from "./protocol.ts";
+import { type PendingQuestion, reduceQuestions } from "./questions_api.ts";
 
 /** A piece of an assistant message. */
 export type Block =
@@ -88,6 +89,8 @@ export interface Conversation {
   cwd: string | null;
   ended: { reason: string; message: string } | null;
   queue: { steering: string[]; followUp: string[] };
+  /** Questions and approvals the agent waits on (shared/questions_api.ts). */
+  questions: PendingQuestion[];
   lastSeq: number;
 }
 
@@ -103,6 +106,7 @@ export function emptyConversation(): Conversation {
     cwd: null,
     ended: null,
     queue: { steering: [], followUp: [] },
+    questions: [],
     lastSeq: 0,
   };
 }
@@ -154,6 +158,7 @@ function apply(
     notice("error", `An event (${e.type}) was too large and was cut`);
     return;
   }
+  c.questions = reduceQuestions(c.questions, e);
   switch (e.type) {
     case "session_start": {
       if (isModel(e.model)) c.model = { provider: e.model.provider, id: e.model.id };

@@ -15,6 +15,7 @@ import { SessionHeader } from "./_session_header.tsx";
 import { SessionTriggers } from "./_triggers_panel.tsx";
 import { ChangesPanel } from "../git/changes_panel.tsx";
 import { TerminalPanel } from "../terminal/terminal_panel.tsx";
+import { PendingQuestions } from "../questions/pending_questions.tsx";
 
 /** Session `id`, or a word that there is none the account may see. */
 export function SessionView({ id }: { id: string }) {
@@ -111,6 +112,7 @@ export function SessionView({ id }: { id: string }) {
           Jump to latest
         </button>
       )}
+      {!ended && <PendingQuestions id={id} questions={conv.questions} />}
       <Composer id={id} working={conv.working} ended={ended} queue={conv.queue} />
     </main>
   );
