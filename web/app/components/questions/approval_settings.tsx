@@ -147,7 +147,7 @@ export function RunnerApprovals({ runnerId }: { runnerId: string }) {
   );
 }
 
-/** A session's collab switch and approval policy (from its header). */
+/** A session's collab switch and approval policy: a side panel opened from its header. */
 export function SessionAgentSettings({ id, onClose }: { id: string; onClose: () => void }) {
   const [collab, setCollab] = useState<boolean | null>(null);
   const [policies, setPolicies] = useState<SessionApprovalsResponse | null>(null);
@@ -192,59 +192,68 @@ export function SessionAgentSettings({ id, onClose }: { id: string; onClose: () 
     }
   };
   return (
-    <div class="agent-settings card" role="dialog" aria-label="Questions and approvals">
-      <div class="card-head">
-        <h2>Questions and approvals</h2>
-        <button type="button" class="icon-btn" aria-label="Close" onClick={onClose}>
+    <aside class="side-panel agent-settings" aria-labelledby="agent-settings-title">
+      <div class="panel-head">
+        <h2 id="agent-settings-title">
+          <Icon name="shield" /> Approvals
+        </h2>
+        <button
+          type="button"
+          class="icon-btn"
+          aria-label="Close the approvals panel"
+          onClick={onClose}
+        >
           <Icon name="x" />
         </button>
       </div>
-      <label class="switch-row">
-        <input
-          type="checkbox"
-          checked={collab === true}
-          disabled={collab === null}
-          onChange={(e) => toggleCollab(e.currentTarget.checked)}
-        />{" "}
-        <span>
-          <strong>Collab mode</strong>
-          <span class="hint">
-            A notification's buttons and reply may answer this session's questions and approve or
-            deny its tool calls, from the lock screen.
-          </span>
-        </span>
-      </label>
-      {policies && (
-        <>
-          <label class="switch-row">
-            <input
-              type="checkbox"
-              checked={own}
-              onChange={(e) => {
-                const on = e.currentTarget.checked;
-                setOwn(on);
-                if (!on && policies.policy !== null) savePolicy(null);
-              }}
-            />{" "}
-            <span>
-              <strong>A policy of its own</strong>
-              <span class="hint">
-                Off: it follows the runner's ({policies.runner.mode === "auto" ? "auto" : "ask"}).
-              </span>
+      <div class="panel-body">
+        <label class="switch-row">
+          <input
+            type="checkbox"
+            checked={collab === true}
+            disabled={collab === null}
+            onChange={(e) => toggleCollab(e.currentTarget.checked)}
+          />{" "}
+          <span>
+            <strong>Collab mode</strong>
+            <span class="hint">
+              A notification's buttons and reply may answer this session's questions and approve or
+              deny its tool calls, from the lock screen.
             </span>
-          </label>
-          {own && (
-            <PolicyForm
-              key={JSON.stringify(policies.policy)}
-              idPrefix={`session-${id}`}
-              value={policies.policy ?? policies.runner}
-              onSave={savePolicy}
-              saving={saving}
-            />
-          )}
-        </>
-      )}
-      {error && <p class="error" role="alert">{error}</p>}
-    </div>
+          </span>
+        </label>
+        {policies && (
+          <>
+            <label class="switch-row">
+              <input
+                type="checkbox"
+                checked={own}
+                onChange={(e) => {
+                  const on = e.currentTarget.checked;
+                  setOwn(on);
+                  if (!on && policies.policy !== null) savePolicy(null);
+                }}
+              />{" "}
+              <span>
+                <strong>A policy of its own</strong>
+                <span class="hint">
+                  Off: it follows the runner's ({policies.runner.mode === "auto" ? "auto" : "ask"}).
+                </span>
+              </span>
+            </label>
+            {own && (
+              <PolicyForm
+                key={JSON.stringify(policies.policy)}
+                idPrefix={`session-${id}`}
+                value={policies.policy ?? policies.runner}
+                onSave={savePolicy}
+                saving={saving}
+              />
+            )}
+          </>
+        )}
+        {error && <p class="error" role="alert">{error}</p>}
+      </div>
+    </aside>
   );
 }

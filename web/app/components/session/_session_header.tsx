@@ -30,6 +30,8 @@ export function SessionHeader(
     onToggleChanges,
     terminal = false,
     onToggleTerminal = null,
+    approvals = false,
+    onToggleApprovals = null,
   }: {
     id: string;
     info: SessionInfo | null;
@@ -47,6 +49,9 @@ export function SessionHeader(
     /** Whether the terminal panel is open; null: no terminal to open here. */
     terminal?: boolean;
     onToggleTerminal?: (() => void) | null;
+    /** Whether the approvals panel (collab mode, policy) is open; null: not for this session. */
+    approvals?: boolean;
+    onToggleApprovals?: (() => void) | null;
   },
 ) {
   const [renaming, setRenaming] = useState(false);
@@ -96,7 +101,8 @@ export function SessionHeader(
               on={panel}
               onClick={onTogglePanel}
             />
-            {(onToggleFiles || (onToggleChanges && !ended) || onToggleTerminal) && (
+            {(onToggleFiles || (onToggleChanges && !ended) || onToggleTerminal ||
+              onToggleApprovals) && (
               <MoreActions>
                 {onToggleFiles && (
                   <PanelToggle
@@ -114,6 +120,15 @@ export function SessionHeader(
                     title="Changes: the repository's diff, commit and push"
                     on={changes}
                     onClick={onToggleChanges}
+                  />
+                )}
+                {onToggleApprovals && (
+                  <PanelToggle
+                    icon="shield"
+                    label="Approvals"
+                    title="Approvals and collab mode: what waits for you, and answers from notifications"
+                    on={approvals}
+                    onClick={onToggleApprovals}
                   />
                 )}
                 {onToggleTerminal && (

@@ -8,7 +8,6 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { api } from "../../api.ts";
 import { deleteSession, link } from "../../store.ts";
 import { Icon } from "../icon.tsx";
-import { SessionAgentSettings } from "../questions/approval_settings.tsx";
 
 /** Pin, rename, end and delete; while one is confirmed, the question has the row. */
 export function SessionMenu(
@@ -23,7 +22,6 @@ export function SessionMenu(
   const [error, setError] = useState<string | null>(null);
   /** A delete waits for a running session to end first: say so meanwhile. */
   const [busy, setBusy] = useState(false);
-  const [agentSettings, setAgentSettings] = useState(false);
   const keep = useRef<HTMLButtonElement>(null);
   useEffect(() => {
     if (confirming) keep.current?.focus();
@@ -80,25 +78,6 @@ export function SessionMenu(
       >
         <Icon name="pin" />
       </button>
-      {!ended && (
-        <button
-          type="button"
-          id="session-approvals"
-          class={`icon-btn ${agentSettings ? "on" : ""}`}
-          aria-expanded={agentSettings}
-          aria-label="Questions and approvals"
-          title="Collab mode and approvals"
-          onClick={() => setAgentSettings(!agentSettings)}
-        >
-          <Icon name="shield" />
-        </button>
-      )}
-      {agentSettings && !ended && (
-        <SessionAgentSettings
-          id={id}
-          onClose={() => setAgentSettings(false)}
-        />
-      )}
       <button
         type="button"
         id="rename-session"

@@ -16,6 +16,7 @@ import { SessionTriggers } from "./_triggers_panel.tsx";
 import { ChangesPanel } from "../git/changes_panel.tsx";
 import { TerminalPanel } from "../terminal/terminal_panel.tsx";
 import { PendingQuestions } from "../questions/pending_questions.tsx";
+import { SessionAgentSettings } from "../questions/approval_settings.tsx";
 
 /** Session `id`, or a word that there is none the account may see. */
 export function SessionView({ id }: { id: string }) {
@@ -28,6 +29,7 @@ export function SessionView({ id }: { id: string }) {
   const cwd = conv.cwd ?? info?.cwd ?? null;
   const [changes, setChanges] = useState(false);
   const [terminal, setTerminal] = useState(false);
+  const [approvals, setApprovals] = useState(false);
   const ended = info?.status === "ended" || info?.status === "error";
   const working = conv.working;
   // A prompt the agent lost in a runner restart goes again as a new message
@@ -60,6 +62,8 @@ export function SessionView({ id }: { id: string }) {
         }}
         terminal={terminal}
         onToggleTerminal={cwd && info && !ended ? () => setTerminal(!terminal) : null}
+        approvals={approvals}
+        onToggleApprovals={info && !ended ? () => setApprovals(!approvals) : null}
       />
       <div class="session-body">
         <div
@@ -97,6 +101,12 @@ export function SessionView({ id }: { id: string }) {
             runnerId={info.runnerId}
             cwd={cwd}
             onClose={() => setTerminal(false)}
+          />
+        )}
+        {approvals && info && !ended && (
+          <SessionAgentSettings
+            id={id}
+            onClose={() => setApprovals(false)}
           />
         )}
         {files && cwd && info && (
