@@ -24,6 +24,8 @@ import type { SessionRecord, Store } from "./store/mod.ts";
 const TIMEOUT_MS = 10_000;
 /** How far back in a session's log a question is looked for (events). */
 const LOOKBACK = 2000;
+/** Most bytes of events read at once while looking. */
+const PAGE_BYTES = 4 * 1024 * 1024;
 
 /** The user_settings key of a session's collab switch. */
 function collabKey(sessionId: string): string {
@@ -106,14 +108,19 @@ export class Questions {
 
   /** The kind of a question that waits in the session, or a 409 when none does under that id. */
   pendingKind(s: SessionRecord, toolCallId: string): "question" | "approval" {
-    const last = this.#o.store.events.maxSeq(s.sessionId);
-    const events = this.#o.store.events.after(
-      s.sessionId,
-      Math.max(0, last - LOOKBACK),
-      LOOKBACK,
-      16 * 1024 * 1024,
-    );
-    const { state, kind } = questionState(events, toolCallId);
+    const { events } = this.#o.store;
+    const last = events.maxSeq(s.sessionId);
+    // Read in pages, each at most PAGE_BYTES: memory stays bounded whatever the events weigh.
+    function* tail() {
+      let after = Math.max(0, last - LOOKBACK);
+      while (after < last) {
+        const page = events.after(s.sessionId, after, 500, PAGE_BYTES);
+        if (page.length === 0) return;
+        yield* page;
+        after = page[page.length - 1]!.seq;
+      }
+    }
+    const { state, kind } = questionState(tail(), toolCallId);
     if (state !== "pending" || kind === null) throw notPending();
     return kind;
   }
