@@ -50,10 +50,14 @@ self.addEventListener("push", (event) => {
         url: pathOf(p.url),
         kind: p.kind,
         sessionId: p.sessionId,
-        toolCallId: p.toolCallId,
-        answers: Object.fromEntries(
-          actions.filter((a) => typeof a.answer === "string").map((a) => [a.action, a.answer]),
-        ),
+        ...(typeof p.toolCallId === "string"
+          ? {
+            toolCallId: p.toolCallId,
+            answers: Object.fromEntries(
+              actions.filter((a) => typeof a.answer === "string").map((a) => [a.action, a.answer]),
+            ),
+          }
+          : {}),
       },
     }),
   );
