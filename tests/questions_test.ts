@@ -333,3 +333,28 @@ Deno.test("agent_needs_input reaches the push service with option buttons and a 
     assert.deepEqual(service.failures, []);
   });
 });
+
+Deno.test("stopping the agent while it waits cancels the question; a late answer is refused", async () => {
+  await withStack({}, async (s) => {
+    const sessionId = await spawnWith(s, [{ name: "ask_user", args: QUESTION, id: "call_s1" }]);
+    const viewer = await Viewer.connect(s.relay.url, { apiKey: s.user.apiKey });
+    try {
+      viewer.subscribe(sessionId);
+      await viewer.waitForEvent(sessionId, "question", 60_000);
+      const stop = await s.user.api(
+        `/api/sessions/${sessionId}/input`,
+        json("POST", { kind: "abort", text: "" }),
+      );
+      assert.equal(stop.status, 200, await stop.text());
+      const cancelled = await viewer.waitForEvent(sessionId, "question_cancelled", 30_000);
+      assert.equal(cancelled.e.toolCallId, "call_s1");
+      await viewer.waitForEvent(sessionId, "agent_end", 30_000);
+      assert.equal(
+        await errorCode(await answer(s.user, sessionId, "call_s1", "SQLite"), 409),
+        "not_pending",
+      );
+    } finally {
+      await viewer.close();
+    }
+  });
+});
