@@ -125,6 +125,17 @@ Deno.test("questions in the browser: answered with a tap, approvals denied with 
         assert.match(toolResult(s.llm.requests, "call_ui_q"), /The user answered:\\nSQLite/);
       });
 
+      await t.step("phone: the Approvals panel is under More actions", async () => {
+        const page = pages.phone!;
+        await page.goto(`${s.relay.url}/session/${a.sessionId}`);
+        await page.getByRole("button", { name: "More actions" }).click();
+        await page.getByRole("button", { name: "Approvals" }).click();
+        const panel = page.getByRole("complementary", { name: "Approvals" });
+        await panel.getByText("follows the runner's (ask)").waitFor();
+        await keep(page, "questions-settings-phone");
+        await panel.getByRole("button", { name: "Close the approvals panel" }).click();
+      });
+
       await t.step("desktop: collab mode from the header, then Deny with a reason", async () => {
         const page = pages.desktop!;
         await page.goto(`${s.relay.url}/session/${a.sessionId}`);

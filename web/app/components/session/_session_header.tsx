@@ -127,6 +127,7 @@ export function SessionHeader(
                     icon="shield"
                     label="Approvals"
                     title="Approvals and collab mode: what waits for you, and answers from notifications"
+                    iconOnly
                     on={approvals}
                     onClick={onToggleApprovals}
                   />
@@ -159,12 +160,14 @@ export function SessionHeader(
 
 /** A header button that opens or closes a panel: its icon, and its name on a wide screen. */
 function PanelToggle(
-  { icon, label, title, on, onClick }: {
+  { icon, label, title, on, onClick, iconOnly = false }: {
     icon: IconName;
     label: string;
     title: string;
     on: boolean;
     onClick: () => void;
+    /** The icon alone on a wide screen (a crowded row keeps room for the title); named in a phone's list. */
+    iconOnly?: boolean;
   },
 ) {
   return (
@@ -177,7 +180,7 @@ function PanelToggle(
       onClick={onClick}
     >
       <Icon name={icon} size={14} />
-      <span class="wide-only">{label}</span>
+      <span class={iconOnly ? "narrow-only" : "wide-only"}>{label}</span>
     </button>
   );
 }
