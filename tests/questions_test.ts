@@ -31,8 +31,9 @@ const QUESTION = {
 async function spawnWith(
   s: Stack,
   calls: { name: string; args: Record<string, unknown>; id: string }[],
+  then: { text: string }[] = [{ text: "Done." }],
 ): Promise<string> {
-  s.llm.enqueue({ text: "One moment.", toolCalls: calls }, { text: "Done." });
+  s.llm.enqueue({ text: "One moment.", toolCalls: calls }, ...then);
   const res = await s.user.api(
     "/api/runners/spawn",
     json("POST", { runnerId: s.runnerId, prompt: "Set up the service", cwd: s.home }),
@@ -334,9 +335,13 @@ Deno.test("agent_needs_input reaches the push service with option buttons and a 
   });
 });
 
-Deno.test("stopping the agent while it waits cancels the question; a late answer is refused", async () => {
+Deno.test("stopping the agent while it waits cancels the question (or held call); a late answer is refused", async () => {
   await withStack({}, async (s) => {
-    const sessionId = await spawnWith(s, [{ name: "ask_user", args: QUESTION, id: "call_s1" }]);
+    const sessionId = await spawnWith(
+      s,
+      [{ name: "ask_user", args: QUESTION, id: "call_s1" }],
+      [],
+    );
     const viewer = await Viewer.connect(s.relay.url, { apiKey: s.user.apiKey });
     try {
       viewer.subscribe(sessionId);
@@ -353,6 +358,37 @@ Deno.test("stopping the agent while it waits cancels the question; a late answer
         await errorCode(await answer(s.user, sessionId, "call_s1", "SQLite"), 409),
         "not_pending",
       );
+
+      // The same for a held call: Stop ends its wait, and the call does not run.
+      await s.user.web(
+        `/api/sessions/${sessionId}/approvals`,
+        json("PUT", { policy: { mode: "ask", tools: ["bash"] } }),
+      );
+      s.llm.enqueue({
+        toolCalls: [{ name: "bash", args: { command: "echo held-run" }, id: "call_s2" }],
+      });
+      await s.user.api(
+        `/api/sessions/${sessionId}/input`,
+        json("POST", { kind: "followUp", text: "Run it" }),
+      );
+      await viewer.until(
+        () => !!eventOf(viewer.eventsOf(sessionId), "question", "call_s2"),
+        "the held call",
+        60_000,
+      );
+      await s.user.api(
+        `/api/sessions/${sessionId}/input`,
+        json("POST", { kind: "abort", text: "" }),
+      );
+      await viewer.until(
+        () => !!eventOf(viewer.eventsOf(sessionId), "question_cancelled", "call_s2"),
+        "the held call's cancellation",
+        30_000,
+      );
+      const end = viewer.eventsOf(sessionId).find((ev) =>
+        ev.e.type === "tool_execution_end" && ev.e.toolCallId === "call_s2"
+      );
+      assert.doesNotMatch(JSON.stringify(end?.e ?? {}), /held-run\\n/);
     } finally {
       await viewer.close();
     }
