@@ -215,6 +215,8 @@ function notPending(): RelayError {
 
 /** The longest option title a notification button carries. */
 const MAX_ACTION_TITLE = 40;
+/** The longest option a button answers with (the worker cuts labels at 200). */
+const MAX_ACTION_ANSWER = 200;
 
 /**
  * What an `agent_needs_input` notification says and offers for a `question`
@@ -225,7 +227,8 @@ export function needsInput(
   e: SessionEventBody,
   collab: boolean,
 ): { detail: string; toolCallId: string; actions: PushAction[] } | null {
-  if (typeof e.toolCallId !== "string") return null;
+  // What an answer could not name (the answer routes take 1 to 200 characters) has no notification.
+  if (typeof e.toolCallId !== "string" || e.toolCallId.length > 200) return null;
   let detail: string;
   const actions: PushAction[] = [];
   if (e.kind === "approval") {
@@ -242,7 +245,8 @@ export function needsInput(
     if (qs.length === 1 && first && Array.isArray(first.options) && !first.multiSelect) {
       for (const [i, o] of first.options.slice(0, 2).entries()) {
         const label = String(o?.label ?? "");
-        if (!label) continue;
+        // The payload must stay under the push services' ~4 KB: a longer label is not a button.
+        if (!label || label.length > MAX_ACTION_ANSWER) continue;
         actions.push({
           action: `option${i}`,
           title: label.length > MAX_ACTION_TITLE

@@ -52,4 +52,8 @@ Deno.test("needsInput: buttons only in collab mode, two options of a single ques
   assert.equal(n?.detail, "approve bash: ls");
   assert.deepEqual(n?.actions.map((a) => a.answer), ["approve", "deny"]);
   assert.equal(needsInput({ type: "question" }, true), null);
+  // A runner's event cannot make the payload outgrow what push services take.
+  assert.equal(needsInput({ ...q, toolCallId: "x".repeat(201) }, true), null);
+  const long = { ...q, questions: [{ question: "Which?", options: [{ label: "y".repeat(201) }] }] };
+  assert.deepEqual(needsInput(long, true)?.actions.map((a) => a.action), ["reply"]);
 });
