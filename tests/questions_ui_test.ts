@@ -12,7 +12,15 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import type { Page } from "playwright-core";
-import { DESKTOP, launchBrowser, newPage, PHONE, shot, signInUi } from "./harness/browser.ts";
+import {
+  axeViolations,
+  DESKTOP,
+  launchBrowser,
+  newPage,
+  PHONE,
+  shot,
+  signInUi,
+} from "./harness/browser.ts";
 import { json, Viewer } from "./harness/client.ts";
 import { type Stack, withStack } from "./harness/in_process.ts";
 import type { ChatRequest } from "./harness/mock_llm.ts";
@@ -24,6 +32,11 @@ async function keep(page: Page, name: string): Promise<void> {
   await shot(page, name);
   if (!UPDATE) return;
   await page.screenshot({ path: join(ROOT, "docs", "screenshots", `${name}.png`) });
+}
+
+/** axe's findings in the cards of this feature (the rest of the page has its own audit). */
+async function mine(page: Page): Promise<string[]> {
+  return (await axeViolations(page)).filter((v) => /question|pending|approv/.test(v));
 }
 
 const QUESTION = {
@@ -95,7 +108,7 @@ Deno.test("questions in the browser: answered with a tap, approvals denied with 
       const pages: Record<string, Page> = {};
       for (const [label, viewport] of [["desktop", DESKTOP], ["phone", PHONE]] as const) {
         await t.step(`${label}: the waiting question and approval`, async () => {
-          const { page, errors } = await newPage(browser, { viewport });
+          const { page, errors } = await newPage(browser, { viewport, audit: true });
           pages[label] = page;
           await page.goto(`${s.relay.url}/session/${q.sessionId}`);
           await signInUi(page, s.user);
@@ -103,6 +116,7 @@ Deno.test("questions in the browser: answered with a tap, approvals denied with 
           await card.waitFor();
           await card.getByText("Which database should the service use?").waitFor();
           await keep(page, `questions-pending-${label}`);
+          assert.deepEqual(await mine(page), [], "the question card passes axe");
           // A reload shows it again: it is an event of the session.
           await page.reload();
           await card.waitFor();
@@ -112,6 +126,7 @@ Deno.test("questions in the browser: answered with a tap, approvals denied with 
           await approval.waitFor();
           assert.match(await approval.innerText(), /git push origin feature\/search/);
           await keep(page, `questions-approval-${label}`);
+          assert.deepEqual(await mine(page), [], "the approval card passes axe");
           assert.deepEqual(errors, []);
         });
       }
