@@ -39,6 +39,12 @@ import { tunnelRoutes } from "./routes/tunnel.ts";
 import { terminalRoutes } from "./routes/terminals.ts";
 import { runnerServiceRoutes } from "./routes/runner_services.ts";
 import type { RunnerServices } from "./runner_services.ts";
+import { Questions } from "./questions.ts";
+import {
+  pushAnswerRoute,
+  runnerApprovalRoutes,
+  sessionQuestionRoutes,
+} from "./routes/questions.ts";
 
 /** What the API's routes are built over. */
 export interface ApiOptions {
@@ -120,12 +126,20 @@ export function apiRoutes(o: ApiOptions): Hono<RelayEnv> {
     workspaceFileRoutes(new WorkspaceFilesService({ runners: o.hub.runners })),
   );
   app.route("/api/runners", sandboxRoutes(o.hub.runners));
+  const questions = new Questions({
+    store: o.store,
+    runners: o.hub.runners,
+    owned: (userId, id) => o.hub.sessions.owned(userId, id),
+  });
+  app.route("/api/runners", runnerApprovalRoutes(questions));
+  app.route("/api/sessions", sessionQuestionRoutes(questions));
   app.route("/api/sessions", sessionRoutes(o.hub));
   app.route("/api/sessions", subagentRoutes(o.hub));
   app.route("/api/sessions", sessionTriggerRoutes(o.triggers));
   app.route("/api/sessions", attachmentUploadRoutes(o.attachments, o.hub.sessions));
   app.route("/api/settings", settingsRoutes(o.store));
   app.route("/api/push", pushRoutes(o.store, o.push.allowedOrigins));
+  app.route("/api/push", pushAnswerRoute(questions));
   app.route("/api/webhooks", webhookRoutes(o.webhooks));
 
   const healthDoc = routeDoc({

@@ -13,6 +13,8 @@ export type ErrorKind =
   | "invalid"
   /** The caller did not prove who it is (a webhook's signature). */
   | "unauthorized"
+  /** The caller is known but may not do this here (an answer without collab mode). */
+  | "forbidden"
   /** No such thing, or not the caller's (both answer alike). */
   | "not_found"
   /** The thing is in a state that refuses the request (a session that ended). */
@@ -39,6 +41,7 @@ export type ErrorKind =
 export const HTTP_STATUS = {
   invalid: 400,
   unauthorized: 401,
+  forbidden: 403,
   not_found: 404,
   conflict: 409,
   misconfigured: 500,

@@ -25,6 +25,7 @@ import { type RunnerConnection, RunnerRegistry } from "./runner_registry.ts";
 import { SessionService } from "./session_service.ts";
 import { ServiceRouter } from "./services.ts";
 import { PushNotifier, type PushNotifierOptions } from "./push.ts";
+import { isCollab } from "./questions.ts";
 import { Retention, type RetentionPolicy } from "./retention.ts";
 import { isEnded } from "./session_state.ts";
 import { StateFeed } from "./state_feed.ts";
@@ -151,6 +152,7 @@ export class Hub implements RunnerHub, ViewerHub {
         send: options.pushSend,
         onScreen: (id) => this.fanout.onScreen(id),
         parentOf: (id) => store.sessions.get(id)?.parentId ?? null,
+        collab: (userId, id) => isCollab(store, userId, id),
         log: this.#log,
         clock,
       })

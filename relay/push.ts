@@ -25,6 +25,7 @@ import { type Clock, systemClock } from "./_clock.ts";
 import type { Committed } from "./event_pipeline.ts";
 import type { PushDelivery, PushTarget, SendOutcome } from "./push_sender.ts";
 import type { PushSubscriptionRecord, Store } from "./store/mod.ts";
+import { needsInput } from "./questions.ts";
 
 /** Deliveries waiting at most (about 1 KB each). */
 export const MAX_QUEUED = 1000;
@@ -49,6 +50,8 @@ export interface PushNotifierOptions {
   send: (target: PushTarget, payload: string, delivery: PushDelivery) => Promise<SendOutcome>;
   /** Whether a viewer has the session open and on screen. */
   onScreen: (sessionId: string) => boolean;
+  /** Whether a session is in collab mode: its `agent_needs_input` carries buttons (rule 3). */
+  collab?: (userId: string, sessionId: string) => boolean;
   /** The parent of a linked child session, or null (rule 2). */
   parentOf?: (sessionId: string) => string | null;
   log?: (line: string) => void;
@@ -63,6 +66,8 @@ interface Pending {
   kind: PushKind;
   detail: string;
   ts: number;
+  /** `agent_needs_input`: the waiting tool call and the notification's buttons. */
+  input?: { toolCallId: string; actions: PushPayload["actions"] };
   /** Once its delivery started: the payload and the subscriptions still to send it to. */
   started?: { payload: string; delivery: PushDelivery; targets: PushSubscriptionRecord[] };
 }
@@ -142,7 +147,8 @@ export class PushNotifier {
       // A substring first: most events are deltas and need no parsing.
       if (
         !j.includes('"type":"agent_end"') && !j.includes('"type":"session_error"') &&
-        !j.includes('"type":"session_end"') && !j.includes('"stopReason":"error"')
+        !j.includes('"type":"session_end"') && !j.includes('"stopReason":"error"') &&
+        !j.includes('"type":"question"')
       ) continue;
       let parsed: { ts?: number; e?: SessionEventBody };
       try {
@@ -178,6 +184,15 @@ export class PushNotifier {
         else this.notify(userId, sessionId, "agent_finished");
         return;
       }
+      case "question": {
+        if (stale) return;
+        const collab = this.#opts.collab?.(userId, sessionId) ?? false;
+        const n = needsInput(e, collab);
+        if (!n) return;
+        const input = { toolCallId: n.toolCallId, actions: n.actions };
+        this.notify(userId, sessionId, "agent_needs_input", n.detail, input);
+        return;
+      }
       case "session_error":
         if (!stale) this.notify(userId, sessionId, "agent_error", String(e.message ?? "Error"));
         return;
@@ -196,11 +211,19 @@ export class PushNotifier {
    * Queues a notification of `kind` about a session of `userId` for their
    * subscriptions that want it, unless the session is on screen now.
    */
-  notify(userId: string, sessionId: string, kind: PushKind, detail = ""): void {
+  notify(
+    userId: string,
+    sessionId: string,
+    kind: PushKind,
+    detail = "",
+    input?: Pending["input"],
+  ): void {
     if (this.#closed) return;
     if (this.#opts.onScreen(sessionId)) return;
     if (this.#opts.store.push.countOf(userId) === 0) return;
-    this.#enqueue(sessionId, { userId, sessionId, kind, detail, ts: this.#clock.now() });
+    const job: Pending = { userId, sessionId, kind, detail, ts: this.#clock.now() };
+    if (input) job.input = input;
+    this.#enqueue(sessionId, job);
     this.#pump();
   }
 
@@ -217,7 +240,7 @@ export class PushNotifier {
     };
   }
 
-  #payload({ sessionId, kind, detail, ts }: Pending): PushPayload {
+  #payload({ sessionId, kind, detail, ts, input }: Pending): PushPayload {
     const rec = this.#opts.store.sessions.get(sessionId);
     const name = rec?.title ? `"${rec.title}"` : `session ${sessionId.slice(0, 8)}`;
     const cut = (s: string) => (s.length > MAX_BODY ? s.slice(0, MAX_BODY - 1) + "…" : s);
@@ -234,6 +257,8 @@ export class PushNotifier {
       url: `/session/${sessionId}`,
       tag: `session-${sessionId}`,
       ts,
+      ...(input ? { toolCallId: input.toolCallId } : {}),
+      ...(input?.actions?.length ? { actions: input.actions } : {}),
     };
   }
 

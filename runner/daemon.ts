@@ -41,6 +41,7 @@ import { checkCwd, defaultCwd, PathRejectedError, resolveRoots } from "./roots.t
 import { WorkerProcess } from "./worker_host.ts";
 import { takeSecrets, withoutSecrets } from "./_secrets.ts";
 import { SandboxService } from "./sandbox/service.ts";
+import { QuestionService } from "./approvals/service.ts";
 import { makePrivate } from "../shared/private_files.ts";
 import { assertModelKnown, listModels } from "./models.ts";
 import { withAttachments } from "./workspace/attachments.ts";
@@ -116,6 +117,7 @@ export class Daemon {
   readonly #workspace: Workspace;
   readonly #sandbox: SandboxService;
   readonly #services: ServiceHost;
+  readonly #questions: QuestionService;
 
   constructor(options: DaemonOptions) {
     this.#opts = options;
@@ -127,6 +129,16 @@ export class Daemon {
       noSandbox: Deno.env.get("BATON_NO_SANDBOX") === "1",
     });
     this.#registry = new SessionRegistry(options.config.batonDir);
+    this.#questions = new QuestionService({
+      batonDir,
+      session: (id) => {
+        const s = this.#sessions.get(id);
+        return s ? { ended: s.ended, awake: !!s.worker && !s.asleep && !s.waking } : null;
+      },
+      sessions: () => this.#sessions.keys(),
+      ask: (id, message) => this.#ask(id, message),
+      tell: (id, message) => this.#sessions.get(id)?.worker?.send(message),
+    });
     this.#workspace = new Workspace({
       config: options.config,
       roots: options.roots,
@@ -641,7 +653,11 @@ export class Daemon {
       case "sandbox_status":
       case "sandbox_config":
         return this.#sandbox.request(op, data);
+      case "answer":
+      case "approvals":
+        return this.#questions.request(op, data);
       case "delete_session":
+        this.#questions.forget(String((data as { sessionId?: unknown })?.sessionId));
         this.#workspace.sessionStopped(String((data as { sessionId?: unknown })?.sessionId));
         return this.#deleteSession(data as { sessionId?: unknown });
       case "stop":

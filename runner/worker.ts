@@ -38,6 +38,8 @@ import { loadSessionHooks } from "./hooks/load.ts";
 import { ChildReaper } from "./child_reaper.ts";
 import { SESSION_MARKER_ENV } from "./workspace/ports.ts";
 import { findAgentDefinition, listAgentDefinitions, pickModel, subagentTool } from "./subagents.ts";
+import { NotPendingError, QuestionDesk } from "./questions.ts";
+import { effectivePolicy } from "./approvals/service.ts";
 
 /** How often a running tool's partial output is forwarded at most. */
 const TOOL_UPDATE_INTERVAL_MS = 100;
@@ -84,6 +86,8 @@ export async function workerMain(_argv: string[]): Promise<number> {
     } else if (msg.t === "input") worker.input(msg);
     else if (msg.t === "trigger") worker.trigger(msg);
     else if (msg.t === "result") worker.result(msg);
+    else if (msg.t === "answer") worker.answer(msg);
+    else if (msg.t === "approvals") worker.questions?.setPolicy(msg.policy);
   }
   // stdin closed: the daemon is gone. Stop; a restarted daemon resumes the session.
   worker.dispose();
@@ -96,6 +100,8 @@ class Worker {
   /** Set when the runner has no usable model: prompts get this message instead. */
   #noModel: string | null = null;
   #calls = new Map<number, { resolve: (d: unknown) => void; reject: (e: Error) => void }>();
+  /** The session's questions and approvals (set once it starts). */
+  questions: QuestionDesk | null = null;
   #nextCall = 1;
 
   /** Asks the relay (through the daemon) on behalf of this session. */
@@ -115,6 +121,19 @@ class Worker {
     else p.reject(new Error(msg.error.message));
   }
   #starting: Promise<void> | null = null;
+
+  /** A person's answer to a question or approval this session waits on. */
+  async answer(msg: Extract<DaemonToWorker, { t: "answer" }>): Promise<void> {
+    await this.#starting?.catch(() => {});
+    try {
+      if (!this.questions) throw new NotPendingError();
+      this.questions.answer(msg.toolCallId, msg.text, msg.via);
+      send({ t: "res", id: msg.id, ok: true });
+    } catch (err) {
+      const code = err instanceof NotPendingError ? err.code : "answer_failed";
+      send({ t: "res", id: msg.id, ok: false, error: { code, message: errorText(err) } });
+    }
+  }
   #pendingUpdates = new Map<string, SessionEventBody>();
   #updateTimer: ReturnType<typeof setTimeout> | null = null;
 
@@ -181,6 +200,10 @@ class Worker {
       reaper,
       notify: (n) => this.emit({ type: "hook:notice", ...n }),
     });
+    this.questions = new QuestionDesk({
+      emit: (e) => this.emit(e),
+      policy: await effectivePolicy(agentDir, msg.sessionId),
+    });
     const authStorage = AuthStorage.create(join(agentDir, "auth.json"));
     const modelRegistry = ModelRegistry.create(authStorage, join(agentDir, "models.json"));
     // A subagent's role: its definition's prompt, tools and model (runner/subagents.ts).
@@ -200,7 +223,7 @@ class Worker {
       agentDir,
       settingsManager,
       noExtensions: skip.plugins,
-      extensionFactories: [sandbox.gate(), ...(hooks?.count ? [hooks.extension()] : [])],
+      extensionFactories: [sandbox.gate(), this.questions.gate(), ...(hooks?.count ? [hooks.extension()] : [])],
       ...(role?.systemPrompt ? { appendSystemPrompt: [role.systemPrompt] } : {}),
     });
     await resourceLoader.reload();
@@ -223,6 +246,7 @@ class Worker {
             `${a.name}: ${a.description.slice(0, 200)}`
           ),
         ),
+        this.questions.askUserTool(),
         ...mcp.tools,
       ],
       ...(role?.tools ? { tools: role.tools } : {}),

@@ -494,3 +494,4 @@ export type * from "./push_api.ts";
 
 // Subagents: `GET /api/sessions/{id}/children` and the `subagent` tool's details (their own module)
 export type * from "./subagents_api.ts";
+export type * from "./questions_api.ts";

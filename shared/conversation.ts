@@ -9,6 +9,7 @@
 import type { ModelRef, SessionActivity, SessionEvent, SessionEventBody } from "./protocol.ts";
 import { isPort, PREVIEW_PORTS_EVENT, type PreviewPort } from "./previews_api.ts";
 import { subagentChildren } from "./subagents_api.ts";
+import { type PendingQuestion, reduceQuestions } from "./questions_api.ts";
 
 /** A piece of an assistant message. */
 export type Block =
@@ -92,6 +93,8 @@ export interface Conversation {
   cwd: string | null;
   ended: { reason: string; message: string } | null;
   queue: { steering: string[]; followUp: string[] };
+  /** Questions and approvals the agent waits on (shared/questions_api.ts). */
+  questions: PendingQuestion[];
   lastSeq: number;
   /** Ports the session's processes listen on, as last announced (live previews). */
   previewPorts: PreviewPort[];
@@ -109,6 +112,7 @@ export function emptyConversation(): Conversation {
     cwd: null,
     ended: null,
     queue: { steering: [], followUp: [] },
+    questions: [],
     lastSeq: 0,
     previewPorts: [],
   };
@@ -161,6 +165,7 @@ function apply(
     notice("error", `An event (${e.type}) was too large and was cut`);
     return;
   }
+  c.questions = reduceQuestions(c.questions, e);
   switch (e.type) {
     case "session_start": {
       if (isModel(e.model)) c.model = { provider: e.model.provider, id: e.model.id };

@@ -9,6 +9,7 @@ import type { AttachmentRef, ImageInput } from "./attachments_api.ts";
 
 import type { ServiceReplyMessage, ServiceRequestMessage } from "./git_api.ts";
 import type { ServicesMessage } from "./services_api.ts";
+import type { AnswerVia, ApprovalPolicy } from "./questions_api.ts";
 
 /** Protocol version agreed in the first exchange of every channel. */
 export const PROTOCOL_VERSION = 1;
@@ -325,10 +326,22 @@ export interface WorkerTrigger {
   instruction?: string;
 }
 
+/** An answer to a question or approval the worker holds (runner/questions.ts). */
+export interface WorkerAnswer {
+  t: "answer";
+  id: number;
+  toolCallId: string;
+  text: string;
+  via: AnswerVia;
+}
+
 export type DaemonToWorker =
   | WorkerStart
   | WorkerInput
   | WorkerTrigger
+  | WorkerAnswer
+  /** The session's approval policy changed. */
+  | { t: "approvals"; policy: ApprovalPolicy }
   | { t: "result"; id: number; ok: true; data: unknown }
   | { t: "result"; id: number; ok: false; error: WireError };
 

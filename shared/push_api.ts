@@ -82,4 +82,21 @@ export interface PushPayload {
   tag: string;
   /** When the relay sent it (ms since the epoch). */
   ts: number;
+  /** `agent_needs_input`: the tool call that waits (the answer names it). */
+  toolCallId?: string;
+  /**
+   * `agent_needs_input` in collab mode: the notification's buttons (rule 3),
+   * each posting its `answer` to `/api/push/answer`, and an inline reply.
+   */
+  actions?: PushAction[];
+}
+
+/** A notification button (or, `type: "text"`, an inline reply) of an `agent_needs_input`. */
+export interface PushAction {
+  action: string;
+  title: string;
+  /** The text a tap on the button answers. */
+  answer?: string;
+  type?: "text";
+  placeholder?: string;
 }

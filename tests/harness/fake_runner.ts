@@ -104,6 +104,17 @@ export function defaultAnswer(req: ControlRequest): FakeAnswer {
       };
     case "terminal_list":
       return { ok: true, data: { terminals: [] } };
+    case "approvals": {
+      const policy = { mode: "auto", tools: [], commands: [] };
+      return {
+        ok: true,
+        data: data.sessionId === undefined
+          ? { policy }
+          : { policy: null, runner: policy, effective: policy },
+      };
+    }
+    case "answer":
+      return { ok: false, error: { code: "not_pending", message: "Nothing waits" } };
     default:
       return { ok: true, data: {} };
   }

@@ -1,6 +1,8 @@
-// baton's service worker: shows the relay's push notifications and opens
-// their session on tap (docs/push.md). Served at /sw.js so that its scope is
-// the whole app. Plain JavaScript: it is served as written, not bundled.
+// baton's service worker: shows the relay's push notifications, opens their
+// session on tap, and sends a notification's button or inline reply to
+// /api/push/answer (docs/push.md, docs/questions.md). Served at /sw.js so that
+// its scope is the whole app. Plain JavaScript: it is served as written, not
+// bundled.
 
 self.addEventListener("install", () => self.skipWaiting());
 self.addEventListener("activate", (event) => event.waitUntil(self.clients.claim()));
@@ -24,6 +26,10 @@ self.addEventListener("push", (event) => {
     p = { body: event.data ? event.data.text() : "" };
   }
   const title = typeof p.title === "string" && p.title ? p.title : "baton";
+  // agent_needs_input in collab mode: the answers its buttons and reply send.
+  const actions = Array.isArray(p.actions)
+    ? p.actions.filter((a) => a && typeof a.action === "string" && typeof a.title === "string")
+    : [];
   event.waitUntil(
     self.registration.showNotification(title, {
       body: typeof p.body === "string" ? p.body : "",
@@ -33,14 +39,74 @@ self.addEventListener("push", (event) => {
       icon: "/icons/icon-192.png",
       badge: "/icons/icon-192.png",
       timestamp: typeof p.ts === "number" ? p.ts : Date.now(),
-      data: { url: pathOf(p.url), kind: p.kind, sessionId: p.sessionId },
+      // A question waits until someone answers: the notification stays too.
+      requireInteraction: p.kind === "agent_needs_input",
+      actions: actions.map((a) => ({
+        action: a.action,
+        title: a.title,
+        ...(a.type === "text" ? { type: "text", placeholder: a.placeholder || "" } : {}),
+      })),
+      data: {
+        url: pathOf(p.url),
+        kind: p.kind,
+        sessionId: p.sessionId,
+        ...(typeof p.toolCallId === "string"
+          ? {
+            toolCallId: p.toolCallId,
+            answers: Object.fromEntries(
+              actions.filter((a) => typeof a.answer === "string").map((a) => [a.action, a.answer]),
+            ),
+          }
+          : {}),
+      },
     }),
   );
 });
 
+/**
+ * Sends an answer with the browser's cookie (the worker's fetch is
+ * same-origin, and its Origin is the relay's, as the relay's checks want).
+ * A refusal (already answered, collab mode off, runner away) becomes a
+ * notification that says so; a tap on it opens the session.
+ */
+async function sendAnswer(data, text) {
+  let message = null;
+  try {
+    const res = await fetch("/api/push/answer", {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ sessionId: data.sessionId, toolCallId: data.toolCallId, text }),
+    });
+    if (!res.ok) {
+      const body = await res.json().catch(() => null);
+      message = (body && body.error && body.error.message) || `The relay answered ${res.status}`;
+    }
+  } catch {
+    message = "Cannot reach the relay";
+  }
+  if (message !== null) {
+    await self.registration.showNotification("baton: the answer was not sent", {
+      body: message,
+      tag: `session-${data.sessionId}`,
+      icon: "/icons/icon-192.png",
+      data: { url: data.url, sessionId: data.sessionId },
+    });
+  }
+}
+
 self.addEventListener("notificationclick", (event) => {
   event.notification.close();
-  const path = pathOf(event.notification.data && event.notification.data.url);
+  const data = event.notification.data || {};
+  // A button answers with its own text; the inline reply with what was typed.
+  const text = event.action
+    ? (data.answers && data.answers[event.action]) ?? (event.reply || "")
+    : "";
+  if (event.action && text && typeof data.toolCallId === "string") {
+    event.waitUntil(sendAnswer({ ...data, url: pathOf(data.url) }, text));
+    return;
+  }
+  const path = pathOf(data.url);
   event.waitUntil((async () => {
     const windows = await self.clients.matchAll({ type: "window", includeUncontrolled: true });
     const open = windows.find((w) => new URL(w.url).origin === self.location.origin);

@@ -17,6 +17,11 @@ const SUMMARY_KEYS = ["command", "path", "file_path", "pattern", "query", "url"]
  */
 function toolSummary(args: unknown): { summary: string; rest: Record<string, unknown> | null } {
   const a = (args && typeof args === "object" ? args : {}) as Record<string, unknown>;
+  // ask_user: its questions are the summary (their options show above the message box).
+  const qs = a.questions as { question?: unknown }[] | undefined;
+  if (Array.isArray(qs) && typeof qs[0]?.question === "string") {
+    return { summary: qs.map((q) => String(q?.question ?? "")).join(" · "), rest: null };
+  }
   const key = SUMMARY_KEYS.find((k) => typeof a[k] === "string") ??
     Object.keys(a).find((k) => typeof a[k] === "string");
   if (key === undefined) return { summary: "", rest: Object.keys(a).length > 0 ? a : null };

@@ -19,14 +19,16 @@ import { Icon } from "../icon.tsx";
 import { AppLink } from "../widgets.tsx";
 import { DocEditor } from "./_doc_editor.tsx";
 import { SandboxPanel } from "../sandbox/sandbox_panel.tsx";
+import { RunnerApprovals } from "../questions/approval_settings.tsx";
 
-type Tab = DocKind | "plugins" | "sandbox";
+type Tab = DocKind | "plugins" | "sandbox" | "approvals";
 
 const TAB_LABEL: Record<Tab, string> = {
   skills: "Skills",
   agents: "Agents",
   plugins: "Plugins",
   sandbox: "Sandbox",
+  approvals: "Approvals",
 };
 
 /** The page: the runner's name and state, then one tab of skills, agents or plugins. */
@@ -70,6 +72,8 @@ export function RunnerSettings({ id }: { id: string }) {
         ? <Plugins key={id} runnerId={id} />
         : tab === "sandbox"
         ? <SandboxPanel key={id} runnerId={id} />
+        : tab === "approvals"
+        ? <RunnerApprovals key={id} runnerId={id} />
         : <Docs key={`${id}-${tab}`} runnerId={id} kind={tab} />}
     </main>
   );

@@ -33,6 +33,8 @@ export function SessionHeader(
     onToggleTerminal = null,
     services = false,
     onToggleServices = null,
+    approvals = false,
+    onToggleApprovals = null,
   }: {
     id: string;
     info: SessionInfo | null;
@@ -53,6 +55,9 @@ export function SessionHeader(
     /** Whether the services panel is open; null: the runner's services show no panel. */
     services?: boolean;
     onToggleServices?: (() => void) | null;
+    /** Whether the approvals panel (collab mode, policy) is open; null: not for this session. */
+    approvals?: boolean;
+    onToggleApprovals?: (() => void) | null;
   },
 ) {
   const [renaming, setRenaming] = useState(false);
@@ -104,7 +109,7 @@ export function SessionHeader(
               onClick={onTogglePanel}
             />
             {(onToggleFiles || (onToggleChanges && !ended) || onToggleTerminal ||
-              onToggleServices) && (
+              onToggleServices || onToggleApprovals) && (
               <MoreActions>
                 {onToggleFiles && (
                   <PanelToggle
@@ -122,6 +127,16 @@ export function SessionHeader(
                     title="Changes: the repository's diff, commit and push"
                     on={changes}
                     onClick={onToggleChanges}
+                  />
+                )}
+                {onToggleApprovals && (
+                  <PanelToggle
+                    icon="shield"
+                    label="Approvals"
+                    title="Approvals and collab mode: what waits for you, and answers from notifications"
+                    iconOnly
+                    on={approvals}
+                    onClick={onToggleApprovals}
                   />
                 )}
                 {onToggleTerminal && (
@@ -161,12 +176,14 @@ export function SessionHeader(
 
 /** A header button that opens or closes a panel: its icon, and its name on a wide screen. */
 function PanelToggle(
-  { icon, label, title, on, onClick }: {
+  { icon, label, title, on, onClick, iconOnly = false }: {
     icon: IconName;
     label: string;
     title: string;
     on: boolean;
     onClick: () => void;
+    /** The icon alone on a wide screen (a crowded row keeps room for the title); named in a phone's list. */
+    iconOnly?: boolean;
   },
 ) {
   return (
@@ -179,7 +196,7 @@ function PanelToggle(
       onClick={onClick}
     >
       <Icon name={icon} size={14} />
-      <span class="wide-only">{label}</span>
+      <span class={iconOnly ? "narrow-only" : "wide-only"}>{label}</span>
     </button>
   );
 }

@@ -19,6 +19,8 @@ import { PreviewBar } from "../previews/preview_bar.tsx";
 import { ServicePanels } from "../services/service_panels.tsx";
 import { SigilRunner } from "../services/sigil_pill.tsx";
 import { loadRunnerServices, runnerServices } from "../../runner_services.ts";
+import { PendingQuestions } from "../questions/pending_questions.tsx";
+import { SessionAgentSettings } from "../questions/approval_settings.tsx";
 
 /** Session `id`, or a word that there is none the account may see. */
 export function SessionView({ id }: { id: string }) {
@@ -38,6 +40,7 @@ export function SessionView({ id }: { id: string }) {
   }, [runnerId]);
   // The Services panel shows panels, and services that failed with the reason.
   const hasServices = !!runnerId && (runnerServices.value[runnerId]?.services.length ?? 0) > 0;
+  const [approvals, setApprovals] = useState(false);
   const ended = info?.status === "ended" || info?.status === "error";
   const working = conv.working;
   // A prompt the agent lost in a runner restart goes again as a new message
@@ -72,6 +75,8 @@ export function SessionView({ id }: { id: string }) {
         onToggleTerminal={cwd && info && !ended ? () => setTerminal(!terminal) : null}
         services={services}
         onToggleServices={hasServices || services ? () => setServices(!services) : null}
+        approvals={approvals}
+        onToggleApprovals={info && !ended ? () => setApprovals(!approvals) : null}
       />
       <div class="session-body">
         <div
@@ -119,6 +124,12 @@ export function SessionView({ id }: { id: string }) {
             onClose={() => setServices(false)}
           />
         )}
+        {approvals && info && !ended && (
+          <SessionAgentSettings
+            id={id}
+            onClose={() => setApprovals(false)}
+          />
+        )}
         {files && cwd && info && (
           <FileBrowser
             runnerId={info.runnerId}
@@ -133,6 +144,7 @@ export function SessionView({ id }: { id: string }) {
         </button>
       )}
       {info && !ended && <PreviewBar runnerId={info.runnerId} ports={conv.previewPorts} />}
+      {!ended && <PendingQuestions id={id} questions={conv.questions} />}
       <Composer id={id} working={conv.working} ended={ended} queue={conv.queue} />
     </main>
   );
