@@ -223,7 +223,11 @@ class Worker {
       agentDir,
       settingsManager,
       noExtensions: skip.plugins,
-      extensionFactories: [sandbox.gate(), this.questions.gate(), ...(hooks?.count ? [hooks.extension()] : [])],
+      extensionFactories: [
+        sandbox.gate(),
+        this.questions.gate(),
+        ...(hooks?.count ? [hooks.extension()] : []),
+      ],
       ...(role?.systemPrompt ? { appendSystemPrompt: [role.systemPrompt] } : {}),
     });
     await resourceLoader.reload();
