@@ -144,6 +144,7 @@ export class Daemon {
       ...options.config,
       runnerId: options.runnerId,
       skipPlugins: options.config.skip.plugins,
+      skipServices: options.config.skip.services,
       initTimeoutMs: serviceInitTimeoutMs(Deno.env.get("BATON_SERVICE_INIT_TIMEOUT")),
       log: options.log,
       onChange: () => this.#announce().catch((e) => options.log(`announcing failed: ${e}`)),
