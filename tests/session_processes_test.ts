@@ -77,6 +77,12 @@ for (const mode of ["none", "basic"] as const) {
             // Under the sandbox a detached process ends with its command: a tool call in flight.
             const command = mode === "none" ? DETACHED : FOREGROUND;
             const ended = await startSleep(w, viewer, command);
+            // The worker's bash tool is the platform's agent shell, and says which shell it is.
+            const tools = (w.llm.requests[0]?.tools ?? []) as {
+              function: { name: string; description?: string };
+            }[];
+            const bash = tools.find((t) => t.function.name === "bash");
+            assert.match(bash?.function.description ?? "", /^Runs a command with bash\. /);
             const stopped = await startSleep(w, viewer, command);
             await end(w, ended);
             await viewer.waitForEvent(ended, "session_end");
