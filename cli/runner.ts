@@ -21,7 +21,8 @@ dials out to the relay and starts one agent worker per session.
 Options:
   --name <name>    Runner name shown in the UI (env BATON_RUNNER_NAME, config runnerName,
                    default the hostname)
-  --safe-mode      Skip MCP servers, plugins and hooks (env BATON_SAFE_MODE=1)
+  --safe-mode      Skip MCP servers, plugins, hooks and runner services, ~/.baton/services
+                   included (env BATON_SAFE_MODE=1)
   --no-mcp         Skip MCP servers (env BATON_NO_MCP=1)
   --no-plugins     Sessions load no plugins: pi extensions (~/.baton/extensions, a project's
                    .pi/extensions) and packages of settings.json (env BATON_NO_PLUGINS=1)

@@ -36,7 +36,8 @@ Options:
                       packages); env BATON_NO_PLUGINS=1 does the same
   --no-mcp            ... start no MCP servers (env BATON_NO_MCP=1; see docs/mcp.md)
   --no-hooks          ... run no hooks (env BATON_NO_HOOKS=1)
-  --safe-mode         All three (env BATON_SAFE_MODE=1)
+  --safe-mode         All three, and no runner service (~/.baton/services included;
+                      env BATON_SAFE_MODE=1)
   --sandbox <mode>    The local runner's agent sandbox: none, basic (default) or full
                       (env BATON_SANDBOX; BATON_NO_SANDBOX=1 is none; see docs/sandbox.md).
                       On Linux it needs bwrap and socat (apt-get install bubblewrap socat

@@ -17,6 +17,8 @@ export interface SkipOptions {
   mcp: boolean;
   plugins: boolean;
   hooks: boolean;
+  /** Runner services, `~/.baton/services/` included (safe mode only). */
+  services: boolean;
   relay: boolean;
 }
 
@@ -197,13 +199,15 @@ export async function loadRunnerConfig(
   const batonDir = join(home, ".baton");
   const file = await readUserConfig(batonDir);
   const on = (name: string) => env(name) === "1";
-  // Safe mode skips what a session loads from config (MCP, plugins, hooks).
+  // Safe mode skips what a session loads from config (MCP, plugins, hooks), and the
+  // runner's services (~/.baton/services too: code that runs at every start).
   // Not the relay, which the spec's CLI also turns off: a runner needs it.
   const safe = (flags.safeMode ?? false) || on("BATON_SAFE_MODE");
   const skip: SkipOptions = {
     mcp: safe || (flags.noMcp ?? false) || on("BATON_NO_MCP"),
     plugins: safe || (flags.noPlugins ?? false) || on("BATON_NO_PLUGINS"),
     hooks: safe || (flags.noHooks ?? false) || on("BATON_NO_HOOKS"),
+    services: safe,
     relay: (flags.noRelay ?? false) || on("BATON_NO_RELAY"),
   };
   const rawUrl = env("BATON_RELAY_URL") ??

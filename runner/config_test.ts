@@ -30,3 +30,16 @@ Deno.test("BATON_SLEEP_AFTER wins over config.json, and the default is 10 minute
     await Deno.remove(home, { recursive: true });
   }
 });
+
+Deno.test("--safe-mode and BATON_SAFE_MODE skip the runner's services too, --no-plugins does not", async () => {
+  const home = await Deno.makeTempDir();
+  try {
+    const env = (vars: Record<string, string>) => (k: string) => ({ HOME: home, ...vars })[k];
+    assert.equal((await loadRunnerConfig(env({}))).skip.services, false);
+    assert.equal((await loadRunnerConfig(env({}), { noPlugins: true })).skip.services, false);
+    assert.equal((await loadRunnerConfig(env({}), { safeMode: true })).skip.services, true);
+    assert.equal((await loadRunnerConfig(env({ BATON_SAFE_MODE: "1" }))).skip.services, true);
+  } finally {
+    await Deno.remove(home, { recursive: true });
+  }
+});

@@ -47,6 +47,8 @@ import { assertModelKnown, listModels } from "./models.ts";
 import { withAttachments } from "./workspace/attachments.ts";
 import { Workspace } from "./workspace/mod.ts";
 import { ServiceHost, serviceInitTimeoutMs } from "./services/host.ts";
+import { killTree } from "./platform/process_tree.ts";
+import { SESSION_MARKER_ENV } from "./workspace/ports.ts";
 
 /** Exit codes the supervisor understands. */
 export const DaemonExit = {
@@ -156,6 +158,7 @@ export class Daemon {
       ...options.config,
       runnerId: options.runnerId,
       skipPlugins: options.config.skip.plugins,
+      skipServices: options.config.skip.services,
       initTimeoutMs: serviceInitTimeoutMs(Deno.env.get("BATON_SERVICE_INIT_TIMEOUT")),
       log: options.log,
       onChange: () => this.#announce().catch((e) => options.log(`announcing failed: ${e}`)),
@@ -544,6 +547,7 @@ export class Daemon {
     // The git watch follows the worker: off while the session sleeps, back when it wakes.
     if (e.type === "session_end" || e.type === "session_sleep") {
       this.#workspace.sessionStopped(s.entry.sessionId, e.type === "session_sleep");
+      if (e.type === "session_end") void this.#endProcesses(s);
     } else if (e.type === "session_waking") this.#workspace.sessionWaking(s.entry.sessionId);
     const last = s.queue[s.queue.length - 1];
     if (last && canCoalesce(last, e)) s.queue[s.queue.length - 1] = coalesce(last, e);
@@ -591,7 +595,7 @@ export class Daemon {
         s.ended = true;
         s.queue = [];
         s.unacked = [];
-        s.worker?.kill("SIGTERM");
+        void this.#endProcesses(s);
         this.#registry.remove(id).catch(() => {});
         this.#maybeForget(s);
         continue;
@@ -628,7 +632,7 @@ export class Daemon {
       s.ended = true;
       s.queue = [];
       s.unacked = [];
-      s.worker?.kill("SIGTERM");
+      void this.#endProcesses(s);
       this.#registry.remove(e.sessionId).catch(() => {});
       this.#maybeForget(s);
       return;
@@ -839,6 +843,8 @@ export class Daemon {
 
   async #shutdownWorkers(): Promise<void> {
     this.#stopping = true;
+    // The runner stops: what its sessions run ends too, sleeping ones' servers included.
+    const ending = [...this.#sessions.values()].map((s) => this.#endProcesses(s));
     const workers = [...this.#sessions.values()].map((s) => s.worker).filter((w) => w !== null);
     if (this.#spare) workers.push(this.#spare);
     for (const w of workers) w.kill("SIGTERM");
@@ -848,6 +854,19 @@ export class Daemon {
       for (const w of workers) w.kill("SIGKILL");
       await all;
     }
+    await Promise.all(ending);
+  }
+
+  /**
+   * Ends a session's processes: its worker's tree, and what the agent's tools
+   * detached from it (found by the session's marker; docs/platforms.md). Not
+   * on sleep: a server the agent started may be under live preview.
+   */
+  #endProcesses(s: DaemonSession): Promise<void> {
+    const marker = { name: SESSION_MARKER_ENV, value: s.entry.sessionId };
+    return killTree(s.worker?.pid ?? null, { marker }).catch((e) =>
+      this.#opts.log(`session ${s.entry.sessionId}: ending its processes failed: ${e}`)
+    );
   }
 }
 

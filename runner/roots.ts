@@ -1,4 +1,7 @@
-import { isAbsolute, join, resolve, sep } from "node:path";
+import { join, resolve } from "node:path";
+import { pathsOf } from "./platform/platform.ts";
+
+type Os = typeof Deno.build.os;
 
 /** A spawn or file request for a path the runner will not use. */
 export class PathRejectedError extends Error {
@@ -12,9 +15,9 @@ export class PathRejectedError extends Error {
 }
 
 /** Strips trailing separators, keeping a bare root (`/` or `C:\`). */
-export function stripTrailingSlashes(p: string): string {
+export function stripTrailingSlashes(p: string, os: Os = Deno.build.os): string {
   const stripped = p.replace(/[\\/]+$/, "");
-  if (stripped === "") return sep === "\\" ? p : "/";
+  if (stripped === "") return os === "windows" ? p : "/";
   if (/^[A-Za-z]:$/.test(stripped)) return stripped + "\\";
   return stripped;
 }
@@ -23,26 +26,40 @@ export function stripTrailingSlashes(p: string): string {
  * Normalises configured roots: `~` expanded, made absolute, symlinks resolved
  * (a root that does not exist yet is kept as written), trailing slashes gone.
  */
-export async function resolveRoots(roots: string[], home: string): Promise<string[]> {
+export async function resolveRoots(
+  roots: string[],
+  home: string,
+  os: Os = Deno.build.os,
+): Promise<string[]> {
   const out: string[] = [];
   for (const r of roots) {
-    const abs = resolve(expandHome(r, home));
+    const abs = pathsOf({ os }).resolve(expandHome(r, home, os));
     let real = abs;
     try {
       real = await Deno.realPath(abs);
     } catch (err) {
       if (!(err instanceof Deno.errors.NotFound)) throw err;
     }
-    out.push(stripTrailingSlashes(real));
+    out.push(stripTrailingSlashes(real, os));
   }
   return out;
 }
 
+/**
+ * A Windows path in one spelling, for comparison: `/` as `\`, the
+ * long-path prefix gone (`\\?\C:\x` is `C:\x`, `\\?\UNC\srv\share` is
+ * `\\srv\share`), lower case (NTFS compares names without case).
+ */
+export function windowsKey(p: string): string {
+  return p.replace(/\//g, "\\").replace(/^\\\\\?\\UNC\\/i, "\\\\")
+    .replace(/^\\\\\?\\(?=[a-z]:)/i, "").toLowerCase();
+}
+
 /** Whether `path` (a real path) equals `root` or lies inside it. */
-export function isWithin(path: string, root: string, os: typeof Deno.build.os): boolean {
-  const fold = (s: string) => os === "windows" ? s.toLowerCase() : s;
-  const p = fold(stripTrailingSlashes(path));
-  const r = fold(stripTrailingSlashes(root));
+export function isWithin(path: string, root: string, os: Os): boolean {
+  const fold = (s: string) => os === "windows" ? windowsKey(s) : s;
+  const p = stripTrailingSlashes(fold(path), os);
+  const r = stripTrailingSlashes(fold(root), os);
   if (r === "/" || /^[a-z]:\\$/i.test(r)) return p.startsWith(r);
   const s = os === "windows" ? "\\" : "/";
   return p === r || p.startsWith(r + s);
@@ -56,11 +73,11 @@ export function isWithin(path: string, root: string, os: typeof Deno.build.os): 
 export async function checkCwd(
   cwd: string,
   roots: string[] | null,
-  options: { home: string; os?: typeof Deno.build.os },
+  options: { home: string; os?: Os },
 ): Promise<string> {
   const os = options.os ?? Deno.build.os;
-  const expanded = expandHome(cwd.trim(), options.home);
-  if (!isAbsolute(expanded)) {
+  const expanded = expandHome(cwd.trim(), options.home, os);
+  if (!pathsOf({ os }).isAbsolute(expanded)) {
     throw new PathRejectedError("bad_request", `Folder must be an absolute path: '${cwd}'`);
   }
   let real: string;
@@ -93,10 +110,12 @@ export function defaultCwd(roots: string[] | null, home: string): string {
   return roots?.[0] ?? home;
 }
 
-/** `~` and `~/...` made absolute against `home`; anything else as given. */
-export function expandHome(p: string, home: string): string {
+/** `~` and `~/...` (`~\...` on Windows) made absolute against `home`; anything else as given. */
+export function expandHome(p: string, home: string, os: Os = Deno.build.os): string {
   if (p === "~") return home;
-  if (p.startsWith("~/") || p.startsWith("~\\")) return join(home, p.slice(2));
+  if (p.startsWith("~/") || (os === "windows" && p.startsWith("~\\"))) {
+    return pathsOf({ os }).join(home, p.slice(2));
+  }
   return p;
 }
 

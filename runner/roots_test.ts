@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { checkCwd, isWithin, PathRejectedError, resolveRoots } from "./roots.ts";
+import { checkCwd, expandHome, isWithin, PathRejectedError, resolveRoots } from "./roots.ts";
 import { rootsFromEnv } from "./config.ts";
 
 async function withTree(fn: (dir: string) => Promise<void>) {
@@ -112,4 +112,48 @@ Deno.test("root variables follow the spec's priority", () => {
     source: "BATON_RUNNER_ROOTS",
   });
   assert.deepEqual(rootsFromEnv(env({})), { roots: null, source: null });
+});
+
+Deno.test("windows paths: drive letters, UNC shares, / or \\, the \\\\?\\ prefix, any case", async (t) => {
+  await t.step("isWithin", () => {
+    const inside = (p: string, r: string) => isWithin(p, r, "windows");
+    assert.equal(inside("C:/Users/Me/src/x", "c:\\users\\me\\src"), true, "/ and \\ alike");
+    assert.equal(
+      inside("\\\\?\\C:\\Users\\Me\\src", "C:\\Users\\Me\\src\\"),
+      true,
+      "long-path prefix",
+    );
+    assert.equal(inside("D:\\Users\\Me\\src", "C:\\Users\\Me\\src"), false, "another drive");
+    assert.equal(inside("d:\\anything", "D:\\"), true, "a drive's root");
+    assert.equal(inside("\\\\srv\\Share\\proj", "\\\\SRV\\share\\"), true, "UNC share");
+    assert.equal(inside("\\\\?\\UNC\\srv\\share\\proj", "\\\\srv\\share"), true, "UNC, long form");
+    assert.equal(inside("\\\\srv\\sharex\\proj", "\\\\srv\\share"), false, "sibling share");
+    assert.equal(inside("\\\\other\\share\\proj", "\\\\srv\\share"), false, "another server");
+    // Case matters elsewhere.
+    assert.equal(isWithin("/Users/me/src", "/users/me/src", "linux"), false);
+  });
+  await t.step("expandHome and resolveRoots", async () => {
+    assert.equal(expandHome("~\\code", "C:\\Users\\Ada", "windows"), "C:\\Users\\Ada\\code");
+    assert.equal(expandHome("~/code", "C:\\Users\\Ada", "windows"), "C:\\Users\\Ada\\code");
+    assert.equal(expandHome("~\\code", "/home/ada", "linux"), "~\\code", "a file name on Linux");
+    // Not on this disk: kept as written, made absolute, trailing separators gone.
+    assert.deepEqual(
+      await resolveRoots(
+        ["C:\\Users\\Ada\\proj\\", "~\\code", "\\\\srv\\share\\", "D:\\"],
+        "C:\\Users\\Ada",
+        "windows",
+      ),
+      ["C:\\Users\\Ada\\proj", "C:\\Users\\Ada\\code", "\\\\srv\\share", "D:\\"],
+    );
+  });
+  await t.step("checkCwd takes a drive or UNC path as absolute, not a relative one", async () => {
+    const o = { home: "C:\\Users\\Ada", os: "windows" as const };
+    const code = (p: Promise<unknown>) =>
+      p.then(() => "ok", (e) => e instanceof PathRejectedError ? e.code : String(e));
+    assert.equal(await code(checkCwd("proj\\src", null, o)), "bad_request");
+    // Absolute by Windows' rules: what follows is the disk (which this Linux machine lacks).
+    assert.equal(await code(checkCwd("C:\\Users\\Ada\\proj", null, o)), "cwd_not_found");
+    assert.equal(await code(checkCwd("\\\\srv\\share\\proj", null, o)), "cwd_not_found");
+    assert.equal(await code(checkCwd("~\\proj", null, o)), "cwd_not_found");
+  });
 });

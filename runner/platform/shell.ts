@@ -69,8 +69,11 @@ export function terminalShell(p: Platform): Shell {
   return shell(p.env("ComSpec") ?? p.env("COMSPEC") ?? "cmd.exe");
 }
 
+/** The agent's shell, with the words its tool's description starts with. */
+export type AgentShell = Shell & { description: string };
+
 /** The agent's shell tool: bash where present, else PowerShell on Windows, else sh. */
-export function agentShell(p: Platform): Shell & { description: string } {
+export function agentShell(p: Platform): AgentShell {
   const bash = findBash(p);
   if (bash) return { ...shell(bash), description: "Runs a command with bash" };
   if (p.os === "windows") {

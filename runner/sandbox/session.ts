@@ -11,13 +11,14 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import process from "node:process";
 import { SandboxManager } from "@anthropic-ai/sandbox-runtime";
-import {
-  type BashOperations,
-  createBashToolDefinition,
-  createLocalBashOperations,
-  type ExtensionFactory,
-  type ToolDefinition,
+import type {
+  BashOperations,
+  ExtensionFactory,
+  ToolDefinition,
 } from "@mariozechner/pi-coding-agent";
+import { hostPlatform } from "../platform/platform.ts";
+import { type AgentShell, agentShell } from "../platform/shell.ts";
+import { shellOperations, shellToolDefinition } from "./shell_tool.ts";
 import type { SandboxMode, SandboxViolation } from "../../shared/sandbox_api.ts";
 import { readUserConfig } from "../config.ts";
 import { realPathOf } from "../roots.ts";
@@ -182,9 +183,13 @@ export class SessionSandbox {
     this.#report({ timestamp, operation: "network", target: host, reason: line.trim() });
   }
 
-  /** pi's `bash`, each command run inside the OS sandbox (when it is active). */
-  bashTool(): ToolDefinition {
-    const local = createLocalBashOperations();
+  /**
+   * pi's `bash`, run by the platform's agent shell (bash, else PowerShell on
+   * Windows, as its description says), each command inside the OS sandbox
+   * when it is active.
+   */
+  bashTool(shell: AgentShell = agentShell(hostPlatform())): ToolDefinition {
+    const local = shellOperations(shell);
     const operations: BashOperations = {
       exec: async (command, cwd, options) => {
         if (this.#state.refuse) throw new Error(this.#state.refuse);
@@ -200,7 +205,7 @@ export class SessionSandbox {
         return await local.exec(wrapped, cwd, options);
       },
     };
-    return createBashToolDefinition(this.#cwd, { operations }) as unknown as ToolDefinition;
+    return shellToolDefinition(this.#cwd, shell, operations);
   }
 
   /**

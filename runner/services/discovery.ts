@@ -2,7 +2,8 @@
  * Where runner services are found: every folder under
  * `<home>/.baton/services/`, and under a `services/` folder inside each
  * plugin (pi's extensions and packages, as runner/workspace/plugins.ts
- * lists them), unless plugins are skipped (`--no-plugins`).
+ * lists them), unless plugins are skipped (`--no-plugins`). Safe mode
+ * (`--safe-mode`) skips them all.
  *
  * @module
  */
@@ -24,6 +25,8 @@ export interface DiscoveryOptions {
   home: string;
   /** Plugins are skipped: their services are too. */
   skipPlugins: boolean;
+  /** Safe mode: no service at all, `~/.baton/services/` included. */
+  skipServices?: boolean;
   log?: (line: string) => void;
 }
 
@@ -84,6 +87,7 @@ async function mayHavePlugins(batonDir: string): Promise<boolean> {
 
 /** Every candidate service folder, `~/.baton/services/` first, each folder once. */
 export async function discoverServices(o: DiscoveryOptions): Promise<FoundService[]> {
+  if (o.skipServices) return [];
   const found: FoundService[] = (await subfolders(join(o.batonDir, "services")))
     .map((dir) => ({ dir, source: "home" as const }));
   if (o.skipPlugins || !await mayHavePlugins(o.batonDir)) return found;

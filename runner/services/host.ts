@@ -56,6 +56,8 @@ export interface ServiceHostOptions {
   relayUrl: string | null;
   apiKey: string | null;
   skipPlugins: boolean;
+  /** Safe mode: no service starts, `~/.baton/services/` included. */
+  skipServices?: boolean;
   log: (line: string) => void;
   /** Something a service offers changed after the first announcement (a late panel, a crash). */
   onChange?: () => void;
@@ -92,6 +94,10 @@ export class ServiceHost {
 
   async #start(): Promise<void> {
     const o = this.#opts;
+    if (o.skipServices) {
+      o.log("services: skipped (safe mode)");
+      return;
+    }
     let found: FoundService[];
     try {
       found = await discoverServices(o);

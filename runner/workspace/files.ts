@@ -7,7 +7,8 @@
  * @module
  */
 import { Buffer } from "node:buffer";
-import { isAbsolute, join, resolve } from "node:path";
+import { join } from "node:path";
+import { pathsOf } from "../platform/platform.ts";
 import {
   type FileEntry,
   type ListFilesResponse,
@@ -72,8 +73,10 @@ export class WorkspaceFiles {
     if (CONTROL.test(path)) {
       throw new RequestError("bad_path", "Path must not contain NUL or other control characters");
     }
-    const expanded = expandHome(path.trim(), this.#opts.home);
-    if (!isAbsolute(expanded)) {
+    const os = this.#opts.os ?? Deno.build.os;
+    const paths = pathsOf({ os });
+    const expanded = expandHome(path.trim(), this.#opts.home, os);
+    if (!paths.isAbsolute(expanded)) {
       throw new RequestError("bad_path", `Path must be absolute: '${path}'`);
     }
     let real: string;
@@ -83,7 +86,7 @@ export class WorkspaceFiles {
       if (!(err instanceof Deno.errors.NotFound || err instanceof Deno.errors.PermissionDenied)) {
         throw err;
       }
-      this.#assertInside(resolve(expanded), path);
+      this.#assertInside(paths.resolve(expanded), path);
       throw new RequestError(
         "path_not_found",
         err instanceof Deno.errors.NotFound
