@@ -253,7 +253,7 @@ export async function tunnel(ctx: BenchContext): Promise<void> {
       goal: { text: "< 16 MB", test: ({ baton }) => baton < 16 },
       note: `relay +${mb(rPeak - rBefore)}, runner +${mb(dPeak - dBefore)} over ${
         ctx.quick ? 1 : 3
-      } s of stall (the stream's window is 256 KiB)`,
+      } s of stall (the stream's window is 512 KiB)`,
       detail: { rBefore, rPeak, dBefore, dPeak },
     });
 
