@@ -9,7 +9,7 @@
  */
 import { Backoff, delay } from "../shared/backoff.ts";
 import { CloseCode } from "../shared/protocol.ts";
-import { type MuxStream, StreamMux } from "../shared/streams.ts";
+import { type MuxStream, pipeBytes, StreamMux } from "../shared/streams.ts";
 import {
   encodeResponseHead,
   MAX_TUNNEL_MESSAGE_BYTES,
@@ -332,6 +332,6 @@ async function serveHttp(stream: MuxStream, head: TunnelRequestHead): Promise<vo
   for (const c of res.headers.getSetCookie()) out.push(["set-cookie", c]);
   await writer.write(encodeResponseHead({ status: res.status, headers: out }));
   writer.releaseLock();
-  if (res.body) await res.body.pipeTo(stream.writable);
+  if (res.body) await pipeBytes(res.body, stream);
   else await stream.writable.close();
 }

@@ -5,6 +5,7 @@ import {
   FrameKind,
   MAX_DATA_BYTES,
   type MuxStream,
+  pipeBytes,
   StreamMux,
   StreamResetError,
 } from "./streams.ts";
@@ -16,19 +17,25 @@ function pair(opts: { window?: number; maxStreams?: number } = {}) {
   let taken = 0;
   let framesToB = 0;
   let bytesToB = 0;
+  let creditsToA = 0;
+  const dataSizesToB: number[] = [];
   const a: StreamMux = new StreamMux({
     dialer: true,
     ...opts,
     send: (f) => {
       framesToB++;
       bytesToB += f.byteLength;
+      if (f[0] === FrameKind.data) dataSizesToB.push(f.byteLength - 5);
       queueMicrotask(() => b.receive(f));
     },
   });
   const b: StreamMux = new StreamMux({
     dialer: false,
     ...opts,
-    send: (f) => queueMicrotask(() => a.receive(f)),
+    send: (f) => {
+      if (f[0] === FrameKind.credit) creditsToA++;
+      queueMicrotask(() => a.receive(f));
+    },
     onStream: (stream, header) => {
       accepted.push({ stream, header: new TextDecoder().decode(header) });
       if (waiting.length > 0 && accepted.length === taken - waiting.length + 1) {
@@ -40,7 +47,7 @@ function pair(opts: { window?: number; maxStreams?: number } = {}) {
     a,
     b,
     accepted,
-    stats: () => ({ framesToB, bytesToB }),
+    stats: () => ({ framesToB, bytesToB, creditsToA, dataSizesToB }),
     next: () => {
       const i = taken++;
       return i < accepted.length
@@ -249,3 +256,69 @@ async function assertRejectsWith(p: Promise<unknown>, text: string): Promise<voi
   }
   assert.fail("expected a rejection");
 }
+
+Deno.test("credit goes back in batches of half the window, not per frame read", async () => {
+  const { a, next, stats } = pair({ window: 256 * 1024 });
+  const s = a.open(enc("x"));
+  const peer = await next();
+  const reading = readAll(peer);
+  const w = s.writable.getWriter();
+  await w.write(new Uint8Array(4 * 1024 * 1024));
+  await w.close();
+  assert.equal((await reading).byteLength, 4 * 1024 * 1024);
+  // 64 data frames of 64 KiB; one credit frame each would be 64.
+  assert.ok(stats().creditsToA <= 32, `credit frames: ${stats().creditsToA}`);
+});
+
+/** A local HTTP service whose `/` streams `mb` MiB of a byte pattern, or forever; tells when cancelled. */
+function service(mb: number | null) {
+  const chunk = new Uint8Array(64 * 1024).map((_, i) => i % 251);
+  let cancelled = false;
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, () => {
+    let left = mb === null ? Infinity : mb * 16;
+    return new Response(
+      new ReadableStream({
+        pull(c) {
+          if (left-- <= 0) return c.close();
+          c.enqueue(chunk);
+        },
+        cancel() {
+          cancelled = true;
+        },
+      }, { highWaterMark: 0 }),
+    );
+  });
+  return {
+    url: `http://127.0.0.1:${server.addr.port}/`,
+    cancelled: () => cancelled,
+    [Symbol.asyncDispose]: () => server.shutdown(),
+  };
+}
+
+Deno.test("pipeBytes carries a fetch body whole, framed in place within the credit", async () => {
+  await using svc = service(3);
+  const { a, next, stats } = pair({ window: 256 * 1024 });
+  const s = a.open(enc("x"));
+  const peer = await next();
+  const reading = readAll(peer);
+  await pipeBytes((await fetch(svc.url)).body!, s);
+  const got = await reading;
+  assert.equal(got.byteLength, 3 * 1024 * 1024);
+  assert.ok(got.every((v, i) => v === (i % (64 * 1024)) % 251), "bytes differ");
+  assert.ok(stats().dataSizesToB.every((n) => n > 0 && n <= MAX_DATA_BYTES));
+});
+
+Deno.test("pipeBytes stops at the window for a stalled reader; a reset cancels the service's body", async () => {
+  await using svc = service(null);
+  const { a, next, stats } = pair({ window: 256 * 1024 });
+  const s = a.open(enc("x"));
+  const peer = await next();
+  const piping = pipeBytes((await fetch(svc.url)).body!, s);
+  await tick(300);
+  // Nobody reads the peer: no more than the window was sent.
+  assert.ok(stats().bytesToB <= 256 * 1024 + 1024, `sent ${stats().bytesToB}`);
+  peer.reset("gone");
+  await assertRejectsWith(piping, "gone");
+  for (let i = 0; i < 100 && !svc.cancelled(); i++) await tick(20);
+  assert.ok(svc.cancelled(), "the service's body was not cancelled");
+});

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { type MuxStream, StreamMux } from "../../shared/streams.ts";
+import { DEFAULT_WINDOW, type MuxStream, StreamMux } from "../../shared/streams.ts";
 import { encodeTerminalMsg, TerminalMsg } from "../../shared/terminal_api.ts";
 import { Scrollback, TerminalManager } from "./terminal.ts";
 
@@ -166,7 +166,7 @@ Deno.test("terminal: a viewer that stops reading pauses its PTY, holding at most
     }
     await new Promise((r) => setTimeout(r, 500));
     assert.ok(t.paused);
-    assert.ok(stalled.queuedBytes <= 256 * 1024, `${stalled.queuedBytes} bytes queued`);
+    assert.ok(stalled.queuedBytes <= DEFAULT_WINDOW, `${stalled.queuedBytes} bytes queued`);
     // Another terminal on the same connection is not held up.
     const v = view(relay, quiet.terminalId);
     await v.type("echo free\r");

@@ -12,6 +12,7 @@
 import WebSocket from "ws";
 import { json, signUp, type User } from "../../harness/client.ts";
 import { RelayProcess, type RunnerProcess, startRunner } from "../../harness/procs.ts";
+import { procStat } from "../_proc.ts";
 import type { BenchContext } from "../_report.ts";
 import { mb, ms, percentileOf } from "../_stats.ts";
 
@@ -21,6 +22,26 @@ const CHUNK = 64 * 1024;
 function rssOf(pid: number): number {
   const m = Deno.readTextFileSync(`/proc/${pid}/status`).match(/^VmRSS:\s+(\d+)\s+kB/m);
   return m ? Number(m[1]) * 1024 : 0;
+}
+
+/** CPU ms of the relay and the runner's daemon, for CPU per MB tunnelled. */
+function cpuOf(relay: number, daemon: number): { relay: number; daemon: number } {
+  return { relay: procStat(relay).cpuMs, daemon: procStat(daemon).cpuMs };
+}
+
+/** "relay X + runner Y ms of CPU per MB" between two cpuOf readings. */
+function cpuPerMb(
+  before: { relay: number; daemon: number },
+  after: { relay: number; daemon: number },
+  megabytes: number,
+): { relay: number; daemon: number; text: string } {
+  const relay = (after.relay - before.relay) / megabytes;
+  const daemon = (after.daemon - before.daemon) / megabytes;
+  return {
+    relay,
+    daemon,
+    text: `CPU per MB: relay ${relay.toFixed(2)} ms + runner ${daemon.toFixed(2)} ms`,
+  };
 }
 
 /** The `_daemon` child of a runner's supervisor process. */
@@ -97,10 +118,12 @@ export async function tunnel(ctx: BenchContext): Promise<void> {
       relayPeak = Math.max(relayPeak, rssOf(relay.proc.pid));
       daemonPeak = Math.max(daemonPeak, rssOf(daemon));
     }, 50);
+    const cpuBefore = cpuOf(relay.proc.pid, daemon);
     t = performance.now();
     const tunnelBytes = await drain(await tunneled(`/big?mb=${sizeMb}`));
     const tunnelSecs = (performance.now() - t) / 1000;
     clearInterval(sampler);
+    const cpu = cpuPerMb(cpuBefore, cpuOf(relay.proc.pid, daemon), sizeMb);
     if (tunnelBytes !== sizeMb * MB || directBytes !== sizeMb * MB) {
       throw new Error(`short download: ${tunnelBytes} through the tunnel, ${directBytes} direct`);
     }
@@ -108,7 +131,9 @@ export async function tunnel(ctx: BenchContext): Promise<void> {
     ctx.log(
       `download ${sizeMb} MB: tunnel ${tunnelRate.toFixed(0)} MB/s, direct ${
         directRate.toFixed(0)
-      } MB/s; relay +${mb(relayPeak - relayBefore)}, runner +${mb(daemonPeak - daemonBefore)}`,
+      } MB/s; relay +${mb(relayPeak - relayBefore)}, runner +${
+        mb(daemonPeak - daemonBefore)
+      }; ${cpu.text}`,
     );
     ctx.row({
       scenario: "13 tunnel",
@@ -124,8 +149,18 @@ export async function tunnel(ctx: BenchContext): Promise<void> {
       goal: { text: "≥ 0.7 of direct", test: ({ ratios: [r] }) => r! >= 0.7 },
       note: `peak RSS growth meanwhile: relay ${mb(relayPeak - relayBefore)}, runner ${
         mb(daemonPeak - daemonBefore)
-      }`,
-      detail: { sizeMb, tunnelSecs, directSecs, relayPeak, relayBefore, daemonPeak, daemonBefore },
+      }; ${cpu.text}`,
+      detail: {
+        sizeMb,
+        tunnelSecs,
+        directSecs,
+        relayPeak,
+        relayBefore,
+        daemonPeak,
+        daemonBefore,
+        relayCpuMsPerMb: cpu.relay,
+        daemonCpuMsPerMb: cpu.daemon,
+      },
     });
 
     // 2. Time to first byte of a small answer, one request at a time.
@@ -159,11 +194,13 @@ export async function tunnel(ctx: BenchContext): Promise<void> {
 
     // 3. 100 concurrent streams of 2 MB each.
     const each = 2;
+    const concCpuBefore = cpuOf(relay.proc.pid, daemon);
     t = performance.now();
     const all = await Promise.all(
       Array.from({ length: 100 }, async () => drain(await tunneled(`/big?mb=${each}`))),
     );
     const concSecs = (performance.now() - t) / 1000;
+    const concCpu = cpuPerMb(concCpuBefore, cpuOf(relay.proc.pid, daemon), 100 * each);
     t = performance.now();
     await Promise.all(
       Array.from({ length: 100 }, async () => drain(await fetch(`${direct}/big?mb=${each}`))),
@@ -183,8 +220,13 @@ export async function tunnel(ctx: BenchContext): Promise<void> {
       }],
       ratios: [{ of: 0, label: "of direct" }],
       goal: { text: "all 100 whole, ≥ 0.5 of direct", test: ({ ratios: [r] }) => r! >= 0.5 },
-      note: `all 100 arrived whole in ${concSecs.toFixed(2)} s`,
-      detail: { concSecs, concDirect },
+      note: `all 100 arrived whole in ${concSecs.toFixed(2)} s; ${concCpu.text}`,
+      detail: {
+        concSecs,
+        concDirect,
+        relayCpuMsPerMb: concCpu.relay,
+        daemonCpuMsPerMb: concCpu.daemon,
+      },
     });
 
     // 4. A stalled reader: its stream holds the window; the relay and runner stay flat.
@@ -211,7 +253,7 @@ export async function tunnel(ctx: BenchContext): Promise<void> {
       goal: { text: "< 16 MB", test: ({ baton }) => baton < 16 },
       note: `relay +${mb(rPeak - rBefore)}, runner +${mb(dPeak - dBefore)} over ${
         ctx.quick ? 1 : 3
-      } s of stall (the stream's window is 256 KiB)`,
+      } s of stall (the stream's window is 512 KiB)`,
       detail: { rBefore, rPeak, dBefore, dPeak },
     });
 
