@@ -84,6 +84,22 @@ function str(v: unknown, max: number): string | null {
   return typeof v === "string" && v.length > 0 && v.length <= max ? v : null;
 }
 
+/**
+ * Whether a resolve path could leave its service's tunnel prefix once the
+ * client puts it after `/api/tunnel/runner/{runnerId}/{port}` and fetches it
+ * with the person's cookie: a `.` or `..` segment (or `%2e`, which URLs read
+ * as a dot, or one that an id of dots completes), a backslash (read as `/`),
+ * or `{id}` more than once (each `..` id would climb a level).
+ */
+function climbs(resolve: string): boolean {
+  const path = resolve.split(/[?#]/)[0]!;
+  if (path.includes("\\") || resolve.split("{id}").length > 2) return true;
+  return path.split("/").some((segment) => {
+    const t = segment.replace(/%2e/gi, ".");
+    return /^\.+$/.test(t) || (t.includes("{id}") && /^\.+$/.test(t.replace("{id}", "")));
+  });
+}
+
 /** A sigil definition as announced, or a reason it is refused. */
 export function checkSigilDef(d: unknown): SigilDef | string {
   const o = d as Record<string, unknown> | null;
@@ -103,6 +119,9 @@ export function checkSigilDef(d: unknown): SigilDef | string {
     const r = str(o.resolve, 500);
     if (!r || !r.startsWith("/") || !r.includes("{id}") || r.startsWith("//")) {
       return `sigil '${type}': resolve must be a path starting with / and holding {id}`;
+    }
+    if (climbs(r)) {
+      return `sigil '${type}': resolve must hold {id} once and no '.' or '..' segment, nor '\\'`;
     }
     out.resolve = r;
   }
