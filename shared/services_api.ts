@@ -16,6 +16,12 @@ export const SIGIL_TYPE = /^[a-zA-Z][a-zA-Z0-9_.-]{0,63}$/;
 /** Most services, panels or sigils one runner announces; the rest are dropped. */
 export const MAX_SERVICES = 64;
 export const MAX_SIGILS = 256;
+/**
+ * A sigil's params schema, as JSON: the relay keeps every runner's
+ * definitions in memory and hands them to viewers and agents, so 256 of
+ * them hold at most 1 MiB (not the 8 MiB a runner's message may carry).
+ */
+export const MAX_SIGIL_SCHEMA_BYTES = 4096;
 
 /** A sigil definition (spec: Sigil definition), with the service that declared it. */
 export interface SigilDef {
@@ -128,6 +134,9 @@ export function checkSigilDef(d: unknown): SigilDef | string {
   if (o.schema !== undefined) {
     if (!o.schema || typeof o.schema !== "object" || Array.isArray(o.schema)) {
       return `sigil '${type}': schema must be an object`;
+    }
+    if (JSON.stringify(o.schema).length > MAX_SIGIL_SCHEMA_BYTES) {
+      return `sigil '${type}': schema too large (over ${MAX_SIGIL_SCHEMA_BYTES} bytes of JSON)`;
     }
     out.schema = o.schema as Record<string, unknown>;
   }

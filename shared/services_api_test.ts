@@ -79,3 +79,12 @@ Deno.test("a sigil's resolve path cannot climb out of its service's tunnel prefi
   const dotted = checkSigilDef({ type: "n", label: "N", resolve: "/notes/{id}.json" });
   assert.ok(typeof dotted !== "string", "a dot inside a segment is fine");
 });
+
+Deno.test("a sigil's schema is refused past MAX_SIGIL_SCHEMA_BYTES, so a runner cannot park megabytes on the relay", () => {
+  const big = { properties: { x: { type: "string", description: "a".repeat(1024 * 1024) } } };
+  const got = checkSigilDef({ type: "note", label: "Note", schema: big });
+  assert.equal(typeof got, "string");
+  assert.match(got as string, /schema .*too large/);
+  const small = { properties: { mode: { type: "string", enum: ["short", "full"] } } };
+  assert.ok(typeof checkSigilDef({ type: "note", label: "Note", schema: small }) !== "string");
+});
