@@ -34,6 +34,7 @@ import { Store } from "./store/mod.ts";
 import { adaptiveCommit } from "./store/event_writer.ts";
 import { StoreThread } from "./store/store_thread.ts";
 import { socketRoutes, type Upgrader } from "./sockets.ts";
+import { redactGrants } from "./tunnel_grants.ts";
 import { tunnelOriginMiddleware } from "./tunnel_origin.ts";
 import { loadSecret } from "./relay_secret.ts";
 
@@ -260,7 +261,8 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
         body?.message ?? err.message,
       );
     }
-    options.log?.(`internal error on ${c.req.method} ${c.req.path}: ${err?.stack ?? err}`);
+    const path = redactGrants(c.req.path);
+    options.log?.(`internal error on ${c.req.method} ${path}: ${err?.stack ?? err}`);
     return errorResponse(c, 500, "internal", "Internal error");
   };
   app.onError(onError);

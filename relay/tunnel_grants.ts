@@ -146,6 +146,11 @@ export class TunnelGrants {
   }
 }
 
+/** `path` with every preview grant token replaced by `…`, for logs (a token is a credential). */
+export function redactGrants(path: string): string {
+  return path.replace(/\/api\/tunnel\/g\/[^/?#]+/g, "/api/tunnel/g/…");
+}
+
 function randomToken(): string {
   const bytes = crypto.getRandomValues(new Uint8Array(32));
   return btoa(String.fromCharCode(...bytes)).replace(/\+/g, "-").replace(/\//g, "_").replace(

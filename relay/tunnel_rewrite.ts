@@ -14,10 +14,13 @@
  * is never broken.
  *
  * A compressed body (gzip, deflate, br; the runner asks the service for
- * `identity`, but not every service honours it) is decoded first.
+ * `identity`, but not every service honours it) is decoded first, a
+ * bounded piece at a time as the client reads.
  *
  * @module
  */
+import { Duplex } from "node:stream";
+import { createBrotliDecompress, createGunzip, createInflate } from "node:zlib";
 
 /** Which kind of text a Content-Type is, for rewriting; null: passed as is. */
 export function rewriteKind(contentType: string | null): "html" | "css" | "js" | null {
@@ -110,22 +113,27 @@ export function rewriteStream(
   });
 }
 
-/** The decoder of a Content-Encoding the tunnel can undo, or null for identity or unknown. */
+/** The most a decoder hands on at once: what one chunk of a body may grow to in memory. */
+export const DECODED_CHUNK_BYTES = 64 * 1024;
+
+/**
+ * The decoder of a Content-Encoding the tunnel can undo, or null for
+ * identity or unknown. It yields at most {@linkcode DECODED_CHUNK_BYTES} at
+ * a time and decodes only as its output is read: a few hundred bytes of
+ * brotli can stand for gigabytes, which `DecompressionStream` would hand on
+ * as one chunk (a service could take the relay's memory with one answer).
+ */
 export function decoderFor(
   encoding: string | null,
-): TransformStream<Uint8Array, Uint8Array> | null {
+): ReadableWritablePair<Uint8Array, Uint8Array> | null {
   const e = (encoding ?? "").trim().toLowerCase();
-  const format = e === "gzip" || e === "x-gzip"
-    ? "gzip"
+  const options = { chunkSize: DECODED_CHUNK_BYTES };
+  const z = e === "gzip" || e === "x-gzip"
+    ? createGunzip(options)
     : e === "deflate"
-    ? "deflate"
+    ? createInflate(options)
     : e === "br"
-    ? "brotli"
+    ? createBrotliDecompress(options)
     : null;
-  return format
-    ? new DecompressionStream(format as CompressionFormat) as unknown as TransformStream<
-      Uint8Array,
-      Uint8Array
-    >
-    : null;
+  return z ? Duplex.toWeb(z) as unknown as ReadableWritablePair<Uint8Array, Uint8Array> : null;
 }

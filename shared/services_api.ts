@@ -16,6 +16,12 @@ export const SIGIL_TYPE = /^[a-zA-Z][a-zA-Z0-9_.-]{0,63}$/;
 /** Most services, panels or sigils one runner announces; the rest are dropped. */
 export const MAX_SERVICES = 64;
 export const MAX_SIGILS = 256;
+/**
+ * A sigil's params schema, as JSON: the relay keeps every runner's
+ * definitions in memory and hands them to viewers and agents, so 256 of
+ * them hold at most 1 MiB (not the 8 MiB a runner's message may carry).
+ */
+export const MAX_SIGIL_SCHEMA_BYTES = 4096;
 
 /** A sigil definition (spec: Sigil definition), with the service that declared it. */
 export interface SigilDef {
@@ -84,6 +90,22 @@ function str(v: unknown, max: number): string | null {
   return typeof v === "string" && v.length > 0 && v.length <= max ? v : null;
 }
 
+/**
+ * Whether a resolve path could leave its service's tunnel prefix once the
+ * client puts it after `/api/tunnel/runner/{runnerId}/{port}` and fetches it
+ * with the person's cookie: a `.` or `..` segment (or `%2e`, which URLs read
+ * as a dot, or one that an id of dots completes), a backslash (read as `/`),
+ * or `{id}` more than once (each `..` id would climb a level).
+ */
+function climbs(resolve: string): boolean {
+  const path = resolve.split(/[?#]/)[0]!;
+  if (path.includes("\\") || resolve.split("{id}").length > 2) return true;
+  return path.split("/").some((segment) => {
+    const t = segment.replace(/%2e/gi, ".");
+    return /^\.+$/.test(t) || (t.includes("{id}") && /^\.+$/.test(t.replace("{id}", "")));
+  });
+}
+
 /** A sigil definition as announced, or a reason it is refused. */
 export function checkSigilDef(d: unknown): SigilDef | string {
   const o = d as Record<string, unknown> | null;
@@ -104,11 +126,17 @@ export function checkSigilDef(d: unknown): SigilDef | string {
     if (!r || !r.startsWith("/") || !r.includes("{id}") || r.startsWith("//")) {
       return `sigil '${type}': resolve must be a path starting with / and holding {id}`;
     }
+    if (climbs(r)) {
+      return `sigil '${type}': resolve must hold {id} once and no '.' or '..' segment, nor '\\'`;
+    }
     out.resolve = r;
   }
   if (o.schema !== undefined) {
     if (!o.schema || typeof o.schema !== "object" || Array.isArray(o.schema)) {
       return `sigil '${type}': schema must be an object`;
+    }
+    if (JSON.stringify(o.schema).length > MAX_SIGIL_SCHEMA_BYTES) {
+      return `sigil '${type}': schema too large (over ${MAX_SIGIL_SCHEMA_BYTES} bytes of JSON)`;
     }
     out.schema = o.schema as Record<string, unknown>;
   }

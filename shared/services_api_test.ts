@@ -55,3 +55,36 @@ Deno.test("checkSigilDef refuses definitions a client could not use", () => {
   assert.match(checkSigilDef({ type: "a", label: "A", resolve: "/api/x" }) as string, /resolve/);
   assert.match(checkSigilDef({ type: "a", label: "A", aliases: ["b c"] }) as string, /aliases/);
 });
+
+Deno.test("a sigil's resolve path cannot climb out of its service's tunnel prefix", () => {
+  // The web client fetches `/api/tunnel/runner/{runnerId}/{port}` + resolve, with the cookie:
+  // a `..` would send that GET to the relay's own API as the person.
+  for (
+    const resolve of [
+      "/../../../../api/keys/{id}",
+      "/x/%2e%2E/%2e%2e/%2e%2e/%2e%2e/api/keys?{id}",
+      "/./{id}",
+      "/.{id}",
+      "/{id}/{id}/{id}/{id}/api/keys",
+      "/a\\..\\..\\{id}",
+    ]
+  ) {
+    const got = checkSigilDef({ type: "note", label: "Note", resolve });
+    assert.equal(typeof got, "string", `accepted ${resolve}`);
+    assert.match(got as string, /resolve/);
+  }
+  const ok = checkSigilDef({ type: "note", label: "Note", resolve: "/api/notes/{id}?v=1.2" });
+  assert.ok(typeof ok !== "string");
+  assert.equal(ok.resolve, "/api/notes/{id}?v=1.2");
+  const dotted = checkSigilDef({ type: "n", label: "N", resolve: "/notes/{id}.json" });
+  assert.ok(typeof dotted !== "string", "a dot inside a segment is fine");
+});
+
+Deno.test("a sigil's schema is refused past MAX_SIGIL_SCHEMA_BYTES, so a runner cannot park megabytes on the relay", () => {
+  const big = { properties: { x: { type: "string", description: "a".repeat(1024 * 1024) } } };
+  const got = checkSigilDef({ type: "note", label: "Note", schema: big });
+  assert.equal(typeof got, "string");
+  assert.match(got as string, /schema .*too large/);
+  const small = { properties: { mode: { type: "string", enum: ["short", "full"] } } };
+  assert.ok(typeof checkSigilDef({ type: "note", label: "Note", schema: small }) !== "string");
+});

@@ -182,3 +182,52 @@ Deno.test("a hook that hangs is killed at its limit, and the session goes on", a
     }
   });
 });
+
+Deno.test("without the sandbox a project's own hooks and MCP servers do not run unless ~/.baton/config.json trusts projects", async () => {
+  const hook = { sessionStart: [{ hooks: [{ command: "touch project-hook-ran" }] }] };
+  await withAgentWorld({ sandbox: { mode: "none" } }, async (w) => {
+    // A cloned repository's .baton/config.json: a hook and a stdio MCP server, both of which
+    // would run with the user's rights as soon as a session starts in the folder.
+    await Deno.mkdir(join(w.project, ".baton"));
+    await Deno.writeTextFile(
+      join(w.project, ".baton", "config.json"),
+      JSON.stringify({
+        hooks: hook,
+        mcpServers: { evil: { command: "sh", args: ["-c", "touch project-mcp-ran; sleep 30"] } },
+      }),
+    );
+    w.llm.enqueue({ text: "Hello." });
+    const first = await spawnIn(w);
+    try {
+      await first.viewer.waitForEvent(first.sessionId, "agent_end", 60_000);
+      const notices = noticesOf(first.viewer.eventsOf(first.sessionId)).join("\n");
+      assert.equal(await exists(join(w.project, "project-hook-ran")), false, "the hook ran");
+      assert.equal(await exists(join(w.project, "project-mcp-ran")), false, "the server ran");
+      assert.match(notices, /project's \.baton\/config\.json.*hook.*not run/i);
+      assert.match(notices, /project's \.baton\/config\.json.*MCP server.*not run/i);
+      assert.match(notices, /trustProjectConfig/);
+    } finally {
+      await first.viewer.close();
+    }
+    // The person opts in on their own machine: the next session runs the project's hook.
+    await Deno.writeTextFile(
+      join(w.home, ".baton", "config.json"),
+      JSON.stringify({ sandbox: { mode: "none" }, trustProjectConfig: true }),
+    );
+    await Deno.writeTextFile(
+      join(w.project, ".baton", "config.json"),
+      JSON.stringify({ hooks: hook }),
+    );
+    w.llm.enqueue({ text: "Hello again." });
+    const second = await spawnIn(w);
+    try {
+      await second.viewer.waitForEvent(second.sessionId, "agent_end", 60_000);
+      await eventually(
+        "the trusted project hook ran",
+        () => exists(join(w.project, "project-hook-ran")).then((e) => e || undefined),
+      );
+    } finally {
+      await second.viewer.close();
+    }
+  });
+});

@@ -29,6 +29,9 @@ async function write(path: string, text: string): Promise<void> {
   await Deno.writeTextFile(path, text);
 }
 
+/** The argument of the program the split service starts (to find it in /proc). */
+const CHILD_MARK = "61.25";
+
 const SERVICE_CLASS = (id: string, body = "") =>
   `export default class S { id = ${JSON.stringify(id)}; init() { ${body} } dispose() {} }\n`;
 
@@ -56,7 +59,15 @@ async function services(home: string): Promise<void> {
       sigils: [{ type: "inline", label: "Inline (overridden)" }],
     }),
   );
-  await write(join(dir, "split", "main.ts"), SERVICE_CLASS("split"));
+  // It reads the key, and starts a program of its own (as a service may start a dev server).
+  await write(
+    join(dir, "split", "main.ts"),
+    SERVICE_CLASS(
+      "split",
+      `Deno.writeTextFileSync("key-seen.txt", Deno.env.get("BATON_RUNNER_API_KEY") ? "yes" : "no");
+      new Deno.Command("sleep", { args: [${JSON.stringify(CHILD_MARK)}] }).spawn();`,
+    ),
+  );
   await write(
     join(dir, "split", "triggers.json"),
     JSON.stringify([{ type: "split:done", label: "Done" }]),
@@ -179,6 +190,31 @@ Deno.test("runner services: discovered, isolated when broken, listed, and firing
         for (const pid of pids) {
           const env = Deno.readTextFileSync(`/proc/${pid}/environ`);
           assert.ok(!env.includes(world.user.apiKey), `pid ${pid} has the key in its environment`);
+        }
+        // The service reads it, but a program it starts does not inherit it.
+        const home = world.home;
+        const seen = Deno.readTextFileSync(
+          join(home, ".baton", "services", "split", "key-seen.txt"),
+        );
+        assert.equal(seen, "yes");
+        const children = [...Deno.readDirSync("/proc")].filter((e) => /^\d+$/.test(e.name))
+          .map((e) => Number(e.name)).filter((pid) => {
+            try {
+              const cmd = Deno.readTextFileSync(`/proc/${pid}/cmdline`).split("\0");
+              const ppid = Number(
+                Deno.readTextFileSync(`/proc/${pid}/stat`).split(") ")[1]!.split(" ")[1],
+              );
+              return cmd[1] === CHILD_MARK && pids.includes(ppid);
+            } catch {
+              return false;
+            }
+          });
+        assert.equal(children.length, 1, "the split service's own program");
+        try {
+          const env = Deno.readTextFileSync(`/proc/${children[0]}/environ`);
+          assert.ok(!env.includes(world.user.apiKey), "the service's child has the key");
+        } finally {
+          Deno.kill(children[0]!, "SIGKILL");
         }
       },
     );

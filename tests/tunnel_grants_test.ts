@@ -64,3 +64,12 @@ Deno.test("a handoff ticket is spent once, within a minute", async () => {
   assert.equal(await grants.check(await grants.ticket(token, "/")), null);
   assert.equal(await grants.redeem(token), null);
 });
+
+Deno.test("a path logged by the relay shows no grant token", async () => {
+  const { redactGrants } = await import("../relay/tunnel_grants.ts");
+  const token = await new TunnelGrants().mint(G);
+  const logged = redactGrants(`/api/tunnel/g/${token}/src/main.js`);
+  assert.ok(!logged.includes(token), logged);
+  assert.equal(logged, "/api/tunnel/g/…/src/main.js");
+  assert.equal(redactGrants("/api/sessions/abc"), "/api/sessions/abc");
+});

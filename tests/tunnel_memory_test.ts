@@ -171,3 +171,53 @@ Deno.test("a reader that stalls holds its stream at the window while another str
     assert.ok(daemon! < 160, `runner daemon grew ${daemon} MB`);
   });
 });
+
+Deno.test("a compressed page that decodes to 512 MB keeps the relay's RSS bounded (no decompression bomb)", async () => {
+  const { brotliCompressSync } = await import("node:zlib");
+  // 512 MiB of spaces, brotli-compressed to a few hundred bytes: what a hostile or broken
+  // service on the runner could answer. The relay decodes such a body to rewrite its paths.
+  const bomb = new Uint8Array(brotliCompressSync(new Uint8Array(512 * MB).fill(32)));
+  assert.ok(bomb.byteLength < 64 * 1024, `bomb is ${bomb.byteLength} bytes`);
+  const service = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    (req) =>
+      new URL(req.url).pathname === "/bomb"
+        ? new Response(bomb, { headers: { "content-type": "text/html", "content-encoding": "br" } })
+        : new Response("<p>warm</p>", { headers: { "content-type": "text/html" } }),
+  );
+  const relay = await Relay.start({ args: ["--allow-signup"] });
+  let runner: RunnerProcess | null = null as RunnerProcess | null;
+  try {
+    const owner: User = await signUp(relay.url);
+    runner = await startRunner({ relayUrl: relay.url, apiKey: owner.apiKey });
+    await runner.proc.waitFor(/tunnel connected/, 20_000);
+    const runners = await (await owner.api("/api/runners")).json();
+    const runnerId: string = (runners.runners ?? runners)[0].id;
+    const base = `/api/tunnel/runner/${runnerId}/${service.addr.port}`;
+    const warm = await owner.web(`${base}/warm`);
+    await warm.body!.cancel();
+    const watch = new RssWatch([relay.proc.pid]);
+    const res = await owner.web(`${base}/bomb`);
+    assert.equal(res.status, 200);
+    // A browser reading slowly: one chunk, then a pause.
+    const reader = res.body!.getReader();
+    const first = await reader.read();
+    assert.ok(!first.done && first.value.byteLength > 0);
+    assert.ok(first.value.byteLength <= 4 * MB, `first chunk ${first.value.byteLength} bytes`);
+    await new Promise((r) => setTimeout(r, 1500));
+    const [grew] = watch.stop();
+    await reader.cancel();
+    // Before the decoded size was bounded, the relay died here (out of memory).
+    assert.equal((await owner.api("/api/runners")).status, 200);
+    console.log(`bomb: relay grew ${grew!.toFixed(1)} MB`);
+    assert.ok(grew! < 100, `relay grew ${grew} MB for a ${bomb.byteLength}-byte body`);
+  } catch (err) {
+    console.error(relay.proc.output());
+    if (runner) console.error(runner.proc.output());
+    throw err;
+  } finally {
+    await runner?.stop();
+    await relay.stop();
+    await service.shutdown();
+  }
+});

@@ -37,11 +37,36 @@ export async function readConfigOrNotice(
   }
 }
 
+/**
+ * Whether a project's own hooks and MCP servers may run: always under an
+ * enforcing sandbox (they get no more than the agent has), and otherwise
+ * only when the person's own `~/.baton/config.json` says
+ * `"trustProjectConfig": true` (a project's file cannot say it for itself):
+ * a cloned repository's `.baton/config.json` would otherwise run its
+ * commands with the user's rights as soon as a session starts there.
+ */
+export function projectTrusted(global: Record<string, unknown>, sandbox: SandboxState): boolean {
+  return sandbox.active || global.trustProjectConfig === true;
+}
+
+/** The notice of project entries left out by {@linkcode projectTrusted}. */
+export function untrustedNotice(what: string, count: number): string {
+  return `The project's .baton/config.json has ${count} ${what} that are not run: the sandbox is ` +
+    `off, so they would run with your rights. To run a project's ${what} anyway, set ` +
+    `"trustProjectConfig": true in ~/.baton/config.json.`;
+}
+
 /** Starts the MCP servers a session in `cwd` is configured with (never throws). */
 export async function startSessionMcp(o: SessionMcpOptions): Promise<McpServers> {
   const servers = new McpServers();
   const global = await readConfigOrNotice(o.batonDir, o.notify);
-  const project = await readConfigOrNotice(join(o.cwd, ".baton"), o.notify);
+  let project = await readConfigOrNotice(join(o.cwd, ".baton"), o.notify);
+  const declared = project.mcpServers;
+  if (!projectTrusted(global, o.sandbox) && declared && typeof declared === "object") {
+    const count = Object.keys(declared).length;
+    if (count > 0) o.notify({ level: "error", text: untrustedNotice("MCP server(s)", count) });
+    project = { ...project, mcpServers: undefined };
+  }
   const env = Deno.env.toObject();
   const settings = mcpSettings(global, project, (k) => env[k], o.projectNetwork);
   await servers.start(settings, {

@@ -2,9 +2,10 @@
  * `baton _service`: one runner service in its own process, started by the
  * daemon (runner/services/host.ts). It reads one JSON line on stdin (the
  * service's checked manifest, the runner id, the relay URL and the runner's
- * key), puts the key into this process's environment as
- * `BATON_RUNNER_API_KEY` (set in memory: it never shows in
- * `/proc/<pid>/environ`, which an agent's bash could read), imports the
+ * key), lets the service read the key as `BATON_RUNNER_API_KEY` through
+ * `Deno.env.get` and `process.env` without putting it in the process's
+ * environment (a program the service starts would inherit it, and its
+ * `/proc/<pid>/environ` is readable by an agent's bash), imports the
  * entry module, constructs its default export and calls
  * `init(service, {announcePanel})`. A `stop` line calls `dispose()`.
  *
@@ -81,7 +82,7 @@ export async function serviceMain(argv: string[]): Promise<number> {
   if (first.done) return 2;
   const start = JSON.parse(first.value) as ServiceStart;
   const m = start.manifest;
-  if (start.apiKey) Deno.env.set("BATON_RUNNER_API_KEY", start.apiKey);
+  if (start.apiKey) keepSecretInMemory("BATON_RUNNER_API_KEY", start.apiKey);
   if (start.relayUrl) Deno.env.set("BATON_RELAY_URL", start.relayUrl);
   Deno.env.set("BATON_RUNNER_ID", start.runnerId);
   Deno.env.set("BATON_SERVICE_DIR", m.dir);
@@ -147,4 +148,20 @@ export async function serviceMain(argv: string[]): Promise<number> {
   await dispose();
   tell({ t: "disposed" });
   return 0;
+}
+
+/**
+ * Makes `Deno.env.get(name)` and `Deno.env.has(name)` (and so node's
+ * `process.env[name]`) answer `value` while the real environment never holds
+ * it: `Deno.env.set` would, and every program the service starts (a dev
+ * server, git) would inherit the key in its `/proc/<pid>/environ`. Not
+ * listed by `toObject()` either, which is what children's environments are
+ * made of; a service passes the key to a program of its own explicitly.
+ */
+function keepSecretInMemory(name: string, value: string): void {
+  const env = Deno.env;
+  const get = env.get.bind(env);
+  const has = env.has.bind(env);
+  Object.defineProperty(env, "get", { value: (k: string) => k === name ? value : get(k) });
+  Object.defineProperty(env, "has", { value: (k: string) => k === name || has(k) });
 }
