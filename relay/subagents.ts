@@ -324,11 +324,16 @@ export class Subagents {
 
 /** Routes `subagents.*` calls to `subagents` and every other call to `base`. */
 export function withSubagentCalls(base: RunnerCalls, subagents: Subagents): RunnerCalls {
-  return {
+  // Everything else (trigger and service announcements) goes to `base` as it is.
+  const calls: RunnerCalls = {
     announce: (runnerId, defs) => base.announce(runnerId, defs),
     call: (link, op, data) =>
       op.startsWith("subagents.") ? subagents.call(link, op, data) : base.call(link, op, data),
   };
+  if (base.announceServices) {
+    calls.announceServices = (link, msg) => base.announceServices!(link, msg);
+  }
+  return calls;
 }
 
 function str(v: unknown): string {
