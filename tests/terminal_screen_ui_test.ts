@@ -114,6 +114,8 @@ Deno.test("on a phone the terminal's key bar sends Esc, Tab and the arrows as th
 
       await setClipboard(page, "echo from-the-bar");
       await press(keys, "Paste");
+      // Paste reads the clipboard first: Enter before the text shows would run an empty line.
+      await waitForText(page, "echo from-the-bar");
       await page.keyboard.press("Enter");
       await waitForText(page, "from-the-bar", 2);
       assert.deepEqual(errors, []);

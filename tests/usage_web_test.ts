@@ -90,7 +90,11 @@ Deno.test("the usage page shows a runner's totals, cost per day, models and sess
       await shot(page, "usage-desktop");
 
       await page.getByRole("radio", { name: "7 days" }).click();
+      // The bars and the totals may land in different frames: wait for both.
       await page.waitForFunction(`document.querySelectorAll(".chart .bar").length === 7`);
+      await page.waitForFunction(
+        `document.querySelector(".usage-stat-value")?.textContent === "$4.25"`,
+      );
       assert.equal(await stat("Cost"), "$4.25");
       await page.getByRole("radio", { name: "All" }).click();
       await page.waitForFunction(
