@@ -619,8 +619,10 @@ Deno.test("several concurrent 10 MiB reads stream through the relay with its RSS
         (peak / MB).toFixed(0)
       } MB`,
     );
-    // Whole answers would be 6 × ~13.3 MiB of base64, held at least twice (string and JSON).
-    assert.ok(grown < 60 * MB, `relay RSS grew by ${(grown / MB).toFixed(0)} MB`);
+    // Whole answers would be 6 × ~13.3 MiB of base64, held at least twice (string and JSON):
+    // 160 MB and more. Streamed, the growth measured 26–62 MB from run to run (allocator and
+    // GC timing under load), so the bound sits between the two.
+    assert.ok(grown < 100 * MB, `relay RSS grew by ${(grown / MB).toFixed(0)} MB`);
   } catch (err) {
     console.error(relay.proc.output());
     throw err;
