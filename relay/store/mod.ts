@@ -16,7 +16,10 @@ import { SessionsRepo } from "./sessions.ts";
 import { SettingsRepo } from "./settings.ts";
 import { TriggersRepo } from "./triggers.ts";
 import { WebhooksRepo } from "./webhooks.ts";
+import { asyncRepo, type AsyncSettings, type AsyncStore } from "./contract.ts";
 
+export type { Async, AsyncSettings, AsyncStore, Dialect } from "./contract.ts";
+export { REPOSITORIES } from "./contract.ts";
 export type { AccountRecord } from "./accounts.ts";
 export type { AttachmentRecord, NewAttachment } from "./attachments.ts";
 export type { KeyRecord } from "./keys.ts";
@@ -60,4 +63,25 @@ export class Store {
   tx<T>(fn: () => T): T {
     return transaction(this.db, fn);
   }
+}
+
+/**
+ * This SQLite store as the relay's asynchronous contract: the same
+ * repositories, each call still run at once on this thread.
+ */
+export function asyncStore(store: Store): AsyncStore {
+  return {
+    dialect: "sqlite",
+    accounts: asyncRepo(store.accounts),
+    keys: asyncRepo(store.keys),
+    runners: asyncRepo(store.runners),
+    sessions: asyncRepo(store.sessions),
+    events: asyncRepo(store.events),
+    settings: asyncRepo(store.settings) as AsyncSettings,
+    triggers: asyncRepo(store.triggers),
+    webhooks: asyncRepo(store.webhooks),
+    retention: asyncRepo(store.retention),
+    attachments: asyncRepo(store.attachments),
+    push: asyncRepo(store.push),
+  };
 }
