@@ -105,7 +105,7 @@ export function operationRoutes(options: OperationOptions): OperationRoutes {
       if (m && timingSafeEqual(digest(m[1]!), tokenDigest)) return null;
       return [401, "unauthorized", "Metrics need the bearer token (BATON_METRICS_TOKEN)"];
     }
-    if (isLoopback(c) && loopbackHost(c.req.header("host") ?? "")) {
+    if (isLoopback(c) && loopbackHost(c.req.header("host") ?? new URL(c.req.url).host)) {
       if (!FORWARDING_HEADERS.some((h) => c.req.header(h) !== undefined)) return null;
     }
     return [
