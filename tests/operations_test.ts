@@ -135,6 +135,37 @@ Deno.test("GET /ready answers 200 with the store's check, and 503 naming it once
   }
 });
 
+Deno.test("GET /metrics tells this host's callers from the rest by peer, Host and proxy headers", async () => {
+  const dataDir = await tempDir("baton-metrics-access-");
+  const relay = await createRelay({ dataDir, baseUrl: "http://127.0.0.1:7420" });
+  const from = (hostname: string) =>
+    ({ remoteAddr: { transport: "tcp", hostname, port: 1 } }) as Deno.ServeHandlerInfo;
+  const status = async (url: string, peer: string, headers: Record<string, string> = {}) => {
+    const res = await relay.app.request(url, { headers }, from(peer));
+    await res.body?.cancel();
+    return res.status;
+  };
+  try {
+    assert.equal(await status("http://127.0.0.1:7420/metrics", "127.0.0.1"), 200);
+    assert.equal(await status("http://localhost:7420/metrics", "127.0.0.5"), 200);
+    assert.equal(await status("http://[::1]:7420/metrics", "::1"), 200);
+    assert.equal(await status("http://127.0.0.1:7420/metrics", "::ffff:127.0.0.1"), 200);
+    assert.equal(await status("http://127.0.0.1:7420/metrics", "10.0.0.5"), 403);
+    assert.equal(await status("http://127.0.0.1:7420/metrics", "::ffff:10.0.0.5"), 403);
+    assert.equal(await status("http://relay.lan:7420/metrics", "127.0.0.1"), 403);
+    for (const h of ["forwarded", "x-forwarded-for", "x-real-ip"]) {
+      assert.equal(
+        await status("http://127.0.0.1:7420/metrics", "127.0.0.1", { [h]: "203.0.113.7" }),
+        403,
+        h,
+      );
+    }
+    assert.equal(await status("http://127.0.0.1:7420/metrics", "unknown"), 403);
+  } finally {
+    await relay.close();
+  }
+});
+
 Deno.test("GET /metrics parses, and its counters follow a session streamed through the mock model", async () => {
   const llm = MockLlm.start();
   const relay = await RelayProcess.start();
