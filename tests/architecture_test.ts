@@ -211,11 +211,10 @@ Deno.test("baton relay loads better-auth, the HTTP API, ws and prom-client only 
   // hono-openapi ~13 MB, ws ~3 MB, the runner's daemon (through cli/_args.ts
   // once) its WebSocket client and ~4 MB more.
   const { start, later } = await loadedAtStart("cli/relay.ts");
+  const lazy =
+    /^npm:\/(better-auth|@better-auth\/|@mariozechner\/|zod@|hono-openapi@|ws@|web-push@)/;
   const unwanted = [...start].filter((s) =>
-    /^npm:\/(better-auth|@better-auth\/|@mariozechner\/|zod@|hono-openapi@|ws@|web-push@|prom-client@)/
-      .test(
-        s,
-      ) ||
+    lazy.test(s) || s.startsWith("npm:/prom-client@") ||
     s.startsWith("runner/") || s.startsWith("relay/routes/") || s === "relay/api.ts" ||
     s === "relay/metrics_text.ts"
   );
