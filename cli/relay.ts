@@ -61,6 +61,8 @@ ${ATTACHMENT_ENV_HELP}
   BATON_TUNNEL_ORIGIN             Serve tunnel previews from this origin instead of the
                                   relay's, e.g. https://*.tunnel.example.com (one host
                                   per preview) or https://tunnel.example.com
+  BATON_METRICS_TOKEN             Bearer token GET /metrics requires of every scraper
+                                  (16+ characters); without it, loopback callers only
   BATON_MAX_CONNECTIONS_PER_ADDRESS         Open connections per client address
                                             (4096; 0: no limit)
   BATON_MAX_UNAUTHENTICATED_WS_PER_ADDRESS  WebSockets not yet authenticated per
@@ -127,7 +129,20 @@ export function relaySettings(argv: string[]) {
     attachments: attachmentPolicyFromEnv(),
     ...pushFromEnv(),
     ...tunnelOriginFromEnv(),
+    ...metricsTokenFromEnv(),
   };
+}
+
+/** `BATON_METRICS_TOKEN`: 16 to 256 visible ASCII characters (what a bearer token may hold). */
+export function metricsTokenFromEnv(): { metricsToken?: string } {
+  const v = Deno.env.get("BATON_METRICS_TOKEN");
+  if (v === undefined || v === "") return {};
+  if (!/^[\x21-\x7e]{16,256}$/.test(v)) {
+    throw new UsageError(
+      "Invalid BATON_METRICS_TOKEN: expected 16 to 256 visible ASCII characters, no spaces",
+    );
+  }
+  return { metricsToken: v };
 }
 
 /** `BATON_TUNNEL_ORIGIN` (also read by `baton up`): an http(s) origin, `*.` allowed (relay/tunnel_origin.ts). */

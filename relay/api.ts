@@ -20,6 +20,7 @@ import type { TriggerListeners } from "./trigger_listeners.ts";
 import type { Triggers } from "./triggers.ts";
 import type { Webhooks } from "./webhooks.ts";
 import { openApiRoute, routeDoc } from "./routes/_openapi.ts";
+import { operationDocs } from "./routes/operations.ts";
 import { pushKeyRoute, pushRoutes } from "./routes/push.ts";
 import { accountRoutes } from "./routes/accounts.ts";
 import { attachmentDownloadRoutes, attachmentUploadRoutes } from "./routes/attachments.ts";
@@ -149,6 +150,7 @@ export function apiRoutes(o: ApiOptions): Hono<RelayEnv> {
     ok: '`{"status": "ok"}`',
   });
   documented.get("/health", healthDoc, o.health);
+  operationDocs(documented);
   documented.route("/", app);
   return app;
 }

@@ -37,6 +37,7 @@ import { socketRoutes, type Upgrader } from "./sockets.ts";
 import { redactGrants } from "./tunnel_grants.ts";
 import { tunnelOriginMiddleware } from "./tunnel_origin.ts";
 import { loadSecret } from "./relay_secret.ts";
+import { type Readiness, RelayMeter, relayOperations } from "./operations.ts";
 
 /** Options of {@linkcode createRelay}. */
 export interface RelayOptions {
@@ -108,6 +109,7 @@ export interface RelayOptions {
    */
   pushAllowedOrigins?: string[];
   tunnelOrigin?: string; // BATON_TUNNEL_ORIGIN: previews' own origin (relay/tunnel_origin.ts)
+  metricsToken?: string; // BATON_METRICS_TOKEN: scrapers' bearer token (relay/operations.ts)
 }
 
 /** A browser client the relay serves beside its API. */
@@ -130,6 +132,7 @@ export interface Relay {
   routes(): Promise<{ method: string; path: string }[]>;
   /** Uploaded files and their sweep. */
   attachments: Attachments;
+  readiness: Readiness; // the checks of GET /ready: the store's, and what the wiring adds (bus)
   /** `Deno.serve` handler (passes connection info through to the app). */
   fetch: (req: Request, info?: Deno.ServeHandlerInfo) => Response | Promise<Response>;
   /** Closes every socket and the database. */
@@ -194,12 +197,13 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   );
   const pushAllowedOrigins = new Set(options.pushAllowedOrigins ?? []);
   const pushSender = new PushSender({ keys: vapid, allowedOrigins: pushAllowedOrigins });
+  const meter = new RelayMeter();
   // The event log is written on this thread, or on the store thread while
   // the relay uses more than a core and for large commits (adaptiveCommit),
   // unless a custom store must receive the writes (then always on this one).
   const hub = new Hub({
     store,
-    ...(options.store ? {} : { commit: adaptiveCommit(store, storeThread) }),
+    ...(options.store ? {} : { commit: meter.metered(adaptiveCommit(store, storeThread)) }),
     eventBufferSize: options.eventBufferSize ?? 1000,
     baseUrl,
     principalLive: auth.principalLive,
@@ -244,6 +248,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   const web = options.web;
 
   const app = new Hono<RelayEnv>();
+  const ops = relayOperations(app, { db, hub, meter, options }); // counts every answer: first
 
   const onError: ErrorHandler<RelayEnv> = (err, c) => {
     if (err instanceof RelayError) return relayErrorResponse(c, err);
@@ -305,6 +310,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
 
   const health: Handler<RelayEnv> = (c) => c.json({ status: "ok" } satisfies HealthResponse);
   app.get("/health", health);
+  app.route("/", ops.routes); // GET /ready, GET /metrics
   // The API is loaded on its first request (see api.ts).
   let api: Promise<ReturnType<typeof apiRoutes>> | null = null;
   const loadApi = () =>
@@ -361,11 +367,13 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
       }).map(({ method, path }) => ({ method, path }));
     },
     attachments,
+    readiness: ops.readiness,
     fetch: (req, info) => app.fetch(req, info),
     async close() {
       if (closed) return;
       closed = true;
       triggers.close();
+      ops.close();
       await attachments.close();
       await hub.close();
       await storeThread.close();

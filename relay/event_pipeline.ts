@@ -89,6 +89,8 @@ export class EventPipeline {
   readonly #clock: Clock;
   readonly #commit: CommitEvents;
   readonly #live = new Map<string, LiveSession>();
+  /** The sessions in memory, read-only (`GET /metrics` counts them at scrape time). */
+  readonly liveSessions: ReadonlyMap<string, LiveSession> = this.#live;
   /** Sessions with events waiting for the next flush. */
   readonly #dirty = new Set<LiveSession>();
   #flushScheduled = false;

@@ -122,6 +122,8 @@ export class Fanout<V extends FanoutViewer = FanoutViewer> {
   /** Delay of the next look at lagging viewers: short while they drain, longer while stuck. */
   #lagDelay = 1;
   #closed = false;
+  /** Events handed to viewer sockets so far, live and catch-up (read by `GET /metrics`). */
+  eventsSent = 0;
 
   constructor(options: FanoutOptions) {
     this.#opts = options;
@@ -263,6 +265,7 @@ export class Fanout<V extends FanoutViewer = FanoutViewer> {
           : eventsFrame(sessionId, events.filter((f) => f.seq > sub.sent));
         sub.viewer.sendRaw(out);
         this.#spend(out.length);
+        this.eventsSent += events[events.length - 1]!.seq - sub.sent;
         sub.sent = events[events.length - 1]!.seq;
       }
     }
@@ -307,6 +310,7 @@ export class Fanout<V extends FanoutViewer = FanoutViewer> {
         const out = eventsFrame(sub.sessionId, chunk.slice(i, n));
         sub.viewer.sendRaw(out);
         this.#spend(out.length);
+        this.eventsSent += n - i;
         sub.sent = chunk[n - 1]!.seq;
         i = n;
         if (sub.viewer.bufferedAmount > this.#lowWater || this.#turnBytes > VIEWER_QUEUE_BUDGET) {

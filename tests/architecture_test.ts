@@ -205,24 +205,27 @@ async function loadedAtStart(root: string): Promise<{ start: Set<string>; later:
   return { start, later };
 }
 
-Deno.test("baton relay loads better-auth, the HTTP API and ws only on first use, and never the runner", async () => {
+Deno.test("baton relay loads better-auth, the HTTP API, ws and prom-client only on first use, and never the runner", async () => {
   // Each would be memory an idle relay holds for nothing (docs/performance.md,
   // "Idle relay memory"): better-auth ~30 MB, the API's routes with zod and
   // hono-openapi ~13 MB, ws ~3 MB, the runner's daemon (through cli/_args.ts
   // once) its WebSocket client and ~4 MB more.
   const { start, later } = await loadedAtStart("cli/relay.ts");
+  const lazy =
+    /^npm:\/(better-auth|@better-auth\/|@mariozechner\/|zod@|hono-openapi@|ws@|web-push@)/;
   const unwanted = [...start].filter((s) =>
-    /^npm:\/(better-auth|@better-auth\/|@mariozechner\/|zod@|hono-openapi@|ws@|web-push@)/.test(
-      s,
-    ) ||
-    s.startsWith("runner/") || s.startsWith("relay/routes/") || s === "relay/api.ts"
+    lazy.test(s) || s.startsWith("npm:/prom-client@") ||
+    s.startsWith("runner/") || s.startsWith("relay/routes/") || s === "relay/api.ts" ||
+    s === "relay/metrics_text.ts"
   );
   assert.deepEqual(unwanted, []);
-  for (const module of ["relay/_better_auth.ts", "relay/api.ts", "relay/routes/sessions.ts"]) {
+  const firstUse = ["relay/_better_auth.ts", "relay/api.ts", "relay/routes/sessions.ts"];
+  for (const module of [...firstUse, "relay/metrics_text.ts"]) {
     assert.ok(later.has(module), `${module} is still there to load on first use`);
   }
   // web-push (and its crypto helpers) comes with the first push notification.
-  for (const pkg of ["better-auth@", "zod@", "hono-openapi@", "ws@", "web-push@"]) {
+  // prom-client (and the event-loop sampler) comes with the first scrape of /metrics.
+  for (const pkg of ["better-auth@", "zod@", "hono-openapi@", "ws@", "web-push@", "prom-client@"]) {
     assert.ok([...later].some((s) => s.startsWith(`npm:/${pkg}`)), `${pkg} loads on first use`);
   }
 });

@@ -24,6 +24,9 @@ const OUTSIDE = new Set([
 
 const BASE_URL = "http://relay.test:7420";
 
+/** The routes outside /api the document describes: liveness, readiness, metrics. */
+const OPERATIONS = new Set(["/health", "/ready", "/metrics"]);
+
 interface ResponseDoc {
   content?: Record<string, { schema?: { $ref?: string } }>;
 }
@@ -61,12 +64,12 @@ function openApiPath(honoPath: string): string {
   return honoPath.replace(/:([A-Za-z0-9_]+)\??/g, "{$1}");
 }
 
-/** Every `METHOD path` the app routes under /api, and /health (middleware left out). */
+/** Every `METHOD path` the app routes under /api, and OPERATIONS (middleware left out). */
 async function appRoutes(relay: Relay): Promise<{ method: string; path: string }[]> {
   const seen = new Map<string, { method: string; path: string }>();
   for (const r of await relay.routes()) {
     if (OUTSIDE.has(r.path)) continue;
-    if (!r.path.startsWith("/api/") && r.path !== "/health") continue;
+    if (!r.path.startsWith("/api/") && !OPERATIONS.has(r.path)) continue;
     const route = { method: r.method, path: openApiPath(r.path) };
     seen.set(`${route.method} ${route.path}`, route);
   }
@@ -175,7 +178,7 @@ Deno.test("docs/api.md names no API route that is missing from the OpenAPI docum
     // The WebSocket paths and the web client's pages are not HTTP API routes.
     const api = documented.filter((r) => {
       const path = r.split(" ")[1]!;
-      return (path.startsWith("/api/") || path === "/health") && !OUTSIDE.has(path);
+      return (path.startsWith("/api/") || OPERATIONS.has(path)) && !OUTSIDE.has(path);
     });
     assert.ok(api.length > 30, `only ${api.length} API routes read from docs/api.md`);
     const missing = api.filter((r) => !inDocument.has(r));

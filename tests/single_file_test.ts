@@ -43,6 +43,10 @@ Deno.test("the single-file bundle runs relay, runner and a session from an empty
       await (await fetch(`${relay.url}/icons/icon-192.png`)).arrayBuffer(),
     );
     assert.deepEqual(icon, await Deno.readFile(join(ROOT, "web", "dist", "icon-192.png")));
+    // The metrics library, loaded on the first scrape, is in the bundle too.
+    const metrics = await fetch(`${relay.url}/metrics`);
+    assert.equal(metrics.status, 200);
+    assert.match(await metrics.text(), /^baton_events_ingested_total 0$/m);
 
     const user = await signUp(relay.url);
     await Deno.mkdir(home);

@@ -66,11 +66,17 @@ const SECURITY_SCHEMES = {
       "`x-webhook-timestamp` and `x-webhook-nonce`, baton legacy, GitHub's " +
       "`x-hub-signature-256`, Standard Webhooks' `webhook-signature`); see docs/webhooks.md.",
   },
+  metricsToken: {
+    type: "http",
+    scheme: "bearer",
+    description: "`BATON_METRICS_TOKEN`, for `GET /metrics` when it is set (without it, " +
+      "loopback callers need nothing and others are refused); see docs/operations.md.",
+  },
 } as const;
 
 /** Who may call a route, as OpenAPI security requirements (any one of them). */
 export const SECURITY: Record<
-  "principal" | "cookie" | "key" | "signature" | "none",
+  "principal" | "cookie" | "key" | "signature" | "metrics" | "none",
   SecurityRequirement[]
 > = {
   /** The session cookie, an API key or a runner token (`requirePrincipal`). */
@@ -81,6 +87,8 @@ export const SECURITY: Record<
   key: [{ apiKey: [] }, { bearer: [] }],
   /** The webhook's signature; no cookie or key. */
   signature: [{ webhookSignature: [] }],
+  /** The metrics token when one is set; else a loopback caller (relay/operations.ts). */
+  metrics: [{ metricsToken: [] }, {}],
   /** Anyone. */
   none: [],
 };

@@ -398,7 +398,10 @@ export function transaction<T>(db: Database, fn: () => T): T {
     db.exec("COMMIT");
     return result;
   } catch (err) {
-    db.exec("ROLLBACK");
+    // After some errors (a full disk: SQLITE_FULL, an I/O error) SQLite has
+    // rolled back already, and ROLLBACK's own "no transaction is active"
+    // would hide why the write failed.
+    if (db.isTransaction) db.exec("ROLLBACK");
     throw err;
   }
 }
