@@ -212,13 +212,21 @@ Deno.test("baton relay loads better-auth, the HTTP API and ws only on first use,
   // once) its WebSocket client and ~4 MB more.
   const { start, later } = await loadedAtStart("cli/relay.ts");
   const unwanted = [...start].filter((s) =>
-    /^npm:\/(better-auth|@better-auth\/|@mariozechner\/|zod@|hono-openapi@|ws@|web-push@)/.test(
-      s,
-    ) ||
+    /^npm:\/(better-auth|@better-auth\/|@mariozechner\/|zod@|hono-openapi@|ws@|web-push@|@nats-io\/)/
+      .test(
+        s,
+      ) ||
     s.startsWith("runner/") || s.startsWith("relay/routes/") || s === "relay/api.ts"
   );
   assert.deepEqual(unwanted, []);
-  for (const module of ["relay/_better_auth.ts", "relay/api.ts", "relay/routes/sessions.ts"]) {
+  for (
+    const module of [
+      "relay/_better_auth.ts",
+      "relay/api.ts",
+      "relay/routes/sessions.ts",
+      "relay/bus/nats_bus.ts",
+    ]
+  ) {
     assert.ok(later.has(module), `${module} is still there to load on first use`);
   }
   // web-push (and its crypto helpers) comes with the first push notification.
