@@ -37,6 +37,7 @@ import { socketRoutes, type Upgrader } from "./sockets.ts";
 import { redactGrants } from "./tunnel_grants.ts";
 import { tunnelOriginMiddleware } from "./tunnel_origin.ts";
 import { loadSecret } from "./relay_secret.ts";
+import { type Bus, type BusConfig, openBus } from "./bus/mod.ts";
 
 /** Options of {@linkcode createRelay}. */
 export interface RelayOptions {
@@ -68,6 +69,8 @@ export interface RelayOptions {
   authSecret?: string;
   /** Receives one line per notable incident. */
   log?: (line: string) => void;
+  /** The bus between relay nodes (a nats-server); default: this process alone. */
+  bus?: BusConfig;
   /** What retention keeps (default: ended sessions 90 days, no size limit). */
   retention?: RetentionPolicy;
   /** How long a webhook fire waits for its session to start (default 15 s). */
@@ -123,6 +126,8 @@ export interface Relay {
   app: Hono<RelayEnv>;
   hub: Hub;
   store: Store;
+  /** The bus between relay nodes (a LocalBus without `busUrl`). */
+  bus: Bus;
   /**
    * Every route the relay serves, method and path (the API's are loaded for
    * it if no request has loaded them yet).
@@ -157,6 +162,8 @@ function ownerOnly(dbPath: string): void {
 
 /** Builds the relay: opens the store, sets up accounts and wires every route. */
 export async function createRelay(options: RelayOptions): Promise<Relay> {
+  // First: a bus that cannot be reached stops the start before anything is opened.
+  const bus = await openBus(options.bus, options.log ? { log: options.log } : {});
   // The folder holds the database and the signing secret: owner-only.
   await Deno.mkdir(options.dataDir, { recursive: true, mode: 0o700 });
   const dbPath = join(options.dataDir, "relay.db");
@@ -350,6 +357,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     app,
     hub,
     store,
+    bus,
     async routes() {
       const all = [...app.routes, ...(await loadApi()).routes];
       const seen = new Set<string>();
@@ -368,6 +376,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
       triggers.close();
       await attachments.close();
       await hub.close();
+      await bus.close();
       await storeThread.close();
       db.close();
     },
