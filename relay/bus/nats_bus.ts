@@ -123,7 +123,7 @@ export class NatsBus implements Bus {
         // Keep trying for as long as the relay runs: it serves its own runners meanwhile.
         maxReconnectAttempts: -1,
         reconnectTimeWait: 250,
-        // A server that stopped answering is noticed in ~20 s even without a TCP reset.
+        // A server that stopped answering is noticed within ~30 s even without a TCP reset.
         pingInterval: 10_000,
         maxPingOut: 2,
         timeout: 10_000,
