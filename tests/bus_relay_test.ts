@@ -5,7 +5,9 @@
  * bus yet (docs/scaling.md).
  */
 import assert from "node:assert/strict";
+import { LocalBus } from "../relay/bus/mod.ts";
 import { NatsBus } from "../relay/bus/nats_bus.ts";
+import { createRelay } from "../relay/mod.ts";
 import { NATS_SERVER, NatsServer } from "./harness/nats.ts";
 import { baseEnv, BatonProcess, RelayProcess, tempDir } from "./harness/procs.ts";
 import { eventually } from "./harness/wait.ts";
@@ -79,4 +81,15 @@ Deno.test("baton relay stops with one line when its bus cannot be reached", asyn
     lines.join("\n"),
   );
   assert.ok(!lines.some((l) => /listening on/.test(l)), "it never listened");
+});
+
+Deno.test("a relay without a bus has its one-process bus, closed with it", async () => {
+  const relay = await createRelay({ dataDir: await tempDir(), baseUrl: "http://127.0.0.1:7420" });
+  try {
+    assert.ok(relay.bus instanceof LocalBus);
+    assert.equal(relay.bus.connected, true);
+    assert.deepEqual(relay.bus.nodes().map((n) => n.runners), [[]]);
+  } finally {
+    await relay.close();
+  }
 });
