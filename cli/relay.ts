@@ -36,6 +36,9 @@ Options:
   --allowed-hosts <list>  Further names browsers use for the relay, comma separated
                      host[:port] or http(s) origins (env BATON_ALLOWED_HOSTS); the
                      base URL's host and localhost, 127.0.0.1, [::1] always are
+  --bus <url>        The bus between relay nodes, nats://host:port (env BATON_BUS_URL;
+                     default: none, one relay alone; credentials in BATON_BUS_TOKEN or
+                     BATON_BUS_USER and BATON_BUS_PASSWORD; see docs/scaling.md)
   -h, --help         Show this help
 
 Environment:
@@ -80,6 +83,7 @@ export function relaySettings(argv: string[]) {
     "allow-signup": { type: "boolean", env: "BATON_ALLOW_SIGNUP" },
     "trust-proxy": { type: "boolean", env: "BATON_TRUST_PROXY" },
     "allowed-hosts": { type: "string", env: "BATON_ALLOWED_HOSTS" },
+    bus: { type: "string", env: "BATON_BUS_URL" },
   });
   const buffer = Deno.env.get("BATON_RELAY_EVENT_BUFFER_SIZE");
   const connect = Deno.env.get("BATON_WEBHOOK_CONNECT_TIMEOUT_MS");
@@ -130,6 +134,7 @@ export function relaySettings(argv: string[]) {
     ...pushFromEnv(),
     ...tunnelOriginFromEnv(),
     ...metricsTokenFromEnv(),
+    ...(values.bus ? { bus: busFromEnv(values.bus) } : {}),
   };
 }
 
@@ -143,6 +148,42 @@ export function metricsTokenFromEnv(): { metricsToken?: string } {
     );
   }
   return { metricsToken: v };
+}
+
+/**
+ * The bus from `--bus` / `BATON_BUS_URL` and its credentials, which only
+ * variables carry (a flag would show in `ps`): `BATON_BUS_TOKEN`, or
+ * `BATON_BUS_USER` and `BATON_BUS_PASSWORD`.
+ */
+function busFromEnv(
+  url: string,
+): { url: string; token?: string; user?: string; password?: string } {
+  const token = Deno.env.get("BATON_BUS_TOKEN");
+  const user = Deno.env.get("BATON_BUS_USER");
+  const password = Deno.env.get("BATON_BUS_PASSWORD");
+  return {
+    url: parseBusUrl(url),
+    ...(token ? { token } : {}),
+    ...(user ? { user, password: password ?? "" } : {}),
+  };
+}
+
+/** `--bus` / `BATON_BUS_URL`: a nats:// URL (a comma-separated list names several servers). */
+export function parseBusUrl(value: string): string {
+  const urls = value.split(",").map((u) => u.trim());
+  for (const u of urls) {
+    let url: URL | null = null;
+    try {
+      url = new URL(u);
+    } catch {
+      // Reported below.
+    }
+    if (!url || url.protocol !== "nats:" || !url.hostname || url.username || url.password) {
+      const shown = u.replace(/\/\/[^@/]*@/, "//…@");
+      throw new UsageError(`Invalid --bus: '${shown}' (expected nats://host:port, no credentials)`);
+    }
+  }
+  return urls.join(",");
 }
 
 /** `BATON_TUNNEL_ORIGIN` (also read by `baton up`): an http(s) origin, `*.` allowed (relay/tunnel_origin.ts). */

@@ -37,6 +37,7 @@ import { socketRoutes, type Upgrader } from "./sockets.ts";
 import { redactGrants } from "./tunnel_grants.ts";
 import { tunnelOriginMiddleware } from "./tunnel_origin.ts";
 import { loadSecret } from "./relay_secret.ts";
+import { type Bus, type BusConfig, openBus } from "./bus/mod.ts";
 import { type Readiness, RelayMeter, relayOperations } from "./operations.ts";
 
 /** Options of {@linkcode createRelay}. */
@@ -69,6 +70,8 @@ export interface RelayOptions {
   authSecret?: string;
   /** Receives one line per notable incident. */
   log?: (line: string) => void;
+  /** The bus between relay nodes (a nats-server); default: this process alone. */
+  bus?: BusConfig;
   /** What retention keeps (default: ended sessions 90 days, no size limit). */
   retention?: RetentionPolicy;
   /** How long a webhook fire waits for its session to start (default 15 s). */
@@ -125,6 +128,8 @@ export interface Relay {
   app: Hono<RelayEnv>;
   hub: Hub;
   store: Store;
+  /** The bus between relay nodes (a LocalBus without `busUrl`). */
+  bus: Bus;
   /**
    * Every route the relay serves, method and path (the API's are loaded for
    * it if no request has loaded them yet).
@@ -160,6 +165,8 @@ function ownerOnly(dbPath: string): void {
 
 /** Builds the relay: opens the store, sets up accounts and wires every route. */
 export async function createRelay(options: RelayOptions): Promise<Relay> {
+  // First: a bus that cannot be reached stops the start before anything is opened.
+  const bus = await openBus(options.bus, options.log ? { log: options.log } : {});
   // The folder holds the database and the signing secret: owner-only.
   await Deno.mkdir(options.dataDir, { recursive: true, mode: 0o700 });
   const dbPath = join(options.dataDir, "relay.db");
@@ -356,6 +363,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     app,
     hub,
     store,
+    bus,
     async routes() {
       const all = [...app.routes, ...(await loadApi()).routes];
       const seen = new Set<string>();
@@ -376,6 +384,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
       ops.close();
       await attachments.close();
       await hub.close();
+      await bus.close();
       await storeThread.close();
       db.close();
     },

@@ -212,7 +212,7 @@ Deno.test("baton relay loads better-auth, the HTTP API, ws and prom-client only 
   // once) its WebSocket client and ~4 MB more.
   const { start, later } = await loadedAtStart("cli/relay.ts");
   const lazy =
-    /^npm:\/(better-auth|@better-auth\/|@mariozechner\/|zod@|hono-openapi@|ws@|web-push@)/;
+    /^npm:\/(better-auth|@better-auth\/|@mariozechner\/|zod@|hono-openapi@|ws@|web-push@|@nats-io\/)/;
   const unwanted = [...start].filter((s) =>
     lazy.test(s) || s.startsWith("npm:/prom-client@") ||
     s.startsWith("runner/") || s.startsWith("relay/routes/") || s === "relay/api.ts" ||
@@ -220,7 +220,7 @@ Deno.test("baton relay loads better-auth, the HTTP API, ws and prom-client only 
   );
   assert.deepEqual(unwanted, []);
   const firstUse = ["relay/_better_auth.ts", "relay/api.ts", "relay/routes/sessions.ts"];
-  for (const module of [...firstUse, "relay/metrics_text.ts"]) {
+  for (const module of [...firstUse, "relay/metrics_text.ts", "relay/bus/nats_bus.ts"]) {
     assert.ok(later.has(module), `${module} is still there to load on first use`);
   }
   // web-push (and its crypto helpers) comes with the first push notification.
