@@ -885,6 +885,44 @@ Deno.test("the store behaves alike on SQLite and PostgreSQL", async (t) => {
       },
     );
 
+    await t.step(
+      "two nodes appending one session's events at once store each seq once",
+      async () => {
+        // After a runner moves to another node, the old one may still be committing
+        // the same events, cut into other chunks: the log must not hold a seq twice.
+        const url = await server.createDatabase(undefined, { template: "baton_template" });
+        const [a, b] = await Promise.all([openPgStore(url), openPgStore(url)]);
+        try {
+          const small = (seq: number) => ({ seq, json: JSON.stringify({ seq, t: "x" }) });
+          const big = (seq: number) => ({
+            seq,
+            json: JSON.stringify({ seq, t: "y".repeat(40_000) }),
+          });
+          for (let round = 0; round < 20; round++) {
+            const sid = `s${round}`;
+            const seqs = [1, 2, 3, 4, 5, 6];
+            // One node commits all six in one chunk, the other in three (their sizes differ).
+            await Promise.all([
+              a.commit([{
+                sessionId: sid,
+                events: seqs.map(small),
+                lastSeq: 6,
+                eventBytes: 0,
+                patch: null,
+                at: "",
+              }]),
+              b.events.appendMany(sid, seqs.map(big)),
+            ]);
+            const got = (await a.events.after(sid, 0, 100)).map((e) => e.seq);
+            assert.deepEqual(got, seqs, `round ${round}`);
+          }
+        } finally {
+          await a.close();
+          await b.close();
+        }
+      },
+    );
+
     await t.step("two nodes starting at once migrate the database once", async () => {
       const url = await server.createDatabase();
       const [a, b] = await Promise.all([openPgStore(url), openPgStore(url)]);

@@ -26,6 +26,12 @@ const CHUNKS_PAGE = `${CHUNKS_FROM} LIMIT ${PAGE_CHUNKS}`;
 const CHUNKS_NEXT = `SELECT first_seq, last_seq, seqs, body FROM session_event_chunks
   WHERE session_id = ? AND first_seq > ? ORDER BY first_seq LIMIT ${PAGE_CHUNKS}`;
 
+/** A session's appends, one transaction at a time (locks of this kind are keyed `1, hash`). */
+const LOCK_SESSION = "SELECT pg_advisory_xact_lock(1, hashtext(?))";
+/** The same locks for several sessions, in one order, so two batches never wait on each other in a circle. */
+export const LOCK_SESSIONS = `SELECT pg_advisory_xact_lock(1, k) FROM (
+  SELECT DISTINCT hashtext(x) AS k FROM unnest(?::text[]) AS x ORDER BY 1) AS ks`;
+
 /** The durable per-session event log, in the same chunks as SQLite's (see EventsRepo). */
 export class PgEventsRepo {
   constructor(private readonly sql: PgSql) {}
@@ -41,11 +47,15 @@ export class PgEventsRepo {
 
   /**
    * As EventsRepo's: events at or below the session's last stored seq are
-   * skipped. The read of that seq and the inserts are one transaction, and a
-   * chunk whose first seq is stored already is left alone (ON CONFLICT).
+   * skipped. The read of that seq and the inserts are one transaction, under
+   * the session's lock.
    */
   appendChunks(sessionId: string, chunks: readonly EventChunk[]): Promise<number> {
     return this.sql.tx(async (sql) => {
+      // Two nodes may append one session's events at once (a runner that moved
+      // while the old node still commits), cut into other chunks: without the
+      // lock both read the same last seq and the log held some seqs twice.
+      await sql.get(LOCK_SESSION, sessionId);
       const stored = (await sql.get<{ m: number }>(LAST_SEQ, sessionId))?.m ?? 0;
       let n = 0;
       for (const c of chunks) {

@@ -14,7 +14,7 @@ import { type PgPool, PgSql, PgStatements } from "./_sql.ts";
 import { migratePg } from "./migrations.ts";
 import { PgAccountsRepo } from "./accounts.ts";
 import { PgAttachmentsRepo } from "./attachments.ts";
-import { PgEventsRepo } from "./events.ts";
+import { LOCK_SESSIONS, PgEventsRepo } from "./events.ts";
 import { PgKeysRepo } from "./keys.ts";
 import { PgPushRepo } from "./push.ts";
 import { PgRetentionRepo } from "./retention.ts";
@@ -87,6 +87,7 @@ export class PgStore implements AsyncStore {
     this.#sql.tx(async (sql) => {
       const events = new PgEventsRepo(sql);
       const sessions = new PgSessionsRepo(sql);
+      await sql.get(LOCK_SESSIONS, batch.map((c) => c.sessionId));
       for (const c of batch) {
         await events.appendMany(c.sessionId, c.events);
         if (c.patch) {

@@ -128,7 +128,7 @@ export class PgTriggersRepo {
    */
   addHistory(sessionId: string, e: HistoryEntry): Promise<void> {
     return this.sql.tx(async (sql) => {
-      await sql.get("SELECT pg_advisory_xact_lock(hashtext(?))", `trigger_history:${sessionId}`);
+      await sql.get("SELECT pg_advisory_xact_lock(2, hashtext(?))", sessionId);
       const top = await sql.get<{ p: number | null }>(
         "SELECT MAX(pos) AS p FROM trigger_history WHERE session_id = ?",
         sessionId,
