@@ -916,6 +916,23 @@ Deno.test("the store behaves alike on SQLite and PostgreSQL", async (t) => {
             const got = (await a.events.after(sid, 0, 100)).map((e) => e.seq);
             assert.deepEqual(got, seqs, `round ${round}`);
           }
+          // Batches naming the same sessions in other orders wait for each other, never in a circle.
+          const commitOf = (sid: string, seq: number) => ({
+            sessionId: sid,
+            events: [small(seq)],
+            lastSeq: seq,
+            eventBytes: 0,
+            patch: null,
+            at: "",
+          });
+          for (let seq = 1; seq <= 20; seq++) {
+            await Promise.all([
+              a.commit([commitOf("x", seq), commitOf("y", seq)]),
+              b.commit([commitOf("y", seq), commitOf("x", seq)]),
+            ]);
+          }
+          assert.equal(await a.events.maxSeq("x"), 20);
+          assert.equal((await b.events.after("y", 0, 100)).length, 20);
         } finally {
           await a.close();
           await b.close();
