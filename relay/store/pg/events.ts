@@ -17,14 +17,16 @@ interface ChunkRow {
 }
 
 /**
- * Chunks read per round trip by {@linkcode PgEventsRepo.after}: each is at
- * most 64 KB (or one large event), so a page stays near 1 MB, where SQLite
- * reads one chunk at a time from its cursor.
+ * Most chunks read per round trip by {@linkcode PgEventsRepo.after}, where
+ * SQLite reads one chunk at a time from its cursor. Pages start at 2 chunks
+ * and double, so a read that one chunk satisfies (a page of catch-up capped
+ * in bytes) does not fetch 16 chunks of large events it then drops; a long
+ * read takes few round trips. A chunk is at most 64 KB or one large event.
  */
 const PAGE_CHUNKS = 16;
-const CHUNKS_PAGE = `${CHUNKS_FROM} LIMIT ${PAGE_CHUNKS}`;
+const CHUNKS_PAGE = `${CHUNKS_FROM} LIMIT ?`;
 const CHUNKS_NEXT = `SELECT first_seq, last_seq, seqs, body FROM session_event_chunks
-  WHERE session_id = ? AND first_seq > ? ORDER BY first_seq LIMIT ${PAGE_CHUNKS}`;
+  WHERE session_id = ? AND first_seq > ? ORDER BY first_seq LIMIT ?`;
 
 /** A session's appends, one transaction at a time (locks of this kind are keyed `1, hash`). */
 const LOCK_SESSION = "SELECT pg_advisory_xact_lock(1, hashtext(?))";
@@ -81,7 +83,8 @@ export class PgEventsRepo {
     const out: StoredEvent[] = [];
     if (limit <= 0) return out;
     let bytes = 0;
-    let rows = await this.sql.all<ChunkRow>(CHUNKS_PAGE, sessionId, sessionId, afterSeq + 1);
+    let page = 2;
+    let rows = await this.sql.all<ChunkRow>(CHUNKS_PAGE, sessionId, sessionId, afterSeq + 1, page);
     while (rows.length > 0) {
       for (const { first_seq: first, last_seq: last, seqs, body } of rows) {
         if (last <= afterSeq) continue;
@@ -95,8 +98,14 @@ export class PgEventsRepo {
         }
         if (out.length >= limit || bytes >= maxBytes) return out;
       }
-      if (rows.length < PAGE_CHUNKS) break;
-      rows = await this.sql.all<ChunkRow>(CHUNKS_NEXT, sessionId, rows[rows.length - 1]!.first_seq);
+      if (rows.length < page) break;
+      page = Math.min(page * 2, PAGE_CHUNKS);
+      rows = await this.sql.all<ChunkRow>(
+        CHUNKS_NEXT,
+        sessionId,
+        rows[rows.length - 1]!.first_seq,
+        page,
+      );
     }
     return out;
   }
