@@ -6,14 +6,13 @@
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { betterAuth } from "better-auth";
 import { getMigrations } from "better-auth/db/migration";
 import { openDatabase } from "../relay/store/db.ts";
 import { type AsyncStore, asyncStore, Store } from "../relay/store/mod.ts";
 import { type CommitEvents, inlineCommit } from "../relay/store/event_writer.ts";
 import type { SessionRecord, StoredEvent } from "../relay/store/mod.ts";
 import { openPgStore, PG_MIGRATIONS, type PgStore } from "../relay/store/pg/mod.ts";
-import { authConfig } from "../relay/_better_auth.ts";
+import { authConfig, type AuthConfigOptions, startBetterAuth } from "../relay/_better_auth.ts";
 import { openStore } from "../relay/store/open.ts";
 import { postgresAvailable, type PostgresServer, startPostgres } from "./harness/postgres.ts";
 
@@ -785,7 +784,7 @@ Deno.test("the store behaves alike on SQLite and PostgreSQL", async (t) => {
     await t.step("better-auth finds every table and column it needs on PostgreSQL", async () => {
       const pg = (await pgSubject(server)).store as PgStore;
       try {
-        const config = { ...authOn(), database: pg.pool as never };
+        const config = authConfig(authOptions(pg));
         const { toBeCreated, toBeAdded } = await getMigrations(config);
         assert.deepEqual({ toBeCreated, toBeAdded }, { toBeCreated: [], toBeAdded: [] });
       } finally {
@@ -798,7 +797,7 @@ Deno.test("the store behaves alike on SQLite and PostgreSQL", async (t) => {
       async () => {
         const pg = (await pgSubject(server)).store as PgStore;
         try {
-          const auth = betterAuth({ ...authOn(), database: pg.pool as never });
+          const auth = await startBetterAuth(authOptions(pg));
           const email = "Someone@Example.com";
           await auth.api.signUpEmail({ body: { email, password: "a long password", name: "S" } });
           const res = await auth.api.signInEmail({
@@ -958,16 +957,17 @@ Deno.test("the store behaves alike on SQLite and PostgreSQL", async (t) => {
   }
 });
 
-/** The relay's better-auth options; the caller puts the PostgreSQL pool in as `database`. */
-function authOn() {
-  return authConfig({
+/** The relay's better-auth options on a PostgreSQL store. */
+function authOptions(store: PgStore): AuthConfigOptions {
+  return {
     db: undefined as never,
+    pgPool: store.pool,
     baseUrl: "http://127.0.0.1",
     secret: "x".repeat(32),
     trustedOrigins: [],
     clientIpHeader: "x-ip",
     signupOpen: () => true,
-  });
+  };
 }
 
 /** Columns that exist on PostgreSQL only: SQLite's rowid, made explicit (see pg/migrations.ts). */
