@@ -939,6 +939,31 @@ Deno.test("the store behaves alike on SQLite and PostgreSQL", async (t) => {
       },
     );
 
+    await t.step(
+      "a PostgreSQL that cannot be reached is named in the error, without its password",
+      async () => {
+        const port = server.port;
+        await server.stopServer();
+        try {
+          await assert.rejects(
+            openPgStore(`postgres://baton:s3cret@127.0.0.1:${port}/nowhere`),
+            (err: Error) => {
+              assert.match(
+                err.message,
+                new RegExp(
+                  `^PostgreSQL at postgres://baton:\\*\\*\\*@127\\.0\\.0\\.1:${port}/nowhere: `,
+                ),
+              );
+              assert.doesNotMatch(err.message, /s3cret/);
+              return true;
+            },
+          );
+        } finally {
+          await server.startServer();
+        }
+      },
+    );
+
     await t.step("two nodes starting at once migrate the database once", async () => {
       const url = await server.createDatabase();
       const [a, b] = await Promise.all([openPgStore(url), openPgStore(url)]);

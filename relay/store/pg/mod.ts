@@ -114,8 +114,19 @@ export async function openPgStore(url: string, options: PgStoreOptions = {}): Pr
   try {
     await migratePg(pool as unknown as PgPool, { log: options.log });
   } catch (err) {
-    await pool.end();
-    throw err;
+    await pool.end().catch(() => {});
+    throw new Error(`PostgreSQL at ${redacted(url)}: ${(err as Error).message}`, { cause: err });
   }
   return new PgStore(pool as unknown as PgPool);
+}
+
+/** The URL without its password, to name it in an error. */
+function redacted(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = "***";
+    return u.toString();
+  } catch {
+    return "(an invalid URL)";
+  }
 }
