@@ -10,7 +10,9 @@
  * process of its own), the round trip of a single-row insert and of a
  * primary-key select (prepared statements, one at a time, as the
  * repositories run them), and a batch as the event committer writes it
- * (BEGIN, 50 inserts, COMMIT).
+ * (BEGIN, 50 inserts, COMMIT). Then durable ingest through the store
+ * itself: the event committer of SQLite (inline, WAL) and of PostgreSQL,
+ * batches of 200 small events for 4 sessions, one batch at a time.
  *
  * @module
  */
@@ -19,6 +21,9 @@ import pg from "pg";
 // Measured only, never used by the relay: not in the import map.
 // deno-lint-ignore no-import-prefix
 import postgres from "npm:postgres@3.4.9";
+import { join } from "node:path";
+import { openStore } from "../../relay/store/open.ts";
+import type { EventCommit } from "../../relay/store/event_writer.ts";
 import { startPostgres } from "../harness/postgres.ts";
 
 const { values } = parseArgs({ args: Deno.args, options: { n: { type: "string" } } });
@@ -128,6 +133,43 @@ try {
   );
   console.log("|---|---|---|---|---|");
   for (const r of rows) console.log(`| ${r.join(" | ")} |`);
+
+  const dir = await Deno.makeTempDir({ prefix: "baton-pg-bench-" });
+  console.log("\n| store | events/s committed | ms per batch (800 events) |\n|---|---|---|");
+  try {
+    for (
+      const [name, target] of [
+        ["SQLite (inline commit)", join(dir, "relay.db")],
+        ["PostgreSQL (PgStore.commit)", await server.createDatabase()],
+      ] as const
+    ) {
+      const opened = await openStore(target);
+      const seqs = new Map<string, number>();
+      const batch = (): EventCommit[] =>
+        ["a", "b", "c", "d"].map((sessionId) => {
+          const from = (seqs.get(sessionId) ?? 0) + 1;
+          const events = Array.from({ length: 200 }, (_, i) => ({
+            seq: from + i,
+            json: JSON.stringify({
+              seq: from + i,
+              ts: 0,
+              e: { type: "text_delta", delta: "x".repeat(40) },
+            }),
+          }));
+          seqs.set(sessionId, from + 199);
+          return { sessionId, events, lastSeq: from + 199, eventBytes: 0, patch: null, at: "" };
+        });
+      for (let i = 0; i < 5; i++) await opened.commit(batch());
+      const rounds = 100;
+      const t0 = performance.now();
+      for (let i = 0; i < rounds; i++) await opened.commit(batch());
+      const ms = (performance.now() - t0) / rounds;
+      console.log(`| ${name} | ${Math.round(800 / ms * 1000)} | ${ms.toFixed(2)} |`);
+      await opened.close();
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 } finally {
   await server.stop();
 }
