@@ -58,19 +58,7 @@ export class PgEventsRepo {
       // while the old node still commits), cut into other chunks: without the
       // lock both read the same last seq and the log held some seqs twice.
       await sql.get(LOCK_SESSION, sessionId);
-      const stored = (await sql.get<{ m: number }>(LAST_SEQ, sessionId))?.m ?? 0;
-      let n = 0;
-      for (const c of chunks) {
-        if (c.lastSeq <= stored) continue;
-        const fresh = c.firstSeq > stored
-          ? [c]
-          : chunkEvents(eventsOf(c).filter((e) => e.seq > stored));
-        for (const f of fresh) {
-          await sql.run(INSERT_CHUNK, sessionId, f.firstSeq, f.lastSeq, f.seqs, f.body);
-          n += f.count;
-        }
-      }
-      return n;
+      return await appendLocked(sql, sessionId, chunks);
     });
   }
 
@@ -128,4 +116,28 @@ export class PgEventsRepo {
       chunks,
     );
   }
+}
+
+/**
+ * Appends chunks skipping what is stored, inside a transaction that holds
+ * the session's lock already (see {@linkcode PgEventsRepo.appendChunks}).
+ */
+export async function appendLocked(
+  sql: PgSql,
+  sessionId: string,
+  chunks: readonly EventChunk[],
+): Promise<number> {
+  const stored = (await sql.get<{ m: number }>(LAST_SEQ, sessionId))?.m ?? 0;
+  let n = 0;
+  for (const c of chunks) {
+    if (c.lastSeq <= stored) continue;
+    const fresh = c.firstSeq > stored
+      ? [c]
+      : chunkEvents(eventsOf(c).filter((e) => e.seq > stored));
+    for (const f of fresh) {
+      await sql.run(INSERT_CHUNK, sessionId, f.firstSeq, f.lastSeq, f.seqs, f.body);
+      n += f.count;
+    }
+  }
+  return n;
 }

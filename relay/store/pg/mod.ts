@@ -14,7 +14,8 @@ import { type PgPool, PgSql, PgStatements } from "./_sql.ts";
 import { migratePg } from "./migrations.ts";
 import { PgAccountsRepo } from "./accounts.ts";
 import { PgAttachmentsRepo } from "./attachments.ts";
-import { LOCK_SESSIONS, PgEventsRepo } from "./events.ts";
+import { chunkEvents } from "../events.ts";
+import { appendLocked, LOCK_SESSIONS, PgEventsRepo } from "./events.ts";
 import { PgKeysRepo } from "./keys.ts";
 import { PgPushRepo } from "./push.ts";
 import { PgRetentionRepo } from "./retention.ts";
@@ -85,11 +86,12 @@ export class PgStore implements AsyncStore {
    */
   readonly commit: CommitEvents = (batch) =>
     this.#sql.tx(async (sql) => {
-      const events = new PgEventsRepo(sql);
       const sessions = new PgSessionsRepo(sql);
+      // Cut before the first statement: events out of order reject the batch whole.
+      const chunked = batch.map((c) => chunkEvents(c.events));
       await sql.get(LOCK_SESSIONS, batch.map((c) => c.sessionId));
-      for (const c of batch) {
-        await events.appendMany(c.sessionId, c.events);
+      for (const [i, c] of batch.entries()) {
+        await appendLocked(sql, c.sessionId, chunked[i]!);
         if (c.patch) {
           await sessions.update(c.sessionId, c.patch, c.at);
           await sessions.setLastSeq(c.sessionId, c.lastSeq, c.eventBytes);
