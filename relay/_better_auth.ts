@@ -17,6 +17,12 @@ import { countingStore } from "./rate_limit.ts";
 /** What {@linkcode authConfig} needs from the relay. */
 export interface AuthConfigOptions {
   db: DatabaseSync;
+  /**
+   * A `pg` pool on the relay's PostgreSQL store: better-auth then runs there
+   * (with transactions) instead of on `db`. Its tables come with the store's
+   * migrations (relay/store/pg/migrations.ts, version 8).
+   */
+  pgPool?: unknown;
   baseUrl: string;
   secret: string;
   /** The origins that may call the auth endpoints (the base URL's among them). */
@@ -33,11 +39,14 @@ export function authConfig(options: AuthConfigOptions) {
     // better-auth's queries are async and its transactions span awaits; on the
     // connection the relay writes to synchronously, one of those would swallow
     // (or break) the relay's own transactions, so it runs without them.
-    database: {
-      dialect: new NodeSqliteDialect({ database: options.db }),
-      type: "sqlite" as const,
-      transaction: false,
-    },
+    database: options.pgPool
+      // better-auth takes a pg pool as it is (Kysely's PostgresDialect).
+      ? options.pgPool as { connect(): Promise<unknown> }
+      : {
+        dialect: new NodeSqliteDialect({ database: options.db }),
+        type: "sqlite" as const,
+        transaction: false,
+      },
     secret: options.secret,
     baseURL: options.baseUrl,
     basePath: "/api/auth",

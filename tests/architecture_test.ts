@@ -205,14 +205,15 @@ async function loadedAtStart(root: string): Promise<{ start: Set<string>; later:
   return { start, later };
 }
 
-Deno.test("baton relay loads better-auth, the HTTP API, ws and prom-client only on first use, and never the runner", async () => {
+Deno.test("baton relay loads better-auth, the HTTP API, ws, prom-client, NATS and pg only on first use, and never the runner", async () => {
+  // pg (the PostgreSQL client) only with a PostgreSQL URL (relay/store/open.ts).
   // Each would be memory an idle relay holds for nothing (docs/performance.md,
   // "Idle relay memory"): better-auth ~30 MB, the API's routes with zod and
   // hono-openapi ~13 MB, ws ~3 MB, the runner's daemon (through cli/_args.ts
   // once) its WebSocket client and ~4 MB more.
   const { start, later } = await loadedAtStart("cli/relay.ts");
   const lazy =
-    /^npm:\/(better-auth|@better-auth\/|@mariozechner\/|zod@|hono-openapi@|ws@|web-push@|@nats-io\/)/;
+    /^npm:\/(better-auth|@better-auth\/|@mariozechner\/|zod@|hono-openapi@|ws@|web-push@|@nats-io\/|pg(-[a-z]+)?@)/;
   const unwanted = [...start].filter((s) =>
     lazy.test(s) || s.startsWith("npm:/prom-client@") ||
     s.startsWith("runner/") || s.startsWith("relay/routes/") || s === "relay/api.ts" ||

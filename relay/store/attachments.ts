@@ -21,7 +21,7 @@ export interface AttachmentRecord {
 /** A row to insert (the session's runner is read from the session). */
 export type NewAttachment = Omit<AttachmentRecord, "runnerId">;
 
-interface Row {
+export interface Row {
   id: string;
   session_id: string;
   user_id: string;
@@ -34,7 +34,7 @@ interface Row {
   expires_at: string;
 }
 
-function record(r: Row): AttachmentRecord {
+export function record(r: Row): AttachmentRecord {
   return {
     attachmentId: r.id,
     sessionId: r.session_id,

@@ -12,14 +12,15 @@ export interface StoredEvent {
  * by itself). SQLite copies what is bound; with 2 MB bound a time the relay's
  * malloc kept some 40 MB more after a 100 MB stream than with 64 KB.
  */
-const CHUNK_BYTES = 64 * 1024;
+export const CHUNK_BYTES = 64 * 1024;
 
-const INSERT_CHUNK = `INSERT INTO session_event_chunks (session_id, first_seq, last_seq, seqs, body)
+export const INSERT_CHUNK =
+  `INSERT INTO session_event_chunks (session_id, first_seq, last_seq, seqs, body)
   VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`;
-const LAST_SEQ = `SELECT last_seq AS m FROM session_event_chunks WHERE session_id = ?
+export const LAST_SEQ = `SELECT last_seq AS m FROM session_event_chunks WHERE session_id = ?
   ORDER BY first_seq DESC LIMIT 1`;
 /** The chunk holding a seq (the last one starting at or before it), then every later one. */
-const CHUNKS_FROM = `SELECT first_seq, last_seq, seqs, body FROM session_event_chunks
+export const CHUNKS_FROM = `SELECT first_seq, last_seq, seqs, body FROM session_event_chunks
   WHERE session_id = ? AND first_seq >= COALESCE((
     SELECT first_seq FROM session_event_chunks
     WHERE session_id = ? AND first_seq <= ? ORDER BY first_seq DESC LIMIT 1), 0)
@@ -184,7 +185,7 @@ export function chunkEvents(events: readonly StoredEvent[]): EventChunk[] {
 }
 
 /** The events a stored chunk holds, in order. */
-function eventsOf(c: Omit<EventChunk, "count">): StoredEvent[] {
+export function eventsOf(c: Omit<EventChunk, "count">): StoredEvent[] {
   if (c.firstSeq === c.lastSeq) return [{ seq: c.firstSeq, json: c.body }];
   const lines = c.body.split("\n");
   const nums = c.seqs === null ? null : c.seqs.split(",").map(Number);

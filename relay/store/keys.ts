@@ -18,7 +18,7 @@ export interface KeyRecord {
   lastUsedAt: string | null;
 }
 
-interface KeyRow {
+export interface KeyRow {
   id: string;
   user_id: string;
   name: string;
@@ -38,7 +38,7 @@ function scopeOf(kind: string, scope: string): KeyScope {
   return scope === "read" ? "read" : "full";
 }
 
-function fromRow(r: KeyRow): KeyRecord {
+export function fromRow(r: KeyRow): KeyRecord {
   return {
     id: r.id,
     userId: r.user_id,

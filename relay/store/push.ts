@@ -16,7 +16,7 @@ export interface PushSubscriptionRecord {
   createdAt: string;
 }
 
-interface Row {
+export interface Row {
   id: string;
   user_id: string;
   endpoint: string;
@@ -27,7 +27,7 @@ interface Row {
   created_at: string;
 }
 
-function fromRow(r: Row): PushSubscriptionRecord {
+export function fromRow(r: Row): PushSubscriptionRecord {
   return {
     id: r.id,
     userId: r.user_id,

@@ -9,11 +9,11 @@ export interface Deletable {
 }
 
 /** What retention may delete: ended, unpinned; oldest end first. */
-const DELETABLE = `SELECT id, user_id, event_bytes FROM sessions
+export const DELETABLE = `SELECT id, user_id, event_bytes FROM sessions
   WHERE status IN ('ended', 'error') AND pinned = 0`;
-const OLDEST_FIRST = "ORDER BY COALESCE(ended_at, updated_at), id";
+export const OLDEST_FIRST = "ORDER BY COALESCE(ended_at, updated_at), id";
 
-function deletable(rows: unknown[]): Deletable[] {
+export function deletable(rows: unknown[]): Deletable[] {
   return (rows as { id: string; user_id: string; event_bytes: number }[]).map((r) => ({
     sessionId: r.id,
     userId: r.user_id,

@@ -14,7 +14,7 @@ export interface RunnerRecord {
   lastSeenAt: string | null;
 }
 
-interface RunnerRow {
+export interface RunnerRow {
   id: string;
   user_id: string;
   name: string;
@@ -25,7 +25,7 @@ interface RunnerRow {
   last_seen_at: string | null;
 }
 
-function fromRow(r: RunnerRow): RunnerRecord {
+export function fromRow(r: RunnerRow): RunnerRecord {
   return {
     id: r.id,
     userId: r.user_id,

@@ -18,7 +18,7 @@ export interface SessionRecord extends SessionInfo {
   eventBytes?: number;
 }
 
-interface SessionRow {
+export interface SessionRow {
   id: string;
   user_id: string;
   runner_id: string;
@@ -53,7 +53,7 @@ function parseModel(json: string): ModelRef {
   return { provider: m.provider, id: m.id };
 }
 
-function fromRow(r: SessionRow): SessionRecord {
+export function fromRow(r: SessionRow): SessionRecord {
   return {
     sessionId: r.id,
     userId: r.user_id,
@@ -82,7 +82,7 @@ export type SessionPatch = Partial<
   Pick<SessionRecord, "status" | "activity" | "cwd" | "model" | "title" | "endedAt" | "endReason">
 >;
 
-const COLUMNS: Record<keyof SessionPatch, string> = {
+export const COLUMNS: Record<keyof SessionPatch, string> = {
   status: "status",
   activity: "activity",
   cwd: "cwd",

@@ -40,7 +40,7 @@ export interface HistoryEntry extends DeliveredTrigger {
 /** Entries kept per session; older ones are dropped. */
 export const HISTORY_CAP = 200;
 
-interface SubRow {
+export interface SubRow {
   id: string;
   session_id: string;
   user_id: string;
@@ -52,7 +52,7 @@ interface SubRow {
   created_at: string;
 }
 
-interface ListenerRow {
+export interface ListenerRow {
   id: string;
   user_id: string;
   runner_id: string;
@@ -65,7 +65,7 @@ interface ListenerRow {
   updated_at: string;
 }
 
-interface HistoryRow {
+export interface HistoryRow {
   id: string;
   trigger_id: string;
   type: string;
@@ -79,7 +79,7 @@ interface HistoryRow {
   ts: string;
 }
 
-const sub = (r: SubRow): SubscriptionRecord => ({
+export const sub = (r: SubRow): SubscriptionRecord => ({
   subscriptionId: r.id,
   sessionId: r.session_id,
   userId: r.user_id,
@@ -91,7 +91,7 @@ const sub = (r: SubRow): SubscriptionRecord => ({
   createdAt: r.created_at,
 });
 
-const listener = (r: ListenerRow): ListenerRecord => ({
+export const listener = (r: ListenerRow): ListenerRecord => ({
   listenerId: r.id,
   userId: r.user_id,
   runnerId: r.runner_id,
@@ -104,7 +104,7 @@ const listener = (r: ListenerRow): ListenerRecord => ({
   updatedAt: r.updated_at,
 });
 
-const entry = (r: HistoryRow): HistoryEntry => ({
+export const entry = (r: HistoryRow): HistoryEntry => ({
   triggerId: r.trigger_id,
   type: r.type,
   source: r.source,

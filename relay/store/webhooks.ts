@@ -24,7 +24,7 @@ export interface WebhookRecord {
   updatedAt: string;
 }
 
-interface Row {
+export interface Row {
   id: string;
   user_id: string;
   name: string;
@@ -43,7 +43,7 @@ interface Row {
   updated_at: string;
 }
 
-function fromRow(r: Row): WebhookRecord {
+export function fromRow(r: Row): WebhookRecord {
   return {
     id: r.id,
     userId: r.user_id,

@@ -1,0 +1,203 @@
+import {
+  entry,
+  HISTORY_CAP,
+  type HistoryEntry,
+  type HistoryRow,
+  listener,
+  type ListenerRecord,
+  type ListenerRow,
+  sub,
+  type SubRow,
+  type SubscriptionRecord,
+} from "../triggers.ts";
+import type { PgSql } from "./_sql.ts";
+
+/**
+ * Trigger subscriptions, listeners and per-session history (see
+ * TriggersRepo). Lists keep the order rows were added in by `ord`, where
+ * SQLite uses its rowid.
+ */
+export class PgTriggersRepo {
+  constructor(private readonly sql: PgSql) {}
+
+  async saveSubscription(s: SubscriptionRecord): Promise<void> {
+    await this.sql.run(
+      `INSERT INTO trigger_subscriptions (id, session_id, user_id, runner_id, trigger_type, params,
+         filters, filter_mode, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (id) DO UPDATE SET params = excluded.params, filters = excluded.filters,
+         filter_mode = excluded.filter_mode`,
+      s.subscriptionId,
+      s.sessionId,
+      s.userId,
+      s.runnerId,
+      s.triggerType,
+      JSON.stringify(s.params),
+      JSON.stringify(s.filters),
+      s.filterMode,
+      s.createdAt,
+    );
+  }
+
+  async subscriptionsOf(sessionId: string): Promise<SubscriptionRecord[]> {
+    return (await this.sql.all<SubRow>(
+      "SELECT * FROM trigger_subscriptions WHERE session_id = ? ORDER BY created_at, ord",
+      sessionId,
+    )).map(sub);
+  }
+
+  async subscriptionsFor(runnerId: string, type: string): Promise<SubscriptionRecord[]> {
+    return (await this.sql.all<SubRow>(
+      `SELECT * FROM trigger_subscriptions WHERE runner_id = ? AND trigger_type = ?
+       ORDER BY created_at, ord`,
+      runnerId,
+      type,
+    )).map(sub);
+  }
+
+  deleteSubscriptions(sessionId: string, ids: string[]): Promise<number> {
+    return this.sql.tx(async (sql) => {
+      let n = 0;
+      for (const id of ids) {
+        n += await sql.run(
+          "DELETE FROM trigger_subscriptions WHERE session_id = ? AND id = ?",
+          sessionId,
+          id,
+        );
+      }
+      return n;
+    });
+  }
+
+  async deleteSubscriptionsOfSession(sessionId: string): Promise<void> {
+    await this.sql.run("DELETE FROM trigger_subscriptions WHERE session_id = ?", sessionId);
+  }
+
+  async saveListener(l: ListenerRecord): Promise<void> {
+    await this.sql.run(
+      `INSERT INTO trigger_listeners (id, user_id, runner_id, trigger_type, prompt, cwd, model,
+         params, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (id) DO UPDATE SET trigger_type = excluded.trigger_type,
+         prompt = excluded.prompt, cwd = excluded.cwd, model = excluded.model,
+         params = excluded.params, updated_at = excluded.updated_at`,
+      l.listenerId,
+      l.userId,
+      l.runnerId,
+      l.triggerType,
+      l.prompt,
+      l.cwd,
+      l.model ? JSON.stringify(l.model) : null,
+      JSON.stringify(l.params),
+      l.createdAt,
+      l.updatedAt,
+    );
+  }
+
+  async listenersOf(runnerId: string, type?: string): Promise<ListenerRecord[]> {
+    const rows = type === undefined
+      ? await this.sql.all<ListenerRow>(
+        "SELECT * FROM trigger_listeners WHERE runner_id = ? ORDER BY created_at, ord",
+        runnerId,
+      )
+      : await this.sql.all<ListenerRow>(
+        `SELECT * FROM trigger_listeners WHERE runner_id = ? AND trigger_type = ?
+         ORDER BY created_at, ord`,
+        runnerId,
+        type,
+      );
+    return rows.map(listener);
+  }
+
+  deleteListeners(runnerId: string, ids: string[]): Promise<number> {
+    return this.sql.tx(async (sql) => {
+      let n = 0;
+      for (const id of ids) {
+        n += await sql.run(
+          "DELETE FROM trigger_listeners WHERE runner_id = ? AND id = ?",
+          runnerId,
+          id,
+        );
+      }
+      return n;
+    });
+  }
+
+  /**
+   * Appends an entry, keeping only the newest {@linkcode HISTORY_CAP}. The
+   * session's entries are locked first, so that two nodes adding at once
+   * take different positions (the second waits for the first's commit).
+   */
+  addHistory(sessionId: string, e: HistoryEntry): Promise<void> {
+    return this.sql.tx(async (sql) => {
+      await sql.get("SELECT pg_advisory_xact_lock(2, hashtext(?))", sessionId);
+      const top = await sql.get<{ p: number | null }>(
+        "SELECT MAX(pos) AS p FROM trigger_history WHERE session_id = ?",
+        sessionId,
+      );
+      const pos = (top?.p ?? 0) + 1;
+      await sql.run(
+        `INSERT INTO trigger_history (id, session_id, pos, trigger_id, type, source, summary,
+           payload, deliver_as, direction, expects_response, response, ts)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        crypto.randomUUID(),
+        sessionId,
+        pos,
+        e.triggerId,
+        e.type,
+        e.source,
+        e.summary ?? null,
+        JSON.stringify(e.payload),
+        e.deliverAs,
+        e.direction,
+        e.expectsResponse ? 1 : 0,
+        e.response ? JSON.stringify(e.response) : null,
+        e.ts,
+      );
+      await sql.run(
+        "DELETE FROM trigger_history WHERE session_id = ? AND pos <= ?",
+        sessionId,
+        pos - HISTORY_CAP,
+      );
+    });
+  }
+
+  async history(sessionId: string, limit: number): Promise<HistoryEntry[]> {
+    return (await this.sql.all<HistoryRow>(
+      "SELECT * FROM trigger_history WHERE session_id = ? ORDER BY pos DESC LIMIT ?",
+      sessionId,
+      limit,
+    )).map(entry);
+  }
+
+  async lastActivity(sessionId: string): Promise<string | null> {
+    return (await this.sql.get<{ t: string | null }>(
+      "SELECT MAX(ts) AS t FROM trigger_history WHERE session_id = ?",
+      sessionId,
+    ))?.t ?? null;
+  }
+
+  async setResponse(
+    sessionId: string,
+    triggerId: string,
+    response: HistoryEntry["response"],
+  ): Promise<boolean> {
+    return await this.sql.run(
+      `UPDATE trigger_history SET response = ?
+       WHERE session_id = ? AND trigger_id = ? AND direction = 'inbound'`,
+      JSON.stringify(response),
+      sessionId,
+      triggerId,
+    ) > 0;
+  }
+
+  async clearHistory(sessionId: string): Promise<void> {
+    await this.sql.run("DELETE FROM trigger_history WHERE session_id = ?", sessionId);
+  }
+
+  async expireHistory(before: string): Promise<void> {
+    await this.sql.run(
+      `DELETE FROM trigger_history WHERE session_id IN (
+         SELECT session_id FROM trigger_history GROUP BY session_id HAVING MAX(ts) < ?)`,
+      before,
+    );
+  }
+}
