@@ -150,6 +150,21 @@ export class WebhooksRepo {
     ).run(webhookId, nonce, until);
   }
 
+  /**
+   * Marks a nonce used until `until` (epoch ms) unless it is in use at `now`:
+   * whether this call claimed it. Check and mark are one statement, so two
+   * requests with the same nonce cannot both claim it.
+   */
+  claimNonce(webhookId: string, nonce: string, until: number, now: number): boolean {
+    return Number(
+      this.#sql.sql(
+        `INSERT INTO webhook_nonces (webhook_id, nonce, until) VALUES (?, ?, ?)
+         ON CONFLICT (webhook_id, nonce) DO UPDATE SET until = excluded.until
+         WHERE webhook_nonces.until <= ?`,
+      ).run(webhookId, nonce, until, now).changes,
+    ) > 0;
+  }
+
   /** Gives a nonce back (its delivery failed: the sender may retry it). */
   releaseNonce(webhookId: string, nonce: string): void {
     this.#sql.sql("DELETE FROM webhook_nonces WHERE webhook_id = ? AND nonce = ?").run(
