@@ -205,3 +205,28 @@ Deno.test("an answer arriving after close touches no closed database", async () 
   answer({ ok: false, gone: true, status: 410 });
   await n.idle();
 });
+
+Deno.test("notifications keep the order of their events when the store answers the older one later", async () => {
+  let calls = 0;
+  const sent: string[] = [];
+  const n = new PushNotifier({
+    store: {
+      push: {
+        listOf: () => Promise.resolve([sub("a")]),
+        // The first lookup takes longer than the second, as a busy remote store may.
+        countOf: () =>
+          new Promise((resolve) => setTimeout(() => resolve(1), calls++ === 0 ? 30 : 0)),
+      },
+      sessions: { get: () => Promise.resolve(undefined) },
+    } as never,
+    send: (_t, payload) => {
+      sent.push(JSON.parse(payload).kind);
+      return Promise.resolve({ ok: true, status: 201 });
+    },
+    onScreen: () => false,
+  });
+  n.notify("u1", "s1", "agent_needs_input", "which branch?");
+  n.notify("u1", "s1", "agent_finished");
+  await n.idle();
+  assert.deepEqual(sent, ["agent_needs_input", "agent_finished"]);
+});
