@@ -142,14 +142,6 @@ export class WebhooksRepo {
     return r?.until ?? 0;
   }
 
-  /** Marks a nonce used until `until` (epoch ms). */
-  useNonce(webhookId: string, nonce: string, until: number): void {
-    this.#sql.sql(
-      `INSERT INTO webhook_nonces (webhook_id, nonce, until) VALUES (?, ?, ?)
-       ON CONFLICT (webhook_id, nonce) DO UPDATE SET until = excluded.until`,
-    ).run(webhookId, nonce, until);
-  }
-
   /**
    * Marks a nonce used until `until` (epoch ms) unless it is in use at `now`:
    * whether this call claimed it. Check and mark are one statement, so two
