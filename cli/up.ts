@@ -94,16 +94,16 @@ export async function upMain(argv: string[]): Promise<number> {
   const passwordFile = join(dataDir, "initial-password");
   let generated = false;
   try {
-    if (relay.store.accounts.count() === 0) {
+    if (await relay.store.accounts.count() === 0) {
       generated = await createOwner(url, passwordFile, values.email);
     } else {
-      await dropEmailLine(passwordFile, relay.store.accounts.first()!.email);
+      await dropEmailLine(passwordFile, (await relay.store.accounts.first())!.email);
     }
   } catch (err) {
     await served.shutdown();
     throw err;
   }
-  const owner = relay.store.accounts.first()!;
+  const owner = (await relay.store.accounts.first())!;
 
   const stop = new AbortController();
   let runnerDone: Promise<number> = Promise.resolve(0);
@@ -245,7 +245,7 @@ async function localRunnerToken(
   try {
     const saved = JSON.parse(await Deno.readTextFile(path));
     if (typeof saved.apiKey === "string") {
-      const rec = store.keys.byHash(await hashKey(saved.apiKey));
+      const rec = await store.keys.byHash(await hashKey(saved.apiKey));
       const mine = rec && rec.userId === ownerId &&
         (rec.runnerId === null || rec.runnerId === runnerId);
       if (mine) return saved.apiKey;

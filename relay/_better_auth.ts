@@ -30,7 +30,7 @@ export interface AuthConfigOptions {
   /** The header that carries the client's address (the relay sets it, dropping a client's copy). */
   clientIpHeader: string;
   /** Whether one more account may sign up now. */
-  signupOpen: () => boolean;
+  signupOpen: () => Promise<boolean>;
 }
 
 /** The relay's better-auth options (the schema of its tables follows from them). */
@@ -93,9 +93,8 @@ export function authConfig(options: AuthConfigOptions) {
     databaseHooks: {
       user: {
         create: {
-          // deno-lint-ignore require-await
           before: async (user: { email: string }) => {
-            if (!options.signupOpen()) {
+            if (!await options.signupOpen()) {
               throw new APIError("FORBIDDEN", {
                 code: "SIGNUP_CLOSED",
                 message: "Sign-up is closed on this relay (start it with --allow-signup)",

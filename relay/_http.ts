@@ -46,7 +46,7 @@ export type RelayEnv = {
   Variables: {
     principal: Principal;
     /** Whether the principal's key or browser session still holds (see readJson). */
-    principalLive?: () => boolean;
+    principalLive?: () => Promise<boolean>;
   };
 };
 
@@ -66,7 +66,7 @@ export async function readJson<T extends z.ZodType>(
   // The caller was authenticated when its headers came in; the body may come
   // much later. A key revoked (or a sign-out) meanwhile must not let it act.
   const live = c.get("principalLive");
-  if (live && !live()) {
+  if (live && !await live()) {
     throw new HttpError(401, "unauthorized", "API key revoked or signed out during the request");
   }
   const body = parseJsonBody(buf);

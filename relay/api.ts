@@ -15,7 +15,7 @@ import type { Hub } from "./hub.ts";
 import { requirePrincipal } from "./principal.ts";
 import { RecentFolders } from "./recent_folders.ts";
 import { scopeGuard } from "./scopes.ts";
-import type { Store } from "./store/mod.ts";
+import type { AsyncStore } from "./store/mod.ts";
 import type { TriggerListeners } from "./trigger_listeners.ts";
 import type { Triggers } from "./triggers.ts";
 import type { Webhooks } from "./webhooks.ts";
@@ -50,7 +50,7 @@ import {
 /** What the API's routes are built over. */
 export interface ApiOptions {
   auth: Auth;
-  store: Store;
+  store: AsyncStore;
   hub: Hub;
   triggers: Triggers;
   listeners: TriggerListeners;
@@ -101,7 +101,7 @@ export function apiRoutes(o: ApiOptions): Hono<RelayEnv> {
     tunnelRoutes({
       auth: o.auth,
       tunnels: o.hub.tunnels,
-      store: o.store,
+      store: o.hub.store,
       originAllowed: o.originAllowed,
     }),
   );
@@ -115,7 +115,7 @@ export function apiRoutes(o: ApiOptions): Hono<RelayEnv> {
   app.route("/api/keys", keyRoutes(o.store, o.hub.credentials));
   app.route(
     "/api/runners",
-    runnerRoutes(o.hub.runners, o.hub.sessions, new RecentFolders(o.store, o.hub.runners)),
+    runnerRoutes(o.hub.runners, o.hub.sessions, new RecentFolders(o.hub.store, o.hub.runners)),
   );
   app.route("/api/runners", runnerTriggerRoutes(o.listeners));
   app.route("/api/runners", skillRoutes(o.hub.runners));
@@ -128,7 +128,7 @@ export function apiRoutes(o: ApiOptions): Hono<RelayEnv> {
   );
   app.route("/api/runners", sandboxRoutes(o.hub.runners));
   const questions = new Questions({
-    store: o.store,
+    store: o.hub.store,
     runners: o.hub.runners,
     owned: (userId, id) => o.hub.sessions.owned(userId, id),
   });

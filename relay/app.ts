@@ -30,7 +30,8 @@ import { SecretBox } from "./secret_box.ts";
 import { TriggerListeners } from "./trigger_listeners.ts";
 import { Triggers } from "./triggers.ts";
 import { Webhooks } from "./webhooks.ts";
-import { Store } from "./store/mod.ts";
+import { type AsyncStore, asyncStore, Store } from "./store/mod.ts";
+import { reclaimSpace } from "./store/vacuum.ts";
 import { adaptiveCommit } from "./store/event_writer.ts";
 import { StoreThread } from "./store/store_thread.ts";
 import { socketRoutes, type Upgrader } from "./sockets.ts";
@@ -127,7 +128,10 @@ export interface WebRoutes {
 export interface Relay {
   app: Hono<RelayEnv>;
   hub: Hub;
-  store: Store;
+  /** The relay's data, as its modules use it. */
+  store: AsyncStore;
+  /** The SQLite database under it (checkpoints, space, and tests that look inside). */
+  db: Database;
   /** The bus between relay nodes (a LocalBus without `busUrl`). */
   bus: Bus;
   /**
@@ -178,7 +182,10 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   // Checkpoints, and the event log's commits while the relay is busy, run on
   // one thread of their own, started only while there is such work.
   const storeThread = new StoreThread(db, dbPath);
-  const store = options.store?.(db) ?? new Store(db);
+  const sqlite = options.store?.(db) ?? new Store(db);
+  // Everything above the store uses it asynchronously, as it would a store
+  // across the network; the SQLite one answers each call at once.
+  const store = asyncStore(sqlite);
   const baseUrl = options.baseUrl.replace(/\/+$/, "");
   const access = browserAccess({
     baseUrl,
@@ -209,12 +216,13 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   // the relay uses more than a core and for large commits (adaptiveCommit),
   // unless a custom store must receive the writes (then always on this one).
   const hub = new Hub({
-    store,
-    ...(options.store ? {} : { commit: meter.metered(adaptiveCommit(store, storeThread)) }),
+    store: sqlite,
+    ...(options.store ? {} : { commit: meter.metered(adaptiveCommit(sqlite, storeThread)) }),
     eventBufferSize: options.eventBufferSize ?? 1000,
     baseUrl,
     principalLive: auth.principalLive,
     ...(options.retention ? { retention: options.retention } : {}),
+    reclaimSpace: (pages) => reclaimSpace(db, pages),
     truncateWal: () => storeThread.truncateWal(),
     ...(options.log ? { log: options.log } : {}),
     pushSend: (target, payload, delivery) => pushSender.send(target, payload, delivery),
@@ -224,7 +232,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   triggers.start();
   const runnerServices = new RunnerServices({ viewersOf: (u) => hub.fanout.viewersOf(u) });
   const runnerCalls = withSubagentCalls(
-    new TriggerCalls(triggers, store, runnerServices),
+    new TriggerCalls(triggers, sqlite, runnerServices),
     hub.subagents,
   );
   const listeners = new TriggerListeners({
@@ -363,6 +371,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     app,
     hub,
     store,
+    db,
     bus,
     async routes() {
       const all = [...app.routes, ...(await loadApi()).routes];

@@ -14,7 +14,7 @@ import type { AttachmentInfo } from "../shared/attachments_api.ts";
 import { type Clock, isoNow, systemClock } from "./_clock.ts";
 import { readMultipart } from "./_multipart.ts";
 import { notFound } from "./errors.ts";
-import type { AttachmentRecord, NewAttachment, Store } from "./store/mod.ts";
+import type { AsyncStore, AttachmentRecord, NewAttachment } from "./store/mod.ts";
 
 /** What the relay accepts and keeps; see docs/configuration.md. */
 export interface AttachmentPolicy {
@@ -78,7 +78,7 @@ export interface Reader {
 
 /** Options of {@linkcode Attachments}. */
 export interface AttachmentsOptions {
-  store: Store;
+  store: AsyncStore;
   /** Folder of the blobs (`<data-dir>/attachments`); created owner-only. */
   dir: string;
   policy?: AttachmentPolicy;
@@ -100,7 +100,7 @@ interface Incoming {
 /** The attachment store and its sweep. */
 export class Attachments {
   readonly policy: AttachmentPolicy;
-  readonly #store: Store;
+  readonly #store: AsyncStore;
   readonly #dir: string;
   readonly #tmp: string;
   readonly #clock: Clock;
@@ -170,7 +170,9 @@ export class Attachments {
     boundary: string,
   ): Promise<AttachmentInfo[]> {
     const { maxFileBytes, maxFiles, userMaxBytes } = this.policy;
-    const held = userMaxBytes > 0 ? this.#store.attachments.userBytes(userId, this.#now()) : 0;
+    const held = userMaxBytes > 0
+      ? await this.#store.attachments.userBytes(userId, this.#now())
+      : 0;
     const files: Incoming[] = [];
     let total = 0;
     try {
@@ -247,7 +249,7 @@ export class Attachments {
     // saw the quota as it was when they began, and together may pass it.
     const { userMaxBytes } = this.policy;
     if (userMaxBytes > 0) {
-      const held = this.#store.attachments.userBytes(userId, this.#now());
+      const held = await this.#store.attachments.userBytes(userId, this.#now());
       if (held + files.reduce((n, f) => n + f.size, 0) > userMaxBytes) {
         throw new UploadTooLarge("quota_exceeded", quotaMessage(userMaxBytes));
       }
@@ -273,9 +275,7 @@ export class Attachments {
       createdAt: new Date(now).toISOString(),
       expiresAt: new Date(now + this.policy.ttlMs).toISOString(),
     }));
-    this.#store.tx(() => {
-      for (const r of rows) this.#store.attachments.insert(r);
-    });
+    await this.#store.attachments.insertAll(rows);
     return rows.map(info);
   }
 
@@ -284,8 +284,8 @@ export class Attachments {
    * credential not bound to another runner. Unknown, foreign and expired
    * ids throw the same 404.
    */
-  get(reader: Reader, attachmentId: string): AttachmentRecord {
-    const a = this.#store.attachments.get(attachmentId, this.#now());
+  async get(reader: Reader, attachmentId: string): Promise<AttachmentRecord> {
+    const a = await this.#store.attachments.get(attachmentId, this.#now());
     if (!a || a.userId !== reader.userId) throw notFound("Attachment");
     if (reader.scope === "runner" && reader.runnerId === null) throw notFound("Attachment");
     if (reader.runnerId !== null && reader.runnerId !== a.runnerId) throw notFound("Attachment");
@@ -304,13 +304,13 @@ export class Attachments {
   async sweep(): Promise<{ rows: number; blobs: number }> {
     if (this.#closed) return { rows: 0, blobs: 0 };
     const now = this.#now();
-    const rows = this.#store.tx(() => this.#store.attachments.deleteDead(now));
+    const rows = await this.#store.attachments.deleteDead(now);
     const blobs = await this.#turn(async () => {
       let n = 0;
       for await (const e of Deno.readDir(this.#dir)) {
         if (this.#closed) break;
         if (!e.isFile || !/^[0-9a-f]{64}$/.test(e.name)) continue;
-        if (this.#store.attachments.referenced(e.name)) continue;
+        if (await this.#store.attachments.referenced(e.name)) continue;
         await Deno.remove(join(this.#dir, e.name)).catch(() => {});
         n++;
       }

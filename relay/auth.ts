@@ -1,7 +1,7 @@
 import type { BetterAuth } from "./_better_auth.ts";
 import type { KeyScope } from "../shared/api.ts";
 import type { Database } from "./store/db.ts";
-import type { Store } from "./store/mod.ts";
+import type { AsyncStore } from "./store/mod.ts";
 import { hashKey, looksLikeKey } from "./keys.ts";
 
 /** How long a checked session cookie is trusted without checking it again. */
@@ -13,7 +13,7 @@ export const CLIENT_IP_HEADER = "x-baton-client-ip";
 /** Options of {@linkcode createAuth}. */
 export interface AuthOptions {
   db: Database;
-  store: Store;
+  store: AsyncStore;
   baseUrl: string;
   secret: string;
   /** Whether accounts beyond the first may sign up. */
@@ -64,7 +64,7 @@ export function createAuth(options: AuthOptions) {
           secret: options.secret,
           trustedOrigins: options.trustedOrigins,
           clientIpHeader: CLIENT_IP_HEADER,
-          signupOpen: () => options.allowSignup || store.accounts.count() === 0,
+          signupOpen: async () => options.allowSignup || await store.accounts.count() === 0,
         }),
         isAuthRefusal: m.isAuthRefusal,
       };
@@ -93,8 +93,8 @@ export function createAuth(options: AuthOptions) {
   }
 
   /** Whether sign-up is closed: the relay has its owner and was not started with allowSignup. */
-  function signUpClosed(): boolean {
-    return !options.allowSignup && store.accounts.count() > 0;
+  async function signUpClosed(): Promise<boolean> {
+    return !options.allowSignup && await store.accounts.count() > 0;
   }
 
   /**
@@ -106,7 +106,7 @@ export function createAuth(options: AuthOptions) {
     const signingUp = new URL(req.url).pathname.includes("/sign-up/");
     if (!signingUp) return (await betterAuth()).handler(req);
     return oneSignUpAtATime(async () =>
-      signUpClosed() ? signUpClosedResponse() : (await betterAuth()).handler(req)
+      await signUpClosed() ? signUpClosedResponse() : (await betterAuth()).handler(req)
     );
   }
 
@@ -139,9 +139,11 @@ export function createAuth(options: AuthOptions) {
     body: { email: string; password: string; name: string },
   ): Promise<{ ok: true; userId: string } | { ok: false; reason: "closed" | "exists" }> {
     return oneSignUpAtATime(async () => {
-      if (signUpClosed()) return { ok: false, reason: "closed" } as const;
+      if (await signUpClosed()) return { ok: false, reason: "closed" } as const;
       // better-auth would answer a made-up user for an email it has (see autoSignIn).
-      if (store.accounts.idByEmail(body.email)) return { ok: false, reason: "exists" } as const;
+      if (await store.accounts.idByEmail(body.email)) {
+        return { ok: false, reason: "exists" } as const;
+      }
       const res = await (await betterAuth()).api.signUpEmail({ body });
       return { ok: true, userId: res.user.id } as const;
     });
@@ -170,7 +172,7 @@ export function createAuth(options: AuthOptions) {
     // A sign-out (or password change) of this user finished while we asked:
     // the session better-auth found may be gone now, and must not be cached.
     const raced = (generations.get(s.user.id) ?? 0) > asked;
-    if (raced && !authSessionLive(s.session.id)) return null;
+    if (raced && !await authSessionLive(s.session.id)) return null;
     const principal: Principal = {
       userId: s.user.id,
       email: s.user.email,
@@ -206,23 +208,25 @@ export function createAuth(options: AuthOptions) {
    * session, or its key (not revoked, not expired). For sockets that start
    * after an await following the check.
    */
-  function principalLive(p: Credential): boolean {
-    if (p.via === "cookie") return p.authSessionId !== null && authSessionLive(p.authSessionId);
-    const rec = p.keyId === null ? undefined : store.keys.byId(p.keyId);
+  async function principalLive(p: Credential): Promise<boolean> {
+    if (p.via === "cookie") {
+      return p.authSessionId !== null && await authSessionLive(p.authSessionId);
+    }
+    const rec = p.keyId === null ? undefined : await store.keys.byId(p.keyId);
     return rec !== undefined && (!rec.expiresAt || Date.parse(rec.expiresAt) > Date.now());
   }
 
   /** The principal a raw API key or runner token stands for, when it is valid. */
   async function principalFromKey(key: string): Promise<Principal | null> {
     if (!looksLikeKey(key)) return null;
-    const rec = store.keys.byHash(await hashKey(key));
+    const rec = await store.keys.byHash(await hashKey(key));
     if (!rec) return null;
     if (rec.expiresAt && Date.parse(rec.expiresAt) <= Date.now()) return null;
-    const user = store.accounts.byId(rec.userId);
+    const user = await store.accounts.byId(rec.userId);
     if (!user) return null;
     const now = new Date();
     if (!rec.lastUsedAt || now.getTime() - Date.parse(rec.lastUsedAt) > 60_000) {
-      store.keys.touch(rec.id, now.toISOString());
+      await store.keys.touch(rec.id, now.toISOString());
     }
     return {
       userId: user.id,
@@ -237,13 +241,13 @@ export function createAuth(options: AuthOptions) {
   }
 
   /** The user id owning `email`, if any. */
-  function userIdByEmail(email: string): string | undefined {
+  function userIdByEmail(email: string): Promise<string | undefined> {
     return store.accounts.idByEmail(email);
   }
 
   /** Whether a browser session (better-auth's `session` row) still exists and has not expired. */
-  function authSessionLive(id: string): boolean {
-    const expires = store.accounts.browserSessionExpiry(id);
+  async function authSessionLive(id: string): Promise<boolean> {
+    const expires = await store.accounts.browserSessionExpiry(id);
     return expires !== undefined && expires > Date.now();
   }
 

@@ -12,7 +12,7 @@ function configOn(db: DatabaseSync) {
     secret: "a test secret that is long enough to sign",
     trustedOrigins: [],
     clientIpHeader: "x-baton-client-ip",
-    signupOpen: () => true,
+    signupOpen: () => Promise.resolve(true),
   });
 }
 

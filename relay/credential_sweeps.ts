@@ -35,7 +35,7 @@ export interface CredentialSweepsOptions {
    * holds; given, `start` closes the sockets whose credentials lapsed every
    * CREDENTIAL_SWEEP_MS.
    */
-  principalLive?: (c: Credential) => boolean;
+  principalLive?: (c: Credential) => Promise<boolean>;
   clock?: Clock;
 }
 
@@ -54,7 +54,11 @@ export class CredentialSweeps {
   start(): void {
     const live = this.#opts.principalLive;
     if (!live || this.#timer !== null) return;
-    this.#timer = this.#clock.setInterval(() => this.closeLapsed(live), CREDENTIAL_SWEEP_MS);
+    // A lookup that failed (the store out of reach) is tried again at the next sweep.
+    this.#timer = this.#clock.setInterval(
+      () => void this.closeLapsed(live).catch(() => {}),
+      CREDENTIAL_SWEEP_MS,
+    );
   }
 
   /** Closes every socket opened with a key that was just revoked. */
@@ -87,29 +91,34 @@ export class CredentialSweeps {
    * a password change, or removed some way the relay was not told of. Code
    * 4401; each credential is looked up once.
    */
-  closeLapsed(live: (c: Credential) => boolean, userId?: string): void {
-    const seen = new Map<string, boolean>();
-    const holds = (c: Credential): boolean => {
+  async closeLapsed(live: (c: Credential) => Promise<boolean>, userId?: string): Promise<void> {
+    const seen = new Map<string, Promise<boolean>>();
+    const holds = (c: Credential): Promise<boolean> => {
       const id = `${c.via}:${c.via === "key" ? c.keyId : c.authSessionId}`;
       let ok = seen.get(id);
       if (ok === undefined) seen.set(id, ok = live(c));
       return ok;
     };
-    for (const link of [...this.#opts.links()]) {
-      if (link.keyId === null || (userId !== undefined && link.userId !== userId)) continue;
-      if (!holds({ via: "key", keyId: link.keyId, authSessionId: null })) {
-        link.close(CloseCode.revoked, "API key expired or revoked");
-      }
-    }
-    for (const v of [...this.#opts.viewers(userId)]) {
-      if (holds(v.principal)) continue;
-      v.close(
-        CloseCode.revoked,
-        v.principal.via === "cookie"
-          ? "Signed out or session expired"
-          : "API key expired or revoked",
-      );
-    }
+    const links = [...this.#opts.links()].filter((link) =>
+      link.keyId !== null && (userId === undefined || link.userId === userId)
+    );
+    const viewers = [...this.#opts.viewers(userId)];
+    await Promise.all([
+      ...links.map(async (link) => {
+        if (!await holds({ via: "key", keyId: link.keyId, authSessionId: null })) {
+          link.close(CloseCode.revoked, "API key expired or revoked");
+        }
+      }),
+      ...viewers.map(async (v) => {
+        if (await holds(v.principal)) return;
+        v.close(
+          CloseCode.revoked,
+          v.principal.via === "cookie"
+            ? "Signed out or session expired"
+            : "API key expired or revoked",
+        );
+      }),
+    ]);
   }
 
   /** Stops the periodic sweep. */

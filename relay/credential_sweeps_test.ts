@@ -4,6 +4,9 @@ import type { Credential } from "./auth.ts";
 import { CREDENTIAL_SWEEP_MS, CredentialSweeps } from "./credential_sweeps.ts";
 import { FakeClock } from "./testdata/fakes.ts";
 
+/** Lets the sweep's lookups (promises) settle. */
+const settled = () => new Promise((resolve) => setTimeout(resolve, 0));
+
 function socket(userId: string, principal: Credential) {
   const closed: string[] = [];
   return {
@@ -15,14 +18,14 @@ function socket(userId: string, principal: Credential) {
   };
 }
 
-Deno.test("the sweep closes sockets whose key or browser session lapsed, looking each up once", () => {
+Deno.test("the sweep closes sockets whose key or browser session lapsed, looking each up once", async () => {
   const clock = new FakeClock();
   const lapsed = new Set(["key:k2", "cookie:b2"]);
   const lookups: string[] = [];
   const live = (c: Credential) => {
     const id = `${c.via}:${c.via === "key" ? c.keyId : c.authSessionId}`;
     lookups.push(id);
-    return !lapsed.has(id);
+    return Promise.resolve(!lapsed.has(id));
   };
   const key = (keyId: string): Credential => ({ via: "key", keyId, authSessionId: null });
   const cookie = (id: string): Credential => ({ via: "cookie", keyId: null, authSessionId: id });
@@ -43,6 +46,7 @@ Deno.test("the sweep closes sockets whose key or browser session lapsed, looking
   clock.advance(CREDENTIAL_SWEEP_MS - 1);
   assert.deepEqual(links.flatMap((l) => l.closed), [], "nothing before the first sweep");
   clock.advance(1);
+  await settled();
   const revoked = CloseCode.revoked;
   assert.deepEqual(links.map((l) => l.closed), [[], [`${revoked} API key expired or revoked`]]);
   assert.deepEqual(viewers.map((v) => v.closed), [
@@ -56,7 +60,7 @@ Deno.test("the sweep closes sockets whose key or browser session lapsed, looking
   assert.equal(clock.pendingTimers, 0);
 });
 
-Deno.test("revoking a key closes its runner and viewer sockets at once; a user's sweep spares others", () => {
+Deno.test("revoking a key closes its runner and viewer sockets at once; a user's sweep spares others", async () => {
   const key = (keyId: string): Credential => ({ via: "key", keyId, authSessionId: null });
   const links = [socket("u1", key("k1")), socket("u2", key("k2"))];
   const viewers = [socket("u1", key("k1")), socket("u2", key("k2"))];
@@ -68,12 +72,12 @@ Deno.test("revoking a key closes its runner and viewer sockets at once; a user's
   sweeps.revokeKey("k1");
   assert.deepEqual(links.map((l) => l.closed.length), [1, 0]);
   assert.deepEqual(viewers.map((v) => v.closed), [[`${CloseCode.revoked} API key revoked`], []]);
-  sweeps.closeLapsed(() => false, "u2");
+  await sweeps.closeLapsed(() => Promise.resolve(false), "u2");
   assert.deepEqual(links.map((l) => l.closed.length), [1, 1]);
   assert.deepEqual(viewers.map((v) => v.closed.length), [1, 1]);
 });
 
-Deno.test("a browser session carried over keeps its user's sockets open under the new one; others close", () => {
+Deno.test("a browser session carried over keeps its user's sockets open under the new one; others close", async () => {
   const cookie = (id: string): Credential => ({ via: "cookie", keyId: null, authSessionId: id });
   const viewers = [
     socket("u1", cookie("old")),
@@ -87,6 +91,6 @@ Deno.test("a browser session carried over keeps its user's sockets open under th
   sweeps.carryOver("u1", "old", "new");
   assert.deepEqual(viewers.map((v) => v.principal.authSessionId), ["new", "other", "old"]);
   const live = new Set(["new"]);
-  sweeps.closeLapsed((c) => live.has(c.authSessionId ?? ""), "u1");
+  await sweeps.closeLapsed((c) => Promise.resolve(live.has(c.authSessionId ?? "")), "u1");
   assert.deepEqual(viewers.map((v) => v.closed.length), [0, 1, 0]);
 });

@@ -33,7 +33,7 @@ import { Subagents } from "./subagents.ts";
 import type { InputOptions } from "./input_attachments.ts";
 import type { RunnerHub } from "./runner_link.ts";
 import type { CommitEvents } from "./store/event_writer.ts";
-import type { Store } from "./store/mod.ts";
+import { asyncStore, type Store } from "./store/mod.ts";
 import type { Viewer, ViewerHub } from "./viewer.ts";
 
 /** Options of {@linkcode Hub}. */
@@ -51,9 +51,11 @@ export interface HubOptions {
    * given, sockets whose credentials lapsed are closed within
    * CREDENTIAL_SWEEP_MS.
    */
-  principalLive?: (c: Credential) => boolean;
+  principalLive?: (c: Credential) => Promise<boolean>;
   /** What retention keeps (default DEFAULT_RETENTION). */
   retention?: RetentionPolicy;
+  /** Gives free pages back to the file system (SQLite's; see RetentionOptions). */
+  reclaimSpace?: (pages: number) => number | Promise<number>;
   /** Empties the WAL file after space was given back (the checkpointer's thread does it). */
   truncateWal?: () => void;
   clock?: Clock;
@@ -135,12 +137,15 @@ export class Hub implements RunnerHub, ViewerHub {
       ...(options.principalLive ? { principalLive: options.principalLive } : {}),
       clock,
     });
+    // Retention and push use the store asynchronously (issue 22); the rest still synchronously.
+    const data = asyncStore(store);
     this.retention = new Retention({
-      store,
+      store: data,
       events: this.events,
       fanout: this.fanout,
       feed: this.feed,
       ...(options.retention ? { policy: options.retention } : {}),
+      ...(options.reclaimSpace ? { reclaimSpace: options.reclaimSpace } : {}),
       ...(options.truncateWal ? { truncateWal: options.truncateWal } : {}),
       tellRunner: (runnerId, sessionId) => this.#tellRunnerDeleted(runnerId, sessionId),
       log: this.#log,
@@ -148,7 +153,7 @@ export class Hub implements RunnerHub, ViewerHub {
     });
     this.push = options.pushSend
       ? new PushNotifier({
-        store,
+        store: data,
         send: options.pushSend,
         onScreen: (id) => this.fanout.onScreen(id),
         parentOf: (id) => store.sessions.get(id)?.parentId ?? null,
@@ -301,8 +306,8 @@ export class Hub implements RunnerHub, ViewerHub {
   }
 
   /** Closes the sockets whose key or browser session lapsed (all, or `userId`'s). */
-  closeLapsed(live: (c: Credential) => boolean, userId?: string): void {
-    this.credentials.closeLapsed(live, userId);
+  closeLapsed(live: (c: Credential) => Promise<boolean>, userId?: string): Promise<void> {
+    return this.credentials.closeLapsed(live, userId);
   }
 
   /** Resolves once every event received so far is committed. */

@@ -1,6 +1,6 @@
 import { encodeBase64Url } from "../shared/bytes.ts";
 import type { CreatedKey, KeyScope } from "../shared/api.ts";
-import type { Store } from "./store/mod.ts";
+import type { AsyncStore } from "./store/mod.ts";
 
 /** Prefix of personal API keys. */
 export const API_KEY_PREFIX = "bk_";
@@ -53,7 +53,7 @@ export interface CreateKeyOptions {
 
 /** Creates a key for `userId`, stores its hash and returns the secret once. */
 export async function createKey(
-  store: Pick<Store, "keys">,
+  store: Pick<AsyncStore, "keys">,
   userId: string,
   options: CreateKeyOptions,
 ): Promise<CreatedKey> {
@@ -75,7 +75,7 @@ export async function createKey(
     expiresAt: days ? new Date(now.getTime() + days * 86_400_000).toISOString() : null,
     lastUsedAt: null,
   };
-  store.keys.insert(rec);
+  await store.keys.insert(rec);
   return {
     id: rec.id,
     key,

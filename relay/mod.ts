@@ -17,4 +17,4 @@ export {
 } from "./serve.ts";
 export { createKey, hashKey } from "./keys.ts";
 export { DEFAULT_VAPID_SUBJECT, vapidFromEnv, type VapidKeys } from "./push_keys.ts";
-export type { Store } from "./store/mod.ts";
+export type { AsyncStore, Store } from "./store/mod.ts";

@@ -15,6 +15,8 @@
  *   replaces it, as the `Topic` header does at the push service), at most
  *   MAX_QUEUED in all, CONCURRENCY in flight, each with the sender's time
  *   limit: a slow or dead push service costs bounded memory.
+ * - The store is asked in the order the events came (one step at a time),
+ *   so a newer notification still replaces an older one of its session.
  *
  * @module
  */
@@ -24,7 +26,7 @@ import type { SessionEventBody } from "../shared/protocol.ts";
 import { type Clock, systemClock } from "./_clock.ts";
 import type { Committed } from "./event_pipeline.ts";
 import type { PushDelivery, PushTarget, SendOutcome } from "./push_sender.ts";
-import type { PushSubscriptionRecord, Store } from "./store/mod.ts";
+import type { AsyncStore, PushSubscriptionRecord } from "./store/mod.ts";
 import { needsInput } from "./questions.ts";
 
 /** Deliveries waiting at most (about 1 KB each). */
@@ -45,15 +47,15 @@ const DELIVERY: Record<PushKind, Omit<PushDelivery, "topic">> = {
 
 /** Options of {@linkcode PushNotifier}. */
 export interface PushNotifierOptions {
-  store: Pick<Store, "push" | "sessions">;
+  store: Pick<AsyncStore, "push" | "sessions">;
   /** Sends one message (PushSender.send). */
   send: (target: PushTarget, payload: string, delivery: PushDelivery) => Promise<SendOutcome>;
   /** Whether a viewer has the session open and on screen. */
   onScreen: (sessionId: string) => boolean;
   /** Whether a session is in collab mode: its `agent_needs_input` carries buttons (rule 3). */
-  collab?: (userId: string, sessionId: string) => boolean;
+  collab?: (userId: string, sessionId: string) => boolean | Promise<boolean>;
   /** The parent of a linked child session, or null (rule 2). */
-  parentOf?: (sessionId: string) => string | null;
+  parentOf?: (sessionId: string) => string | null | Promise<string | null>;
   log?: (line: string) => void;
   clock?: Clock;
   maxQueued?: number;
@@ -127,6 +129,12 @@ export class PushNotifier {
   #closed = false;
   /** Resolves when the queue is empty and nothing is in flight (tests). */
   #idle: (() => void)[] = [];
+  /** The events being looked at, one after another (each may ask the store). */
+  #steps: Promise<void> = Promise.resolve();
+  /** Steps queued on `#steps` and not yet done. */
+  #stepsLeft = 0;
+  /** Whether the head of the queue is being prepared (its subscriptions read). */
+  #starting = false;
 
   constructor(options: PushNotifierOptions) {
     this.#opts = options;
@@ -159,11 +167,22 @@ export class PushNotifier {
       const e = parsed.e;
       if (!e) continue;
       const stale = typeof parsed.ts === "number" && this.#clock.now() - parsed.ts > STALE_MS;
-      this.#event(c.userId, c.sessionId, e, stale);
+      this.#step(() => this.#event(c.userId, c.sessionId, e, stale));
     }
   }
 
-  #event(userId: string, sessionId: string, e: SessionEventBody, stale: boolean): void {
+  /** Runs `step` after every step before it, so notifications keep the order of their events. */
+  #step(step: () => Promise<void>): void {
+    this.#stepsLeft++;
+    this.#steps = this.#steps.then(step).catch((err) => {
+      this.#opts.log?.(`push: preparing a notification failed: ${err}`);
+    }).then(() => {
+      this.#stepsLeft--;
+      this.#settle();
+    });
+  }
+
+  async #event(userId: string, sessionId: string, e: SessionEventBody, stale: boolean) {
     switch (e.type) {
       case "message_end": {
         const m = e.message as { role?: string; stopReason?: string; errorMessage?: string };
@@ -180,21 +199,23 @@ export class PushNotifier {
         const error = this.#turnError.get(sessionId);
         this.#turnError.delete(sessionId);
         if (stale) return;
-        if (error !== undefined) this.notify(userId, sessionId, "agent_error", error);
-        else this.notify(userId, sessionId, "agent_finished");
+        if (error !== undefined) await this.#notify(userId, sessionId, "agent_error", error);
+        else await this.#notify(userId, sessionId, "agent_finished");
         return;
       }
       case "question": {
         if (stale) return;
-        const collab = this.#opts.collab?.(userId, sessionId) ?? false;
+        const collab = (await this.#opts.collab?.(userId, sessionId)) ?? false;
         const n = needsInput(e, collab);
         if (!n) return;
         const input = { toolCallId: n.toolCallId, actions: n.actions };
-        this.notify(userId, sessionId, "agent_needs_input", n.detail, input);
+        await this.#notify(userId, sessionId, "agent_needs_input", n.detail, input);
         return;
       }
       case "session_error":
-        if (!stale) this.notify(userId, sessionId, "agent_error", String(e.message ?? "Error"));
+        if (!stale) {
+          await this.#notify(userId, sessionId, "agent_error", String(e.message ?? "Error"));
+        }
         return;
       case "session_end": {
         this.#turnError.delete(sessionId);
@@ -218,30 +239,42 @@ export class PushNotifier {
     detail = "",
     input?: Pending["input"],
   ): void {
+    const ts = this.#clock.now();
+    this.#step(() => this.#notify(userId, sessionId, kind, detail, input, ts));
+  }
+
+  async #notify(
+    userId: string,
+    sessionId: string,
+    kind: PushKind,
+    detail = "",
+    input?: Pending["input"],
+    ts = this.#clock.now(),
+  ): Promise<void> {
     if (this.#closed) return;
     if (this.#opts.onScreen(sessionId)) return;
-    if (this.#opts.store.push.countOf(userId) === 0) return;
-    const job: Pending = { userId, sessionId, kind, detail, ts: this.#clock.now() };
+    if (await this.#opts.store.push.countOf(userId) === 0 || this.#closed) return;
+    const job: Pending = { userId, sessionId, kind, detail, ts };
     if (input) job.input = input;
     this.#enqueue(sessionId, job);
     this.#pump();
   }
 
   /** Starts a notification's delivery: its payload and the subscriptions that want it (rules 1, 2). */
-  #start(p: Pending): NonNullable<Pending["started"]> {
-    const isChild = (this.#opts.parentOf?.(p.sessionId) ?? null) !== null;
-    const targets = this.#opts.store.push.listOf(p.userId).filter((s) =>
+  async #start(p: Pending): Promise<NonNullable<Pending["started"]>> {
+    const isChild = ((await this.#opts.parentOf?.(p.sessionId)) ?? null) !== null;
+    const targets = (await this.#opts.store.push.listOf(p.userId)).filter((s) =>
       kindEnabled(s.enabledEvents, p.kind) && !(isChild && s.suppressChildNotifications)
     );
     return {
-      payload: JSON.stringify(this.#payload(p)),
+      payload: JSON.stringify(await this.#payload(p)),
       delivery: { ...DELIVERY[p.kind], topic: topicOf(p.sessionId) },
       targets,
     };
   }
 
-  #payload({ sessionId, kind, detail, ts, input }: Pending): PushPayload {
-    const rec = this.#opts.store.sessions.get(sessionId);
+  async #payload({ sessionId, kind, detail, ts, input }: Pending): Promise<PushPayload> {
+    const rec = await this.#opts.store.sessions.get(sessionId);
     const name = rec?.title ? `"${rec.title}"` : `session ${sessionId.slice(0, 8)}`;
     const cut = (s: string) => (s.length > MAX_BODY ? s.slice(0, MAX_BODY - 1) + "…" : s);
     const body = kind === "agent_finished"
@@ -278,7 +311,23 @@ export class PushNotifier {
   #pump(): void {
     while (!this.#closed && this.#inFlight < CONCURRENCY && this.#queue.size > 0) {
       const [key, p] = this.#queue.entries().next().value as [string, Pending];
-      p.started ??= this.#start(p);
+      if (!p.started) {
+        // One notification prepared at a time; a newer one of its session
+        // may replace it meanwhile (then what was read goes unused).
+        if (this.#starting) return;
+        this.#starting = true;
+        this.#start(p).then((started) => {
+          p.started = started;
+        }, (err) => {
+          if (this.#queue.get(key) === p) this.#queue.delete(key);
+          this.#opts.log?.(`push: reading the subscriptions failed: ${err}`);
+        }).finally(() => {
+          this.#starting = false;
+          this.#pump();
+          this.#settle();
+        });
+        return;
+      }
       const sub = p.started.targets.shift();
       if (p.started.targets.length === 0) this.#queue.delete(key);
       if (!sub) continue;
@@ -287,11 +336,20 @@ export class PushNotifier {
       this.#deliver(job).finally(() => {
         this.#inFlight--;
         this.#pump();
-        if (this.#inFlight === 0 && this.#queue.size === 0) {
-          for (const r of this.#idle.splice(0)) r();
-        }
+        this.#settle();
       });
     }
+  }
+
+  /** Whether nothing waits, is being prepared or is in flight. */
+  #quiet(): boolean {
+    return this.#stepsLeft === 0 && !this.#starting && this.#inFlight === 0 &&
+      (this.#queue.size === 0 || this.#closed);
+  }
+
+  /** Resolves the `idle()` waits once nothing is left to do. */
+  #settle(): void {
+    if (this.#quiet()) { for (const r of this.#idle.splice(0)) r(); }
   }
 
   async #deliver({ sub, payload, delivery }: Job): Promise<void> {
@@ -306,8 +364,8 @@ export class PushNotifier {
     if (out.gone) {
       // Rule 4: the browser unsubscribed or the subscription expired.
       try {
-        const now = this.#opts.store.push.byEndpoint(sub.endpoint);
-        if (now?.id === sub.id) this.#opts.store.push.delete(sub.id);
+        const now = await this.#opts.store.push.byEndpoint(sub.endpoint);
+        if (now?.id === sub.id) await this.#opts.store.push.delete(sub.id);
       } catch (err) {
         this.#opts.log?.(`push: removing a gone subscription failed: ${err}`);
         return;
@@ -322,7 +380,7 @@ export class PushNotifier {
 
   /** Resolves once nothing waits or is in flight. */
   idle(): Promise<void> {
-    if (this.#inFlight === 0 && this.#queue.size === 0) return Promise.resolve();
+    if (this.#quiet()) return Promise.resolve();
     return new Promise((r) => this.#idle.push(r));
   }
 

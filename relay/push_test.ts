@@ -6,6 +6,9 @@ import { PushSender } from "./push_sender.ts";
 import { endpointProblem, isPublicAddress, sendProblem } from "./push_endpoint.ts";
 import { generateVapidKeys } from "./push_keys.ts";
 
+/** Lets the notifier's steps (each a few promises) run. */
+const settled = () => new Promise((resolve) => setTimeout(resolve, 0));
+
 function sub(id: string, over: Partial<PushSubscriptionRecord> = {}): PushSubscriptionRecord {
   return {
     id,
@@ -78,10 +81,12 @@ Deno.test("a push service that never answers holds a bounded queue, newest per s
     maxQueued: 50,
   });
   for (let i = 0; i < 5000; i++) n.notify("u1", `session-${i}`, "agent_finished");
+  await settled();
   // 4 in flight; of the rest only the newest 50 wait.
   assert.deepEqual(n.pending, { queued: 50, inFlight: 4, dropped: 5000 - 54 });
   // A newer notification of a waiting session replaces it instead of queueing twice.
   n.notify("u1", "session-4999", "agent_error", "boom");
+  await settled();
   assert.equal(n.pending.queued, 50);
   for (let i = 0; hanging.length > 0 && i < 100; i++) {
     for (const r of hanging.splice(0)) r();
@@ -195,7 +200,33 @@ Deno.test("an answer arriving after close touches no closed database", async () 
     onScreen: () => false,
   });
   n.notify("u1", "s1", "agent_finished");
+  await settled();
   n.close();
   answer({ ok: false, gone: true, status: 410 });
   await n.idle();
+});
+
+Deno.test("notifications keep the order of their events when the store answers the older one later", async () => {
+  let calls = 0;
+  const sent: string[] = [];
+  const n = new PushNotifier({
+    store: {
+      push: {
+        listOf: () => Promise.resolve([sub("a")]),
+        // The first lookup takes longer than the second, as a busy remote store may.
+        countOf: () =>
+          new Promise((resolve) => setTimeout(() => resolve(1), calls++ === 0 ? 30 : 0)),
+      },
+      sessions: { get: () => Promise.resolve(undefined) },
+    } as never,
+    send: (_t, payload) => {
+      sent.push(JSON.parse(payload).kind);
+      return Promise.resolve({ ok: true, status: 201 });
+    },
+    onScreen: () => false,
+  });
+  n.notify("u1", "s1", "agent_needs_input", "which branch?");
+  n.notify("u1", "s1", "agent_finished");
+  await n.idle();
+  assert.deepEqual(sent, ["agent_needs_input", "agent_finished"]);
 });

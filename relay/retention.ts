@@ -1,8 +1,9 @@
 /**
  * Deleting sessions and keeping the store bounded: a session's removal (its
  * row at once, its event log in short steps, then the space given back to
- * the file system), and the retention sweep that removes ended, unpinned
- * sessions past an age or beyond a size, per user and relay-wide.
+ * the file system where the store has a step for it), and the retention
+ * sweep that removes ended, unpinned sessions past an age or beyond a size,
+ * per user and relay-wide.
  *
  * @module
  */
@@ -10,8 +11,7 @@ import { type Clock, isoNow, systemClock } from "./_clock.ts";
 import type { EventPipeline } from "./event_pipeline.ts";
 import type { Fanout } from "./fanout.ts";
 import type { StateFeed } from "./state_feed.ts";
-import { reclaimSpace } from "./store/vacuum.ts";
-import type { Deletable, Store } from "./store/mod.ts";
+import type { AsyncStore, Deletable } from "./store/mod.ts";
 
 /** What retention keeps; 0 turns a limit off. */
 export interface RetentionPolicy {
@@ -50,11 +50,17 @@ const TRUNCATE_AFTER_MS = 1000;
 
 /** Options of {@linkcode Retention}. */
 export interface RetentionOptions {
-  store: Store;
+  store: AsyncStore;
   events: Pick<EventPipeline, "drop" | "inFlight" | "storeTails">;
   fanout: Pick<Fanout, "sessionDeleted">;
   feed: Pick<StateFeed, "bump">;
   policy?: RetentionPolicy;
+  /**
+   * Gives up to `pages` free pages of the database file back to the file
+   * system; how many it gave (0: nothing left). SQLite's (store/vacuum.ts);
+   * without it (PostgreSQL, whose autovacuum does this) no space is given back here.
+   */
+  reclaimSpace?: (pages: number) => number | Promise<number>;
   /** Empties the WAL file once space was given back (it holds the pages moved). */
   truncateWal?: () => void;
   /** Tells the session's runner it was deleted (it stops it and deletes its conversation). */
@@ -74,7 +80,7 @@ export interface SweepResult {
 /** Removes sessions (asked for, or by the policy) and gives their space back. */
 export class Retention {
   readonly #opts: RetentionOptions;
-  readonly #store: Store;
+  readonly #store: AsyncStore;
   readonly #clock: Clock;
   readonly policy: RetentionPolicy;
   #timer: number | null = null;
@@ -98,7 +104,13 @@ export class Retention {
   /** Finishes deletions a stop cut short, sweeps once and then every `sweepEveryMs`. */
   start(): void {
     if (this.#timer !== null) return;
-    for (const id of this.#store.retention.pendingDeletions()) this.#queueEvents(id);
+    // Deletions cut short are queued first, before the sweep's own.
+    const pending = (async () => {
+      for (const id of await this.#store.retention.pendingDeletions()) {
+        this.#queueEvents(id).catch(() => {}); // logged in #queueEvents
+      }
+    })().catch((err) => this.#log(`reading the deletions cut short failed: ${err}`));
+    this.#work = this.#work.then(() => pending);
     const sweep = () => {
       this.sweep().catch((err) => this.#log(`retention sweep failed: ${err}`));
     };
@@ -118,10 +130,8 @@ export class Retention {
    */
   async remove(s: { sessionId: string; userId: string }): Promise<void> {
     const { sessionId, userId } = s;
-    const runnerId = this.#store.sessions.get(sessionId)?.runnerId;
-    this.#store.tx(() =>
-      this.#store.retention.beginDeletion(sessionId, userId, isoNow(this.#clock))
-    );
+    const runnerId = (await this.#store.sessions.get(sessionId))?.runnerId;
+    await this.#store.retention.beginDeletion(sessionId, userId, isoNow(this.#clock));
     // Nothing more of it is taken (ingest answers unknown_session); what was
     // pending is dropped; a commit in flight may still write some events,
     // which go with the rest.
@@ -137,11 +147,11 @@ export class Retention {
   #queueEvents(sessionId: string): Promise<void> {
     this.#queued++;
     const done = this.#work.then(async () => {
-      while (!this.#closed && this.#store.events.deleteSome(sessionId, DELETE_CHUNKS) > 0) {
+      while (!this.#closed && await this.#store.events.deleteSome(sessionId, DELETE_CHUNKS) > 0) {
         await this.#yield();
       }
       if (this.#closed) return;
-      this.#store.retention.finishDeletion(sessionId);
+      await this.#store.retention.finishDeletion(sessionId);
       this.#queueReclaim();
     }).finally(() => this.#queued--);
     this.#work = done.catch((err) => this.#log(`deleting events of ${sessionId} failed: ${err}`));
@@ -150,12 +160,13 @@ export class Retention {
 
   /** Gives free pages back to the file system, a step per turn, once the deletions are done. */
   #queueReclaim(): void {
-    if (this.#reclaimQueued) return;
+    const reclaim = this.#opts.reclaimSpace;
+    if (!reclaim || this.#reclaimQueued) return;
     this.#reclaimQueued = true;
     this.#queued++;
     this.#work = this.#work.then(async () => {
       this.#reclaimQueued = false;
-      while (!this.#closed && reclaimSpace(this.#store.db, RECLAIM_PAGES) > 0) {
+      while (!this.#closed && await reclaim(RECLAIM_PAGES) > 0) {
         await this.#yield();
       }
       this.#scheduleTruncate();
@@ -184,9 +195,13 @@ export class Retention {
     return new Promise((resolve) => this.#clock.setTimeout(resolve, 0));
   }
 
-  /** Resolves once the deletions and the reclaim queued so far are done. */
-  idle(): Promise<void> {
-    return this.#work;
+  /** Resolves once the deletions and the reclaim queued so far (and any they queued) are done. */
+  async idle(): Promise<void> {
+    let work;
+    do {
+      work = this.#work;
+      await work;
+    } while (work !== this.#work);
   }
 
   /**
@@ -205,12 +220,12 @@ export class Retention {
     const result: SweepResult = { sessions: 0, eventBytes: 0 };
     if (this.#closed || (maxAgeDays <= 0 && userMaxBytes <= 0 && maxBytes <= 0)) return result;
     // The rows of sessions in memory lag their logs' size.
-    this.#opts.events.storeTails();
+    await this.#opts.events.storeTails();
     const repo = this.#store.retention;
     const doomed = new Map<string, Deletable>();
     if (maxAgeDays > 0) {
       const cutoff = new Date(this.#clock.now() - maxAgeDays * 86_400_000).toISOString();
-      for (const d of repo.endedBefore(cutoff)) doomed.set(d.sessionId, d);
+      for (const d of await repo.endedBefore(cutoff)) doomed.set(d.sessionId, d);
     }
     const freedBy = (userId?: string) => {
       let n = 0;
@@ -221,8 +236,8 @@ export class Retention {
       }
       return n;
     };
-    const trim = (over: number, userId?: string) => {
-      for (const d of repo.oldestDeletable(userId)) {
+    const trim = async (over: number, userId?: string) => {
+      for (const d of await repo.oldestDeletable(userId)) {
         if (over <= 0) break;
         if (doomed.has(d.sessionId)) continue;
         doomed.set(d.sessionId, d);
@@ -230,15 +245,15 @@ export class Retention {
       }
     };
     if (userMaxBytes > 0) {
-      for (const u of repo.usersOver(userMaxBytes)) {
-        trim(u.eventBytes - freedBy(u.userId) - userMaxBytes, u.userId);
+      for (const u of await repo.usersOver(userMaxBytes)) {
+        await trim(u.eventBytes - freedBy(u.userId) - userMaxBytes, u.userId);
       }
     }
-    if (maxBytes > 0) trim(repo.totalBytes() - freedBy() - maxBytes);
+    if (maxBytes > 0) await trim(await repo.totalBytes() - freedBy() - maxBytes);
     for (const d of doomed.values()) {
       if (this.#closed) break;
       // Pinned, or gone, while earlier ones were removed.
-      const now = this.#store.sessions.get(d.sessionId);
+      const now = await this.#store.sessions.get(d.sessionId);
       if (!now || now.isPinned || (now.status !== "ended" && now.status !== "error")) continue;
       await this.remove(d);
       result.sessions++;

@@ -19,7 +19,7 @@ export class TriggerCalls implements RunnerCalls {
     readonly services?: RunnerServices,
   ) {}
 
-  announce(runnerId: string, defs: unknown): string[] {
+  announce(runnerId: string, defs: unknown): Promise<string[]> {
     return this.triggers.announce(runnerId, defs);
   }
 
@@ -58,7 +58,7 @@ export class TriggerCalls implements RunnerCalls {
     switch (op) {
       case "triggers.available":
         return {
-          triggerDefs: triggers.catalog(s.runnerId),
+          triggerDefs: await triggers.catalog(s.runnerId),
           // The sigils the runner's services render: the agent may write `[[type:id]]`.
           sigils: (this.services?.sigils(s.runnerId) ?? []).map((d) => ({
             type: d.type,
@@ -69,7 +69,7 @@ export class TriggerCalls implements RunnerCalls {
           })),
         };
       case "triggers.list":
-        return { subscriptions: triggers.subscriptions(s.userId, sessionId) };
+        return { subscriptions: await triggers.subscriptions(s.userId, sessionId) };
       case "triggers.subscribe":
         return triggers.subscribe(s.userId, sessionId, parse(SubscriptionBody));
       case "triggers.update": {
@@ -83,7 +83,7 @@ export class TriggerCalls implements RunnerCalls {
         return triggers.unsubscribe(s.userId, sessionId, target);
       }
       case "triggers.respond":
-        triggers.respond(s, parse(RespondBody));
+        await triggers.respond(s, parse(RespondBody));
         return { ok: true };
       default:
         throw invalid(`Unknown call: '${op.slice(0, 60)}'`, "unknown_op");

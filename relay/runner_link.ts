@@ -202,8 +202,8 @@ export interface RunnerHub {
 export interface RunnerCalls {
   /** Answers a call (its result, or a RelayError the runner hears as `{code, message}`). */
   call(link: RunnerLink, op: string, data: Record<string, unknown>): unknown;
-  /** Stores the trigger definitions a runner announced; returns the problems found. */
-  announce(runnerId: string, defs: unknown): string[];
+  /** Stores the trigger definitions a runner announced; resolves to the problems found. */
+  announce(runnerId: string, defs: unknown): Promise<string[]>;
   /** Keeps the panels, sigils and services a runner announced; returns the problems found. */
   announceServices?(
     link: RunnerLink,
@@ -412,11 +412,14 @@ export function acceptRunnerSocket(socket: ChannelSocket, options: AcceptRunnerO
         return;
       }
       case "service_announce": {
-        const problems = options.calls.announce(link.runnerId, msg.triggerDefs)
-          .concat(options.calls.announceServices?.(link, msg) ?? []);
-        for (const p of problems.slice(0, 5)) {
-          link.send({ t: "error", code: "bad_trigger_def", message: `Trigger ignored: ${p}` });
-        }
+        const from = link;
+        const stored = options.calls.announce(link.runnerId, msg.triggerDefs);
+        const services = options.calls.announceServices?.(link, msg) ?? [];
+        stored.then((problems) => {
+          for (const p of problems.concat(services).slice(0, 5)) {
+            from.send({ t: "error", code: "bad_trigger_def", message: `Trigger ignored: ${p}` });
+          }
+        }, (err) => hub.log(`runner trigger announcement failed: ${err}`));
         return;
       }
       default:

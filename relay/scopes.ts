@@ -20,7 +20,7 @@
 import type { MiddlewareHandler } from "hono";
 import type { Principal } from "./auth.ts";
 import { HttpError, principal, type RelayEnv } from "./_http.ts";
-import type { Store } from "./store/mod.ts";
+import type { AsyncStore } from "./store/mod.ts";
 
 /** The error code of every scope refusal. */
 export const FORBIDDEN_SCOPE = "forbidden_scope";
@@ -50,9 +50,9 @@ const RUNNER_TOKEN_MESSAGE = "A runner token may only broadcast its runner's tri
 const READ_POSTS = new Set(["files", "search-files", "read-file"]);
 
 /** `/api/*` after the principal is known: refuses what the credential's scope does not allow. */
-export function scopeGuard(store: Pick<Store, "sessions">): MiddlewareHandler<RelayEnv> {
-  const onRunner = (p: Principal, sessionId: string) =>
-    p.runnerId !== null && store.sessions.get(sessionId)?.runnerId === p.runnerId;
+export function scopeGuard(store: Pick<AsyncStore, "sessions">): MiddlewareHandler<RelayEnv> {
+  const onRunner = async (p: Principal, sessionId: string) =>
+    p.runnerId !== null && (await store.sessions.get(sessionId))?.runnerId === p.runnerId;
 
   return async (c, next) => {
     const p = principal(c);
@@ -66,7 +66,7 @@ export function scopeGuard(store: Pick<Store, "sessions">): MiddlewareHandler<Re
       const broadcast = family === "runners" && action === "trigger-broadcast" &&
         rest.length === 0 && method === "POST" && id === bound;
       const trigger = family === "sessions" && action === "trigger" && rest.length === 0 &&
-        method === "POST" && onRunner(p, id);
+        method === "POST" && await onRunner(p, id);
       if (!broadcast && !trigger) forbiddenScope(RUNNER_TOKEN_MESSAGE);
       return await next();
     }
@@ -85,7 +85,7 @@ export function scopeGuard(store: Pick<Store, "sessions">): MiddlewareHandler<Re
       const listing = id === "" || (family === "sessions" && id === "pinned" && !action);
       const inBody = family === "runners" && ["spawn", "restart", "stop"].includes(id) && !action;
       const allowed = (family === "runners" && (listing || inBody || id === bound)) ||
-        (family === "sessions" && (listing || onRunner(p, id)));
+        (family === "sessions" && (listing || await onRunner(p, id)));
       if (!allowed) forbiddenScope(`This key is bound to runner '${bound}'`);
     }
     await next();

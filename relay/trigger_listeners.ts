@@ -12,7 +12,7 @@ import { type Clock, isoNow, systemClock } from "./_clock.ts";
 import { invalid, notFound } from "./errors.ts";
 import type { RunnerPresence } from "./runner_registry.ts";
 import type { SessionControl } from "./session_service.ts";
-import type { ListenerRecord, SessionRecord, Store } from "./store/mod.ts";
+import type { AsyncStore, ListenerRecord, SessionRecord } from "./store/mod.ts";
 import { named, type TriggerInput, type Triggers } from "./triggers.ts";
 
 /** A trigger fanned out to a runner's subscribers and listeners. */
@@ -26,7 +26,7 @@ export type ListenerChange = ListenerPatchRequest;
 
 /** Options of {@linkcode TriggerListeners}. */
 export interface TriggerListenersOptions {
-  store: Store;
+  store: AsyncStore;
   /** The runners' catalogs, session histories and spawns with a trigger. */
   triggers: Pick<Triggers, "catalog" | "definition" | "record" | "spawnWithTrigger">;
   /** Delivers broadcasts into subscribed sessions. */
@@ -53,7 +53,7 @@ function listenerView(l: ListenerRecord) {
 /** Listeners and broadcasts of the runners of each user. */
 export class TriggerListeners {
   readonly #opts: TriggerListenersOptions;
-  readonly #store: Store;
+  readonly #store: AsyncStore;
   readonly #triggers: TriggerListenersOptions["triggers"];
   readonly #clock: Clock;
 
@@ -64,8 +64,8 @@ export class TriggerListeners {
     this.#clock = options.clock ?? systemClock;
   }
 
-  #runner(userId: string, runnerId: string): void {
-    if (!this.#store.runners.getOwned(userId, runnerId)) throw notFound("Runner");
+  async #runner(userId: string, runnerId: string): Promise<void> {
+    if (!await this.#store.runners.getOwned(userId, runnerId)) throw notFound("Runner");
   }
 
   /**
@@ -73,27 +73,27 @@ export class TriggerListeners {
    * view serves the listener form, which needs only the params; a session's
    * `available-triggers` carries them for the agent.
    */
-  runnerTriggers(userId: string, runnerId: string) {
-    this.#runner(userId, runnerId);
+  async runnerTriggers(userId: string, runnerId: string) {
+    await this.#runner(userId, runnerId);
     return {
-      triggerDefs: this.#triggers.catalog(runnerId).map((d) => ({
+      triggerDefs: (await this.#triggers.catalog(runnerId)).map((d) => ({
         type: d.type,
         label: d.label,
         description: d.description ?? "",
         params: d.params,
       })),
-      listeners: this.#store.triggers.listenersOf(runnerId).map(listenerView),
+      listeners: (await this.#store.triggers.listenersOf(runnerId)).map(listenerView),
     };
   }
 
-  listeners(userId: string, runnerId: string) {
-    this.#runner(userId, runnerId);
-    return this.#store.triggers.listenersOf(runnerId).map(listenerView);
+  async listeners(userId: string, runnerId: string) {
+    await this.#runner(userId, runnerId);
+    return (await this.#store.triggers.listenersOf(runnerId)).map(listenerView);
   }
 
-  addListener(userId: string, runnerId: string, body: ListenerInput) {
-    this.#runner(userId, runnerId);
-    const def = this.#triggers.definition(runnerId, body.triggerType);
+  async addListener(userId: string, runnerId: string, body: ListenerInput) {
+    await this.#runner(userId, runnerId);
+    const def = await this.#triggers.definition(runnerId, body.triggerType);
     const params = body.params ?? {};
     const bad = invalidParams(def, params);
     if (bad) throw invalid(bad, "invalid_params");
@@ -110,23 +110,23 @@ export class TriggerListeners {
       createdAt: now,
       updatedAt: now,
     };
-    this.#store.triggers.saveListener(rec);
+    await this.#store.triggers.saveListener(rec);
     return listenerView(rec);
   }
 
   /** Listeners of a runner that `target` names. */
-  #listenerTargets(runnerId: string, target: string): ListenerRecord[] {
-    return named(this.#store.triggers.listenersOf(runnerId), (r) => r.listenerId, target);
+  async #listenerTargets(runnerId: string, target: string): Promise<ListenerRecord[]> {
+    return named(await this.#store.triggers.listenersOf(runnerId), (r) => r.listenerId, target);
   }
 
-  updateListener(
+  async updateListener(
     userId: string,
     runnerId: string,
     target: string,
     patch: ListenerChange,
   ) {
-    this.#runner(userId, runnerId);
-    const list = this.#listenerTargets(runnerId, target);
+    await this.#runner(userId, runnerId);
+    const list = await this.#listenerTargets(runnerId, target);
     if (list.length === 0) throw notFound("Listener");
     const now = isoNow(this.#clock);
     for (const l of list) {
@@ -135,19 +135,20 @@ export class TriggerListeners {
       if (patch.cwd !== undefined) l.cwd = patch.cwd?.trim() ? patch.cwd : null;
       if (patch.model !== undefined) l.model = patch.model ?? null;
       if (patch.params !== undefined) l.params = patch.params ?? {};
-      const bad = invalidParams(this.#triggers.definition(runnerId, l.triggerType), l.params);
+      const bad = invalidParams(await this.#triggers.definition(runnerId, l.triggerType), l.params);
       if (bad) throw invalid(bad, "invalid_params");
       l.updatedAt = now;
     }
-    this.#store.tx(() => list.forEach((l) => this.#store.triggers.saveListener(l)));
+    await this.#store.triggers.saveListeners(list);
     return listenerView(list[0]!);
   }
 
-  removeListener(userId: string, runnerId: string, target: string) {
-    this.#runner(userId, runnerId);
-    const list = this.#listenerTargets(runnerId, target);
+  async removeListener(userId: string, runnerId: string, target: string) {
+    await this.#runner(userId, runnerId);
+    const list = await this.#listenerTargets(runnerId, target);
     if (list.length === 0) throw notFound("Listener");
-    const removed = this.#store.triggers.deleteListeners(runnerId, list.map((l) => l.listenerId));
+    const ids = list.map((l) => l.listenerId);
+    const removed = await this.#store.triggers.deleteListeners(runnerId, ids);
     return { listenerId: list[0]!.listenerId, triggerType: list[0]!.triggerType, removed };
   }
 
@@ -157,8 +158,8 @@ export class TriggerListeners {
    * matching listener.
    */
   async broadcast(userId: string, runnerId: string, body: BroadcastInput) {
-    this.#runner(userId, runnerId);
-    this.#triggers.definition(runnerId, body.type);
+    await this.#runner(userId, runnerId);
+    await this.#triggers.definition(runnerId, body.type);
     this.#opts.runners.connected(runnerId);
     const triggerId = crypto.randomUUID();
     const trigger: DeliveredTrigger = {
@@ -171,22 +172,22 @@ export class TriggerListeners {
       expectsResponse: false,
     };
     const sessions = new Map<string, SessionRecord>();
-    for (const sub of this.#store.triggers.subscriptionsFor(runnerId, body.type)) {
+    for (const sub of await this.#store.triggers.subscriptionsFor(runnerId, body.type)) {
       if (sub.userId !== userId || sessions.has(sub.sessionId)) continue;
       if (!paramsMatch(body.payload, sub.params)) continue;
       if (!filtersMatch(body.payload, sub.filters, sub.filterMode as FilterMode)) continue;
-      const s = this.#store.sessions.get(sub.sessionId);
+      const s = await this.#store.sessions.get(sub.sessionId);
       if (s && s.status === "running") sessions.set(s.sessionId, s);
     }
     const delivered = await Promise.all(
       [...sessions.values()].map((s) =>
-        this.#opts.sessions.deliverTrigger(s, trigger).then(() => {
-          this.#triggers.record(s.sessionId, trigger);
+        this.#opts.sessions.deliverTrigger(s, trigger).then(async () => {
+          await this.#triggers.record(s.sessionId, trigger);
           return 1;
         }, () => 0)
       ),
     );
-    const listeners = this.#store.triggers.listenersOf(runnerId, body.type)
+    const listeners = (await this.#store.triggers.listenersOf(runnerId, body.type))
       .filter((l) => l.userId === userId && paramsMatch(body.payload, l.params));
     const spawned = await Promise.all(
       listeners.map((l) =>

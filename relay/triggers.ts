@@ -23,7 +23,7 @@ import { type Clock, isoNow, systemClock } from "./_clock.ts";
 import { invalid, notFound } from "./errors.ts";
 import type { SessionControl } from "./session_service.ts";
 import { assertNotEnded } from "./session_state.ts";
-import type { HistoryEntry, SessionRecord, Store, SubscriptionRecord } from "./store/mod.ts";
+import type { AsyncStore, HistoryEntry, SessionRecord, SubscriptionRecord } from "./store/mod.ts";
 
 /** History entries of a session expire after this long without a new one. */
 export const HISTORY_IDLE_MS = 24 * 60 * 60_000;
@@ -53,7 +53,7 @@ export interface TriggerResponse {
 
 /** Options of {@linkcode Triggers}. */
 export interface TriggersOptions {
-  store: Store;
+  store: AsyncStore;
   /** Delivers triggers into sessions and spawns sessions that start with one. */
   sessions: Pick<SessionControl, "deliverTrigger" | "spawn">;
   clock?: Clock;
@@ -87,7 +87,7 @@ function subscriptionView(s: SubscriptionRecord) {
 
 /** Session triggers, histories and subscriptions, for the HTTP routes and the agents' tools alike. */
 export class Triggers {
-  readonly store: Store;
+  readonly store: AsyncStore;
   readonly #opts: TriggersOptions;
   readonly #clock: Clock;
   #timer: number | null = null;
@@ -100,7 +100,11 @@ export class Triggers {
 
   /** Starts dropping idle histories every hour. */
   start(): void {
-    this.#timer ??= this.#clock.setInterval(() => this.expire(), EXPIRE_EVERY_MS);
+    // A sweep that failed (the store out of reach) is done by the next one.
+    this.#timer ??= this.#clock.setInterval(
+      () => void this.expire().catch(() => {}),
+      EXPIRE_EVERY_MS,
+    );
   }
 
   close(): void {
@@ -109,15 +113,15 @@ export class Triggers {
   }
 
   /** Drops idle histories (and old webhook delivery ids). */
-  expire(now = this.#clock.now()): void {
-    this.store.triggers.expireHistory(new Date(now - HISTORY_IDLE_MS).toISOString());
-    this.store.webhooks.pruneDeliveries(now - HISTORY_IDLE_MS);
+  async expire(now = this.#clock.now()): Promise<void> {
+    await this.store.triggers.expireHistory(new Date(now - HISTORY_IDLE_MS).toISOString());
+    await this.store.webhooks.pruneDeliveries(now - HISTORY_IDLE_MS);
   }
 
   // Catalog ------------------------------------------------------------------
 
   /** Stores what a runner announced; invalid definitions are dropped (and named). */
-  announce(runnerId: string, defs: unknown): string[] {
+  async announce(runnerId: string, defs: unknown): Promise<string[]> {
     const problems: string[] = [];
     const valid: TriggerDef[] = [];
     const seen = new Set<string>();
@@ -132,17 +136,17 @@ export class Triggers {
       seen.add(def.type);
       valid.push(def);
     }
-    this.store.runners.setTriggerDefs(runnerId, valid);
+    await this.store.runners.setTriggerDefs(runnerId, valid);
     return problems;
   }
 
-  catalog(runnerId: string): TriggerDef[] {
+  catalog(runnerId: string): Promise<TriggerDef[]> {
     return this.store.runners.triggerDefs(runnerId);
   }
 
   /** The runner's definition of a trigger type; 400 `unknown_trigger_type` without one. */
-  definition(runnerId: string, type: string): TriggerDef {
-    const def = this.catalog(runnerId).find((d) => d.type === type);
+  async definition(runnerId: string, type: string): Promise<TriggerDef> {
+    const def = (await this.catalog(runnerId)).find((d) => d.type === type);
     if (!def) {
       throw invalid(
         `Trigger type is not available on this runner: '${type}'`,
@@ -152,8 +156,8 @@ export class Triggers {
     return def;
   }
 
-  #session(userId: string, sessionId: string): SessionRecord {
-    const s = this.store.sessions.getOwned(userId, sessionId);
+  async #session(userId: string, sessionId: string): Promise<SessionRecord> {
+    const s = await this.store.sessions.getOwned(userId, sessionId);
     if (!s) throw notFound("Session");
     return s;
   }
@@ -166,7 +170,7 @@ export class Triggers {
     sessionId: string,
     body: TriggerInput,
   ): Promise<{ triggerId: string }> {
-    const s = this.#session(userId, sessionId);
+    const s = await this.#session(userId, sessionId);
     const trigger: DeliveredTrigger = {
       triggerId: crypto.randomUUID(),
       type: body.type,
@@ -177,14 +181,14 @@ export class Triggers {
       expectsResponse: body.expectsResponse ?? false,
     };
     await this.#opts.sessions.deliverTrigger(s, trigger);
-    this.record(sessionId, trigger);
+    await this.record(sessionId, trigger);
     return { triggerId: trigger.triggerId };
   }
 
   /** Appends an inbound entry (after a successful delivery). */
-  record(sessionId: string, t: DeliveredTrigger): void {
-    this.#expireIfIdle(sessionId);
-    this.store.triggers.addHistory(sessionId, {
+  async record(sessionId: string, t: DeliveredTrigger): Promise<void> {
+    await this.#expireIfIdle(sessionId);
+    await this.store.triggers.addHistory(sessionId, {
       triggerId: t.triggerId,
       type: t.type,
       source: t.source,
@@ -197,66 +201,63 @@ export class Triggers {
     });
   }
 
-  #expireIfIdle(sessionId: string): void {
-    const last = this.store.triggers.lastActivity(sessionId);
+  async #expireIfIdle(sessionId: string): Promise<void> {
+    const last = await this.store.triggers.lastActivity(sessionId);
     if (last && Date.parse(last) < this.#clock.now() - HISTORY_IDLE_MS) {
-      this.store.triggers.clearHistory(sessionId);
+      await this.store.triggers.clearHistory(sessionId);
     }
   }
 
-  history(userId: string, sessionId: string, limit: number): HistoryEntry[] {
-    this.#session(userId, sessionId);
-    this.#expireIfIdle(sessionId);
-    return this.store.triggers.history(sessionId, limit);
+  async history(userId: string, sessionId: string, limit: number): Promise<HistoryEntry[]> {
+    await this.#session(userId, sessionId);
+    await this.#expireIfIdle(sessionId);
+    return await this.store.triggers.history(sessionId, limit);
   }
 
-  clearHistory(userId: string, sessionId: string): void {
-    this.#session(userId, sessionId);
-    this.store.triggers.clearHistory(sessionId);
+  async clearHistory(userId: string, sessionId: string): Promise<void> {
+    await this.#session(userId, sessionId);
+    await this.store.triggers.clearHistory(sessionId);
   }
 
   /** An agent's answer to a trigger: on the inbound entry, and as an outbound entry. */
-  respond(s: SessionRecord, body: TriggerResponse): void {
+  async respond(s: SessionRecord, body: TriggerResponse): Promise<void> {
     const ts = isoNow(this.#clock);
     const response = {
       ...(body.action !== undefined ? { action: body.action } : {}),
       ...(body.text !== undefined ? { text: body.text } : {}),
       ts,
     };
-    const original = this.store.triggers.history(s.sessionId, 200)
+    const original = (await this.store.triggers.history(s.sessionId, 200))
       .find((e) => e.triggerId === body.triggerId && e.direction === "inbound");
     if (!original) throw notFound("Trigger");
-    this.store.tx(() => {
-      this.store.triggers.setResponse(s.sessionId, body.triggerId, response);
-      this.store.triggers.addHistory(s.sessionId, {
-        triggerId: crypto.randomUUID(),
-        type: original.type,
-        source: "session",
-        summary: `Response to ${original.summary ?? original.type}`,
-        payload: { inReplyTo: body.triggerId, ...response },
-        deliverAs: original.deliverAs,
-        ts,
-        direction: "outbound",
-        expectsResponse: false,
-      });
+    await this.store.triggers.respond(s.sessionId, body.triggerId, response, {
+      triggerId: crypto.randomUUID(),
+      type: original.type,
+      source: "session",
+      summary: `Response to ${original.summary ?? original.type}`,
+      payload: { inReplyTo: body.triggerId, ...response },
+      deliverAs: original.deliverAs,
+      ts,
+      direction: "outbound",
+      expectsResponse: false,
     });
   }
 
-  available(userId: string, sessionId: string): TriggerDef[] {
-    return this.catalog(this.#session(userId, sessionId).runnerId);
+  async available(userId: string, sessionId: string): Promise<TriggerDef[]> {
+    return await this.catalog((await this.#session(userId, sessionId)).runnerId);
   }
 
   // Subscriptions ----------------------------------------------------------
 
-  subscriptions(userId: string, sessionId: string) {
-    this.#session(userId, sessionId);
-    return this.store.triggers.subscriptionsOf(sessionId).map(subscriptionView);
+  async subscriptions(userId: string, sessionId: string) {
+    await this.#session(userId, sessionId);
+    return (await this.store.triggers.subscriptionsOf(sessionId)).map(subscriptionView);
   }
 
-  subscribe(userId: string, sessionId: string, body: SubscriptionInput) {
-    const s = this.#session(userId, sessionId);
+  async subscribe(userId: string, sessionId: string, body: SubscriptionInput) {
+    const s = await this.#session(userId, sessionId);
     assertNotEnded(s);
-    const def = this.definition(s.runnerId, body.triggerType);
+    const def = await this.definition(s.runnerId, body.triggerType);
     const params = body.params ?? {};
     const bad = invalidParams(def, params);
     if (bad) throw invalid(bad, "invalid_params");
@@ -271,43 +272,44 @@ export class Triggers {
       filterMode: body.filterMode ?? "and",
       createdAt: isoNow(this.#clock),
     };
-    this.store.triggers.saveSubscription(rec);
+    await this.store.triggers.saveSubscription(rec);
     return subscriptionView(rec);
   }
 
   /** Subscriptions of a session that `target` names. */
-  #targets(sessionId: string, target: string): SubscriptionRecord[] {
-    return named(this.store.triggers.subscriptionsOf(sessionId), (r) => r.subscriptionId, target);
+  async #targets(sessionId: string, target: string): Promise<SubscriptionRecord[]> {
+    const all = await this.store.triggers.subscriptionsOf(sessionId);
+    return named(all, (r) => r.subscriptionId, target);
   }
 
-  updateSubscription(
+  async updateSubscription(
     userId: string,
     sessionId: string,
     target: string,
     patch: SubscriptionChange,
   ) {
-    const s = this.#session(userId, sessionId);
-    const subs = this.#targets(sessionId, target);
+    const s = await this.#session(userId, sessionId);
+    const subs = await this.#targets(sessionId, target);
     if (subs.length === 0) throw notFound("Subscription");
     for (const sub of subs) {
       if (patch.params !== undefined) {
         const params = patch.params ?? {};
-        const bad = invalidParams(this.definition(s.runnerId, sub.triggerType), params);
+        const bad = invalidParams(await this.definition(s.runnerId, sub.triggerType), params);
         if (bad) throw invalid(bad, "invalid_params");
         sub.params = params;
       }
       if (patch.filters !== undefined) sub.filters = patch.filters ?? [];
       if (patch.filterMode !== undefined) sub.filterMode = patch.filterMode ?? "and";
     }
-    this.store.tx(() => subs.forEach((sub) => this.store.triggers.saveSubscription(sub)));
+    await this.store.triggers.saveSubscriptions(subs);
     return subscriptionView(subs[0]!);
   }
 
-  unsubscribe(userId: string, sessionId: string, target: string) {
-    this.#session(userId, sessionId);
-    const subs = this.#targets(sessionId, target);
+  async unsubscribe(userId: string, sessionId: string, target: string) {
+    await this.#session(userId, sessionId);
+    const subs = await this.#targets(sessionId, target);
     if (subs.length === 0) throw notFound("Subscription");
-    const removed = this.store.triggers.deleteSubscriptions(
+    const removed = await this.store.triggers.deleteSubscriptions(
       sessionId,
       subs.map((s) => s.subscriptionId),
     );
@@ -329,7 +331,7 @@ export class Triggers {
       trigger,
       ...(how.prompt ? { instruction: how.prompt } : {}),
     });
-    this.record(sessionId, trigger);
+    await this.record(sessionId, trigger);
     return sessionId;
   }
 }

@@ -192,8 +192,12 @@ export class TunnelOrigin {
 
     const token = cookieOf(req.headers.get("cookie"), cookieName);
     const grant = token ? await grants.check(token) : null;
-    const live = grant &&
-      deps.auth.principalLive({ via: "cookie", keyId: null, authSessionId: grant.authSessionId });
+    const live = grant !== null &&
+      await deps.auth.principalLive({
+        via: "cookie",
+        keyId: null,
+        authSessionId: grant.authSessionId,
+      });
     if (!grant || !live || await this.label(grant) !== label) return failure(req, expired, false);
     let link;
     try {

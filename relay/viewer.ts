@@ -98,7 +98,7 @@ export interface AcceptViewerOptions {
    * Whether the principal's session or key still holds when the socket opens
    * (a sign-out or a revocation may have finished since the upgrade).
    */
-  principalLive: (p: Principal) => boolean;
+  principalLive: (p: Principal) => Promise<boolean>;
   /** Called once the socket has a principal (lifts the transport's first-message limit). */
   authenticated?: () => void;
   /** How long a socket without a principal may take to send its auth; default 10 s. */
@@ -128,17 +128,33 @@ export function acceptViewerSocket(socket: ChannelSocket, options: AcceptViewerO
   }
 
   // The socket is open: the transport hands it over after the handshake.
-  if (options.principal && !options.principalLive(options.principal)) {
-    socket.close(CloseCode.revoked, "Signed out or key revoked");
-  } else if (options.principal) start(options.principal);
-  else {
+  // Messages that arrive while the principal is checked wait for the check, in order.
+  let checking: Promise<void> | null = null;
+  if (options.principal) {
+    const p = options.principal;
+    checking = options.principalLive(p).then((live) => {
+      checking = null;
+      if (socket.readyState !== WebSocket.OPEN) return;
+      if (live) start(p);
+      else socket.close(CloseCode.revoked, "Signed out or key revoked");
+    }, () => {
+      checking = null;
+      socket.close(CloseCode.internalError, "Authentication failed");
+    });
+  } else {
     authTimer = setTimeout(() => {
       if (!viewer) socket.close(CloseCode.unauthorized, "Not authenticated");
     }, options.authTimeoutMs ?? 10_000);
   }
 
   let authenticating = false;
-  socket.onmessage = (ev) => {
+  socket.onmessage = function onMessage(ev) {
+    if (checking) {
+      checking.then(() => {
+        if (socket.readyState === WebSocket.OPEN) onMessage(ev);
+      });
+      return;
+    }
     if (
       typeof ev.data !== "string" ||
       ev.data.length > MAX_VIEWER_MESSAGE_BYTES

@@ -25,7 +25,7 @@ import { replayKey } from "./webhook_replay.ts";
 import type { RunnerPresence } from "./runner_registry.ts";
 import type { SecretBox } from "./secret_box.ts";
 import type { SessionControl } from "./session_service.ts";
-import type { Store, WebhookRecord } from "./store/mod.ts";
+import type { AsyncStore, WebhookRecord } from "./store/mod.ts";
 import type { Triggers } from "./triggers.ts";
 import { MAX_SKEW_MS, verifyWebhook } from "../shared/webhook_signing.ts";
 
@@ -44,7 +44,7 @@ export type WebhookChange = UpdateWebhookRequest;
 
 /** Options of {@linkcode Webhooks}. */
 export interface WebhooksOptions {
-  store: Store;
+  store: AsyncStore;
   /** Starts sessions with a trigger and records it. */
   triggers: Pick<Triggers, "spawnWithTrigger">;
   /** Waits for a fired session to start, and ends one that did not in time. */
@@ -77,7 +77,7 @@ export class Webhooks {
   readonly #fires: RateLimiter;
   readonly #firesPerMinute: number;
 
-  readonly store: Store;
+  readonly store: AsyncStore;
   readonly #opts: WebhooksOptions;
   readonly #clock: Clock;
 
@@ -116,31 +116,31 @@ export class Webhooks {
     };
   }
 
-  #checkRunner(userId: string, runnerId: string | null | undefined): void {
-    if (runnerId && !this.store.runners.getOwned(userId, runnerId)) {
+  async #checkRunner(userId: string, runnerId: string | null | undefined): Promise<void> {
+    if (runnerId && !await this.store.runners.getOwned(userId, runnerId)) {
       throw invalid(`Unknown runner: '${runnerId}'`, "unknown_runner");
     }
   }
 
   /** The webhooks of `userId`, without their secrets. */
   async list(userId: string) {
-    const list = this.store.webhooks.listForUser(userId);
+    const list = await this.store.webhooks.listForUser(userId);
     return await Promise.all(list.map((w) => this.view(w, false)));
   }
 
   /** One webhook of `userId`, with its secret; unknown and foreign ids throw the same 404. */
   async get(userId: string, id: string) {
-    const w = this.store.webhooks.getOwned(userId, id);
+    const w = await this.store.webhooks.getOwned(userId, id);
     if (!w) throw notFound("Webhook");
     return await this.view(w, true);
   }
 
-  remove(userId: string, id: string): void {
-    if (!this.store.webhooks.delete(userId, id)) throw notFound("Webhook");
+  async remove(userId: string, id: string): Promise<void> {
+    if (!await this.store.webhooks.delete(userId, id)) throw notFound("Webhook");
   }
 
   async create(userId: string, body: WebhookInput) {
-    this.#checkRunner(userId, body.runnerId);
+    await this.#checkRunner(userId, body.runnerId);
     const secret = Array.from(
       crypto.getRandomValues(new Uint8Array(32)),
       (b) => b.toString(16).padStart(2, "0"),
@@ -164,14 +164,14 @@ export class Webhooks {
       createdAt: now,
       updatedAt: now,
     };
-    this.store.webhooks.save(w);
+    await this.store.webhooks.save(w);
     return await this.view(w, true);
   }
 
   async update(userId: string, id: string, body: WebhookChange) {
-    const w = this.store.webhooks.getOwned(userId, id);
+    const w = await this.store.webhooks.getOwned(userId, id);
     if (!w) throw notFound("Webhook");
-    this.#checkRunner(userId, body.runnerId);
+    await this.#checkRunner(userId, body.runnerId);
     if (body.name !== undefined) w.name = body.name;
     if (body.source !== undefined) w.source = body.source;
     if (body.runnerId !== undefined) w.runnerId = body.runnerId;
@@ -186,7 +186,7 @@ export class Webhooks {
       w.requireReplayProtection = body.requireReplayProtection;
     }
     w.updatedAt = isoNow(this.#clock);
-    this.store.webhooks.save(w);
+    await this.store.webhooks.save(w);
     return await this.view(w, false);
   }
 
@@ -197,7 +197,7 @@ export class Webhooks {
    * whose kinds give the spec's statuses.
    */
   async fire(id: string, headers: Headers, raw: Uint8Array): Promise<FireResult> {
-    const w = this.store.webhooks.get(id);
+    const w = await this.store.webhooks.get(id);
     // Missing, deleted and disabled answer alike.
     if (!w || !w.enabled) throw notFound("Webhook");
     const now = this.#clock.now();
@@ -213,9 +213,9 @@ export class Webhooks {
       );
     }
 
-    this.#pruneNonces(now);
+    await this.#pruneNonces(now);
     if (v.nonce !== undefined) {
-      if (this.store.webhooks.nonceUsedUntil(w.id, v.nonce) > now) {
+      if (await this.store.webhooks.nonceUsedUntil(w.id, v.nonce) > now) {
         throw conflict("nonce_reused", "This nonce was already used in the last 5 minutes");
       }
     }
@@ -223,14 +223,18 @@ export class Webhooks {
     // minutes past the time it was signed, which may be ahead of ours.
     // A GitHub body stays used (under its signature) as long as delivery ids are remembered.
     const nonce = v.nonce !== undefined
-      ? { nonce: v.nonce, until: Math.max(now, v.signedAt ?? now) + MAX_SKEW_MS }
+      ? { nonce: v.nonce, until: Math.max(now, v.signedAt ?? now) + MAX_SKEW_MS, now, body: false }
       : bodyKey !== null
-      ? { nonce: bodyKey, until: now + DELIVERY_TTL_MS }
+      ? { nonce: bodyKey, until: now + DELIVERY_TTL_MS, now, body: true }
       : null;
     if (!v.deliveryId) return await this.#deliver(w, headers, raw, nonce);
     const key = `${w.id}:${v.deliveryId}`;
     while (true) {
-      const earlier = this.store.webhooks.delivery(w.id, v.deliveryId, now - DELIVERY_TTL_MS);
+      const earlier = await this.store.webhooks.delivery(
+        w.id,
+        v.deliveryId,
+        now - DELIVERY_TTL_MS,
+      );
       if (earlier) {
         // A redelivery (retry) of something already handled: answer success, do nothing.
         return { status: 200, body: { ok: true, duplicate: true, ...earlier } };
@@ -248,14 +252,18 @@ export class Webhooks {
       // The first attempt failed: this one tries again, unless another retry
       // that waited with it already has (look again after the await).
     }
-    // Not a redelivery, yet the same signed body: a captured request sent
-    // again with a delivery id of the sender's choosing (GitHub signs the body only).
-    if (bodyKey !== null && this.store.webhooks.nonceUsedUntil(w.id, bodyKey) > now) {
-      throw conflict("replayed", "This body was already delivered under another delivery id");
-    }
-    const attempt = this.#deliver(w, headers, raw, nonce).then((r) => {
+    // The attempt is in #inflight before anything else is awaited, so a retry
+    // that comes in meanwhile waits for it rather than starting a second session.
+    const attempt = (async () => {
+      // Not a redelivery, yet the same signed body: a captured request sent
+      // again with a delivery id of the sender's choosing (GitHub signs the body only).
+      if (bodyKey !== null && await this.store.webhooks.nonceUsedUntil(w.id, bodyKey) > now) {
+        throw conflict("replayed", "This body was already delivered under another delivery id");
+      }
+      return await this.#deliver(w, headers, raw, nonce);
+    })().then(async (r) => {
       if (r.body.sessionId) {
-        this.store.webhooks.recordDelivery(
+        await this.store.webhooks.recordDelivery(
           w.id,
           v.deliveryId!,
           String(r.body.triggerId),
@@ -278,8 +286,11 @@ export class Webhooks {
     w: WebhookRecord,
     headers: Headers,
     raw: Uint8Array,
-    /** The enhanced nonce to remember once the delivery goes ahead, and until when. */
-    nonce: { nonce: string; until: number } | null,
+    /**
+     * The enhanced nonce (or a GitHub body's key) to claim once the delivery
+     * goes ahead, until when, and the time it was checked at.
+     */
+    nonce: { nonce: string; until: number; now: number; body: boolean } | null,
   ): Promise<FireResult> {
     let body: unknown;
     try {
@@ -306,7 +317,7 @@ export class Webhooks {
       return { status: 200, body: { ok: true, filtered: true } };
     }
 
-    if (!w.runnerId || !this.store.runners.getOwned(w.userId, w.runnerId)) {
+    if (!w.runnerId || !await this.store.runners.getOwned(w.userId, w.runnerId)) {
       throw new RelayError(
         "misconfigured",
         "no_runner",
@@ -314,7 +325,15 @@ export class Webhooks {
       );
     }
     this.#opts.runners.connected(w.runnerId, "The webhook's runner");
-    if (nonce) this.store.webhooks.useNonce(w.id, nonce.nonce, nonce.until);
+    // Claimed, not only marked: a copy of this request that passed the check
+    // above while this one was reading the store is refused here.
+    if (
+      nonce && !await this.store.webhooks.claimNonce(w.id, nonce.nonce, nonce.until, nonce.now)
+    ) {
+      throw nonce.body
+        ? conflict("replayed", "This body was already delivered under another delivery id")
+        : conflict("nonce_reused", "This nonce was already used in the last 5 minutes");
+    }
     const trigger: DeliveredTrigger = {
       triggerId: crypto.randomUUID(),
       type,
@@ -328,7 +347,7 @@ export class Webhooks {
     try {
       sessionId = await this.#opts.triggers.spawnWithTrigger(w.userId, w.runnerId, w, trigger);
     } catch (err) {
-      if (nonce) this.store.webhooks.releaseNonce(w.id, nonce.nonce);
+      if (nonce) await this.store.webhooks.releaseNonce(w.id, nonce.nonce);
       // An offline runner stays a 503; whatever else went wrong, the runner did not start it.
       if (err instanceof RelayError && err.kind === "offline") throw err;
       const why = err instanceof Error ? err.message : String(err);
@@ -336,7 +355,7 @@ export class Webhooks {
     }
     const state = await this.#opts.sessions.waitRunning(sessionId, this.#opts.connectTimeoutMs);
     if (state !== "running") {
-      if (nonce) this.store.webhooks.releaseNonce(w.id, nonce.nonce);
+      if (nonce) await this.store.webhooks.releaseNonce(w.id, nonce.nonce);
       if (state === "timeout") {
         // The sender hears it failed: the session must not start later and
         // surprise it (or a retry). End it here and ask the runner to drop it.
@@ -364,9 +383,9 @@ export class Webhooks {
   }
 
   /** Drops expired nonces, at most once a minute. */
-  #pruneNonces(now: number): void {
+  async #pruneNonces(now: number): Promise<void> {
     if (now - this.#noncesPrunedAt < 60_000) return;
     this.#noncesPrunedAt = now;
-    this.store.webhooks.pruneNonces(now);
+    await this.store.webhooks.pruneNonces(now);
   }
 }

@@ -91,7 +91,7 @@ Deno.test("register and sign-up answer alike, in the same time, for an email wit
       { status: other.status, body: other.body },
       { status: known.status, body: known.body },
     );
-    assert.equal(relay.relay.store.accounts.count(), 1);
+    assert.equal(await relay.relay.store.accounts.count(), 1);
   });
 
   await t.step(
@@ -149,7 +149,7 @@ Deno.test("sign-up open to all answers alike for an email with an account, and t
   const cookie = await signIn(relay.url, "new@example.com", PASSWORD);
   const me = await fetch(`${relay.url}/api/auth/get-session`, { headers: { cookie } });
   assert.equal((await me.json()).user.email, "new@example.com");
-  assert.equal(relay.relay.store.accounts.count(), 2);
+  assert.equal(await relay.relay.store.accounts.count(), 2);
 });
 
 Deno.test("register with an existing account's password mints a key and leaves no browser session", async () => {

@@ -68,7 +68,7 @@ Deno.test("register creates the first account without --allow-signup and signs e
   assert.equal(first.status, 200, JSON.stringify(created));
   assert.equal(created.ok, true);
   assert.match(created.key, /^bk_/);
-  assert.equal(relay.relay.store.accounts.count(), 1);
+  assert.equal(await relay.relay.store.accounts.count(), 1);
   const firstUse = await withKey(relay, created.key);
   assert.equal(firstUse.status, 200);
   await firstUse.body?.cancel();
@@ -103,7 +103,7 @@ Deno.test("register creates the first account without --allow-signup and signs e
     "signup_closed",
   );
   // The refused attempts stored nothing: one account with the two keys of the two sign-ins.
-  assert.equal(relay.relay.store.accounts.count(), 1);
+  assert.equal(await relay.relay.store.accounts.count(), 1);
   const keys = await withKey(relay, second.key, "/api/keys");
   assert.equal((await keys.json()).keys.length, 2);
 });
@@ -138,7 +138,7 @@ Deno.test("concurrent first sign-ups, through either route, create one account a
       const code = r.path === "/api/register" ? r.body.error.code : r.body.code;
       assert.equal(code.toLowerCase(), "signup_closed", JSON.stringify(r));
     }
-    assert.equal(relay.relay.store.accounts.count(), 1);
+    assert.equal(await relay.relay.store.accounts.count(), 1);
   }
 });
 
@@ -150,7 +150,7 @@ Deno.test("register accepts further accounts only with allowSignup and never tak
     assert.equal(res.status, 200, JSON.stringify(body));
     assert.match(body.key, /^bk_/);
   }
-  assert.equal(relay.relay.store.accounts.count(), 2);
+  assert.equal(await relay.relay.store.accounts.count(), 2);
   // A name does not turn a wrong password into a new registration.
   assert.equal(
     await errorCode(
@@ -159,7 +159,7 @@ Deno.test("register accepts further accounts only with allowSignup and never tak
     ),
     "invalid_credentials",
   );
-  assert.equal(relay.relay.store.accounts.count(), 2);
+  assert.equal(await relay.relay.store.accounts.count(), 2);
 });
 
 Deno.test("register rejects bad requests with JSON errors and stores nothing", async () => {
@@ -195,7 +195,7 @@ Deno.test("register rejects bad requests with JSON errors and stores nothing", a
   for (const [what, init, status, code] of cases) {
     const res = await register(relay, null, init);
     assert.equal(await errorCode(res, status), code, what);
-    assert.equal(relay.relay.store.accounts.count(), 0, `${what} created an account`);
+    assert.equal(await relay.relay.store.accounts.count(), 0, `${what} created an account`);
   }
 });
 
@@ -217,7 +217,7 @@ Deno.test("register allows 5 attempts per 15 minutes per IP, then answers 429 wi
   assert.match(retryAfter ?? "", /^\d+$/);
   assert.ok(Number(retryAfter) > 0 && Number(retryAfter) <= 15 * 60, `retry-after ${retryAfter}`);
   // The refused request did nothing.
-  assert.equal(relay.relay.store.accounts.count(), 1);
+  assert.equal(await relay.relay.store.accounts.count(), 1);
 });
 
 Deno.test("a browser session cookie authenticates the API until sign-out", async () => {
@@ -417,7 +417,7 @@ Deno.test("a key revoked while a request made with it is still sending its body 
   // The relay has checked the key once it marks it used.
   await eventually(
     "the relay to authenticate the request",
-    () => relay.relay.store.keys.byId(doomed.id)?.lastUsedAt ?? undefined,
+    async () => (await relay.relay.store.keys.byId(doomed.id))?.lastUsedAt ?? undefined,
   );
   const del = await user.web(`/api/keys/${doomed.id}`, { method: "DELETE" });
   assert.equal(del.status, 200, await del.text());

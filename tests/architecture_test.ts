@@ -7,6 +7,7 @@
 import assert from "node:assert/strict";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { REPOSITORIES } from "../relay/store/contract.ts";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const ROLES = ["relay", "runner", "shared", "web", "cli"] as const;
@@ -249,4 +250,93 @@ Deno.test("no merge conflict markers are left in the source, styles or docs", as
   }
   await walk("");
   assert.deepEqual(found, []);
+});
+
+/**
+ * The relay's store answers promises (relay/store/contract.ts): a call left
+ * without `await` is a promise where a value was meant, and `if (!promise)`
+ * or `promise?.field` pass the type check. Every call to a repository on an
+ * expression ending in `store` must be awaited, returned or explicitly
+ * dropped (`void`), and its result not used before it settles.
+ */
+const REPOSITORY_CALL = new RegExp(
+  String.raw`(?<![\w$#.])(?:[\w$#]+\s*\??\.\s*)*#?store\s*\.\s*(?:${
+    REPOSITORIES.join("|")
+  })\s*\.\s*[\w$]+\s*\(`,
+  "g",
+);
+
+/**
+ * Calls that need no await, as `file: repo.method`, each with its reason.
+ * (None so far: add one only with a comment that says why it is safe.)
+ */
+const UNAWAITED_ALLOWED = new Set<string>([]);
+
+/** The repository calls in `text` that are not awaited, returned or voided, as `line: call`. */
+function unawaitedStoreCalls(text: string): string[] {
+  const found: string[] = [];
+  for (const m of text.matchAll(REPOSITORY_CALL)) {
+    const at = m.index!;
+    const lineStart = text.lastIndexOf("\n", at) + 1;
+    const before = text.slice(lineStart, at);
+    // In a comment: `// ...` before it on its line, or a JSDoc line.
+    if (before.includes("//") || /^\s*\*/.test(before)) continue;
+    // The token right before the call, past any `(` and `!`, across lines.
+    const head = text.slice(0, at).replace(/[\s(!]+$/, "");
+    const awaited = /(?<![\w$])(await|return|void)$/.test(head);
+    // Its result used at once (`store.x.y().z`, `?.z`, `[i]`): a promise's, not the value's.
+    let depth = 0;
+    let end = at + m[0].length - 1;
+    for (; end < text.length; end++) {
+      if (text[end] === "(") depth++;
+      else if (text[end] === ")" && --depth === 0) break;
+    }
+    const usedAtOnce = /^\s*(\?\.|\.|\[)/.test(text.slice(end + 1, end + 40));
+    if (!awaited || usedAtOnce) {
+      const line = text.slice(0, at).split("\n").length;
+      found.push(`${line}: ${m[0].replace(/\s+/g, "")}`);
+    }
+  }
+  return found;
+}
+
+Deno.test("every call to a store repository in relay/ is awaited, returned or voided", async (t) => {
+  await t.step("the check sees an unawaited call when there is one", () => {
+    const sample = [
+      "const a = await this.#store.sessions.get(id);",
+      "if (!store.sessions.get(id)) throw notFound();",
+      "return this.store.keys.byHash(h);",
+      "const p = (id) => opts.store.sessions.get(id)?.parentId ?? null;",
+      "void store.keys.touch(id, now);",
+      "if (!await this.#store.runners\n  .getOwned(u, r)) return;",
+      "const n = await store.push.countOf(u).length;",
+      "// store.sessions.get(id) in a comment",
+      "const s = sessions.get(id); mystore.keys.touch(1);",
+    ].join("\n");
+    assert.deepEqual(unawaitedStoreCalls(sample), [
+      "2: store.sessions.get(",
+      "4: opts.store.sessions.get(",
+      "8: store.push.countOf(",
+    ]);
+  });
+
+  await t.step("relay/ (outside relay/store/) awaits each one", async () => {
+    const found: string[] = [];
+    async function walk(dir: string): Promise<void> {
+      for await (const entry of Deno.readDir(join(ROOT, dir))) {
+        const path = `${dir}/${entry.name}`;
+        if (entry.isDirectory) {
+          if (path !== "relay/store") await walk(path);
+        } else if (/\.tsx?$/.test(entry.name) && !/_test\.tsx?$/.test(entry.name)) {
+          const text = await Deno.readTextFile(join(ROOT, path));
+          for (const hit of unawaitedStoreCalls(text)) {
+            const call = hit.match(/([\w$]+\.[\w$]+)\($/)![1];
+            if (!UNAWAITED_ALLOWED.has(`${path}: ${call}`)) found.push(`${path}:${hit}`);
+          }
+        }
+      }
+    }
+    await walk("relay");
+    assert.deepEqual(found, []);
+  });
 });

@@ -990,8 +990,8 @@ Deno.test("a spawn the runner refuses while it streams that session's events lea
     await fake.barrier();
     await relay.relay.hub.settle();
     // Nothing of it is listed or stored, and the runner's later events were refused.
-    assert.equal(relay.relay.store.sessions.get(sessionId), undefined);
-    assert.equal(relay.relay.store.events.maxSeq(sessionId), 0, "events of the failed spawn");
+    assert.equal(await relay.relay.store.sessions.get(sessionId), undefined);
+    assert.equal(await relay.relay.store.events.maxSeq(sessionId), 0, "events of the failed spawn");
     assert.ok(fake.errors.some((e) => e.code === "unknown_session" && e.sessionId === sessionId));
   } finally {
     for (const close of closers.reverse()) await close().catch(() => {});

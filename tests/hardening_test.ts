@@ -312,7 +312,7 @@ Deno.test("the data folder holds key hashes and sealed webhook secrets, never th
   assert.equal(res.status, 201, JSON.stringify(body));
   const { id: webhookId, secret } = body.webhook as { id: string; secret: string };
   assert.match(secret, /^[0-9a-f]{64}$/);
-  const sealed = relay.relay.store.webhooks.get(webhookId)?.secretEnc;
+  const sealed = (await relay.relay.store.webhooks.get(webhookId))?.secretEnc;
   assert.ok(sealed, "the webhook was not stored");
 
   const keys: Record<string, string> = {

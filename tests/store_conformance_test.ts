@@ -530,12 +530,17 @@ const BEHAVIOURS: Record<string, (s: Subject, d: Dialect) => Promise<void>> = {
 
     const big = Date.UTC(2026, 0, 1); // epoch ms outgrow 32 bits
     assert.equal(await webhooks.nonceUsedUntil("w", "n1"), 0);
-    await webhooks.useNonce("w", "n1", big + 1000);
-    await webhooks.useNonce("w", "n2", big + 10);
-    assert.equal(await webhooks.nonceUsedUntil("w", "n1"), big + 1000);
+    assert.equal(await webhooks.claimNonce("w", "n1", big + 1000, big), true);
+    assert.equal(await webhooks.claimNonce("w", "n2", big + 10, big), true);
+    assert.equal(await webhooks.claimNonce("w", "n1", big + 2000, big + 500), false, "in use");
+    assert.equal(await webhooks.nonceUsedUntil("w", "n1"), big + 1000, "kept its first time");
     await webhooks.releaseNonce("w", "n1");
     assert.equal(await webhooks.nonceUsedUntil("w", "n1"), 0, "given back");
-    await webhooks.useNonce("w", "n1", big + 1000);
+    assert.equal(await webhooks.claimNonce("w", "n1", big + 1000, big), true, "claimed again");
+    const racing = await Promise.all(
+      [1, 2, 3, 4].map(() => webhooks.claimNonce("w", "n3", big + 1000, big)),
+    );
+    assert.equal(racing.filter(Boolean).length, 1, "one of four claims at once wins");
     await webhooks.pruneNonces(big + 10);
     assert.equal(await webhooks.nonceUsedUntil("w", "n2"), 0, "its time is up");
     assert.equal(await webhooks.nonceUsedUntil("w", "n1"), big + 1000);
@@ -991,7 +996,7 @@ function authOptions(store: PgStore): AuthConfigOptions {
     secret: "x".repeat(32),
     trustedOrigins: [],
     clientIpHeader: "x-ip",
-    signupOpen: () => true,
+    signupOpen: () => Promise.resolve(true),
   };
 }
 

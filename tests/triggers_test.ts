@@ -433,7 +433,7 @@ Deno.test("session triggers, history, responses, subscriptions, broadcasts and l
             "capped at 200",
           );
           // The oldest 50 are gone from the store, not only from the answer.
-          assert.equal(world.relay.relay.store.triggers.history(id, 10_000).length, 200);
+          assert.equal((await world.relay.relay.store.triggers.history(id, 10_000)).length, 200);
           for (const q of ["?limit=0", "?limit=-1", "?limit=abc", "?limit=1.5"]) {
             const res = await answer(await api(`/api/sessions/${id}/triggers${q}`));
             assert.equal(res.status, 400, q);
@@ -448,7 +448,7 @@ Deno.test("session triggers, history, responses, subscriptions, broadcasts and l
           // A history expires after 24 hours without a new entry (the clock is moved by
           // ageing the stored entries).
           const age = (hours: number) =>
-            world.relay.relay.store.db.prepare(
+            world.relay.relay.db.prepare(
               "UPDATE trigger_history SET ts = ? WHERE session_id = ?",
             )
               .run(new Date(Date.now() - hours * 3600_000).toISOString(), id);

@@ -118,11 +118,11 @@ Deno.test("a new relay shows the owner screen; the owner signs in and out", asyn
     await page.getByLabel("Password").fill("short");
     await page.getByRole("button", { name: "Create account" }).click();
     // The browser refuses a short password before anything is sent.
-    assert.equal(relay.relay.store.accounts.count(), 0);
+    assert.equal(await relay.relay.store.accounts.count(), 0);
     await page.getByLabel("Password").fill("long enough password");
     await page.getByRole("button", { name: "Create account" }).click();
     await page.getByRole("link", { name: "New session" }).waitFor();
-    assert.equal(relay.relay.store.accounts.count(), 1);
+    assert.equal(await relay.relay.store.accounts.count(), 1);
     await page.getByText("Connect a runner first").waitFor();
 
     await page.getByRole("button", { name: "Sign out" }).click();

@@ -273,7 +273,7 @@ Deno.test("webhooks stored before replay protection keep accepting what they did
     db.close();
     const relay = await serve(dataDir);
     try {
-      const old = relay.relay.store.webhooks.get("old-hook");
+      const old = await relay.relay.store.webhooks.get("old-hook");
       assert.equal(old?.requireReplayProtection, false);
     } finally {
       await relay.shutdown();

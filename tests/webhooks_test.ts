@@ -1196,6 +1196,41 @@ Deno.test("two copies of one enhanced delivery sent at once: one spawns, the oth
   });
 });
 
+Deno.test("eight copies of one enhanced delivery sent in the same instant: one spawns, seven are 409", async () => {
+  // The nonce is checked, then (after the store was read) claimed: a copy
+  // that passed the check meanwhile must lose the claim, not spawn a second session.
+  await withFakeRunner(10_000, async ({ relayUrl, user, runner }) => {
+    const starter = startOnRelease(runner);
+    const hook = await createHook(user, {
+      name: "Eight",
+      source: "custom",
+      runnerId: runner.runnerId,
+    });
+    const body = JSON.stringify({ type: "x", marker: "EIGHT" });
+    const headers = enhanced(hook.secret, body);
+    const answers = Promise.all(
+      Array.from({ length: 8 }, () => fire(relayUrl, hook.id, body, headers)),
+    );
+    // Every copy that spawns is started, so none waits for its session.
+    const released = new Set<string>();
+    const releasing = setInterval(() => {
+      for (const id of starter.spawned()) {
+        if (released.has(id)) continue;
+        released.add(id);
+        starter.release(id);
+      }
+    }, 20);
+    let statuses: number[];
+    try {
+      statuses = (await answers).map((a) => a.status).sort();
+    } finally {
+      clearInterval(releasing);
+    }
+    assert.deepEqual(statuses, [200, 409, 409, 409, 409, 409, 409, 409]);
+    assert.equal(starter.spawned().length, 1);
+  });
+});
+
 Deno.test("a GitHub or Standard Webhooks redelivery while the first is still starting spawns no second session", async (t) => {
   await withFakeRunner(10_000, async ({ relayUrl, user, runner }) => {
     const starter = startOnRelease(runner);

@@ -13,7 +13,7 @@ import {
 } from "../_http.ts";
 import type { Hub } from "../hub.ts";
 import { RateLimiter } from "../rate_limit.ts";
-import type { Store } from "../store/mod.ts";
+import type { AsyncStore } from "../store/mod.ts";
 import { createKey } from "../keys.ts";
 import { requestSchema, routeDoc } from "./_openapi.ts";
 
@@ -26,7 +26,7 @@ const Register = requestSchema<RegisterRequest>()(z.object({
 /** What the account routes need. */
 export interface AccountRoutesOptions {
   auth: Auth;
-  store: Store;
+  store: AsyncStore;
   /** Closes the sockets of browser sessions a sign-out or password change ended. */
   hub: Pick<Hub, "closeLapsed" | "carryOverSession">;
   allowSignup: boolean;
@@ -71,7 +71,7 @@ export function accountRoutes(options: AccountRoutesOptions): Hono<RelayEnv> {
       const handed = await newSessionOf(res, before);
       if (handed) hub.carryOverSession(before.userId, before.authSessionId!, handed);
       // The viewer sockets of that user's browser sessions that are gone close.
-      hub.closeLapsed(auth.principalLive, before.userId);
+      await hub.closeLapsed(auth.principalLive, before.userId);
     }
     return res;
   });
@@ -81,7 +81,9 @@ export function accountRoutes(options: AccountRoutesOptions): Hono<RelayEnv> {
    * one it came with (now gone), or null.
    */
   async function newSessionOf(res: Response, before: Principal): Promise<string | null> {
-    if (before.via !== "cookie" || !before.authSessionId || auth.principalLive(before)) return null;
+    if (before.via !== "cookie" || !before.authSessionId || await auth.principalLive(before)) {
+      return null;
+    }
     const cookie = res.headers.getSetCookie().map((c) => c.split(";")[0]!).join("; ");
     if (!cookie) return null;
     const p = await auth.authenticate(new Headers({ cookie }));
@@ -95,8 +97,8 @@ export function accountRoutes(options: AccountRoutesOptions): Hono<RelayEnv> {
     auth: "none",
     ok: "`{needsOwner, allowSignup}`",
   });
-  app.get("/setup-status", setupDoc, (c) => {
-    const status = { needsOwner: store.accounts.count() === 0, allowSignup };
+  app.get("/setup-status", setupDoc, async (c) => {
+    const status = { needsOwner: await store.accounts.count() === 0, allowSignup };
     return c.json(status satisfies SetupStatusResponse);
   });
 
@@ -132,7 +134,7 @@ export function accountRoutes(options: AccountRoutesOptions): Hono<RelayEnv> {
     let userId = await auth.checkPassword(email, body.password);
     if (!userId) {
       if (!body.name) throw new HttpError(401, "invalid_credentials", "Invalid email or password");
-      if (body.password.length < 8 && !auth.signUpClosed()) {
+      if (body.password.length < 8 && !await auth.signUpClosed()) {
         throw new HttpError(400, "password_too_short", "Password must have at least 8 characters");
       }
       const made = await auth.signUpEmail({ email, password: body.password, name: body.name });

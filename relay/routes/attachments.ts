@@ -164,7 +164,7 @@ export function attachmentDownloadRoutes(
     const queryKey = c.req.query("apiKey");
     if (!p && queryKey) p = await auth.principalFromKey(queryKey);
     if (!p) throw new HttpError(401, "unauthorized", "Sign in or send an API key");
-    const a = attachments.get(p, c.req.param("attachmentId"));
+    const a = await attachments.get(p, c.req.param("attachmentId"));
     // A HEAD answer has no body: a file opened for it would stay open.
     const head = c.req.method === "HEAD";
     let file: Deno.FsFile | null = null;

@@ -10,7 +10,7 @@ import type {
 import { invalid, notFound } from "../errors.ts";
 import { createKey, isRunnerKeyName } from "../keys.ts";
 import { principal, readJson, type RelayEnv } from "../_http.ts";
-import type { Store } from "../store/mod.ts";
+import type { AsyncStore } from "../store/mod.ts";
 import { requestSchema, routeDoc } from "./_openapi.ts";
 
 const CreateKey = requestSchema<CreateKeyRequest>()(
@@ -24,7 +24,7 @@ const CreateKey = requestSchema<CreateKeyRequest>()(
 
 /** `/api/keys`: API keys and runner tokens of the caller. */
 export function keyRoutes(
-  store: Store,
+  store: AsyncStore,
   credentials: Pick<CredentialSweeps, "revokeKey">,
 ): Hono<RelayEnv> {
   const app = new Hono<RelayEnv>();
@@ -57,7 +57,9 @@ export function keyRoutes(
       throw invalid("A runner token's scope is always 'runner': leave 'scope' out");
     }
     const runnerId = body.runnerId ?? null;
-    if (runnerId !== null && !store.runners.getOwned(userId, runnerId)) throw notFound("Runner");
+    if (runnerId !== null && !await store.runners.getOwned(userId, runnerId)) {
+      throw notFound("Runner");
+    }
     const created = await createKey(store, userId, {
       name,
       expiresInDays: body.expiresInDays ?? null,
@@ -73,9 +75,9 @@ export function keyRoutes(
     auth: "principal",
     ok: "`{keys: [...]}`, newest first, never the secret",
   });
-  app.get("/", listDoc, (c) => {
+  app.get("/", listDoc, async (c) => {
     const now = Date.now();
-    const keys = store.keys.listForUser(principal(c).userId).map((k) => ({
+    const keys = (await store.keys.listForUser(principal(c).userId)).map((k) => ({
       id: k.id,
       name: k.name,
       kind: k.kind,
@@ -98,9 +100,9 @@ export function keyRoutes(
     ok: "`{ok: true}`",
     errors: { 404: "`not_found`: no such key, or not the caller's" },
   });
-  app.delete("/:id", revokeDoc, (c) => {
+  app.delete("/:id", revokeDoc, async (c) => {
     const id = c.req.param("id");
-    if (!store.keys.delete(principal(c).userId, id)) throw notFound("Key");
+    if (!await store.keys.delete(principal(c).userId, id)) throw notFound("Key");
     credentials.revokeKey(id);
     return c.json({ ok: true } satisfies OkResponse);
   });

@@ -15,7 +15,7 @@ import { HttpError, principal, readJson, type RelayEnv } from "../_http.ts";
 import { conflict, invalid, notFound } from "../errors.ts";
 import { parseEnabledEvents } from "../push.ts";
 import { endpointProblem, MAX_ENDPOINT_LENGTH } from "../push_endpoint.ts";
-import type { PushSubscriptionRecord, Store } from "../store/mod.ts";
+import type { AsyncStore, PushSubscriptionRecord } from "../store/mod.ts";
 import { requestSchema, routeDoc } from "./_openapi.ts";
 
 const Endpoint = z.string().min(1).max(MAX_ENDPOINT_LENGTH);
@@ -83,13 +83,16 @@ export function pushKeyRoute(publicKey: string): Hono<RelayEnv> {
 }
 
 /** `/api/push`: the caller's push subscriptions. */
-export function pushRoutes(store: Store, allowedOrigins: ReadonlySet<string>): Hono<RelayEnv> {
+export function pushRoutes(
+  store: AsyncStore,
+  allowedOrigins: ReadonlySet<string>,
+): Hono<RelayEnv> {
   const app = new Hono<RelayEnv>();
   app.use("*", cookieOnly);
   const NOT_FOUND = "`not_found`: the caller has no subscription with this endpoint";
   /** The caller's subscription of `endpoint` (another account's answers as a missing one). */
-  const own = (userId: string, endpoint: string): PushSubscriptionRecord => {
-    const s = store.push.byEndpoint(endpoint);
+  const own = async (userId: string, endpoint: string): Promise<PushSubscriptionRecord> => {
+    const s = await store.push.byEndpoint(endpoint);
     if (!s || s.userId !== userId) throw notFound("Push subscription");
     return s;
   };
@@ -115,37 +118,27 @@ export function pushRoutes(store: Store, allowedOrigins: ReadonlySet<string>): H
     const problem = endpointProblem(body.endpoint, allowedOrigins);
     if (problem) throw invalid(`Invalid push endpoint: ${problem}`, "invalid_endpoint");
     const events = body.enabledEvents === undefined ? undefined : enabledEvents(body.enabledEvents);
-    const id = store.tx(() => {
-      const old = store.push.byEndpoint(body.endpoint);
-      const sameKeys = old?.p256dh === body.keys.p256dh && old?.auth === body.keys.auth;
-      // The browser that holds the endpoint signed in to another account: it moves.
-      // Someone who only learned the endpoint cannot take it (they lack its keys).
-      if (old && old.userId !== userId && !sameKeys) {
-        throw conflict("endpoint_taken", "This push endpoint belongs to another subscription");
-      }
-      if (
-        (!old || old.userId !== userId) &&
-        store.push.countOf(userId) >= MAX_PUSH_SUBSCRIPTIONS_PER_USER
-      ) {
-        throw conflict(
-          "too_many_subscriptions",
-          `At most ${MAX_PUSH_SUBSCRIPTIONS_PER_USER} push subscriptions per account; remove one first`,
-        );
-      }
-      const rec: PushSubscriptionRecord = {
-        id: old?.id ?? crypto.randomUUID(),
-        userId,
-        endpoint: body.endpoint,
-        p256dh: body.keys.p256dh,
-        auth: body.keys.auth,
-        enabledEvents: events ?? (old?.userId === userId ? old.enabledEvents : "*"),
-        suppressChildNotifications: old?.userId === userId ? old.suppressChildNotifications : false,
-        createdAt: old?.createdAt ?? new Date().toISOString(),
-      };
-      store.push.save(rec);
-      return rec.id;
-    });
-    return c.json({ ok: true, id } satisfies PushSubscribeResponse);
+    // The browser that holds the endpoint signed in to another account: it moves.
+    // Someone who only learned the endpoint cannot take it (they lack its keys).
+    const saved = await store.push.subscribe({
+      id: crypto.randomUUID(),
+      userId,
+      endpoint: body.endpoint,
+      p256dh: body.keys.p256dh,
+      auth: body.keys.auth,
+      ...(events !== undefined ? { enabledEvents: events } : {}),
+      createdAt: new Date().toISOString(),
+    }, MAX_PUSH_SUBSCRIPTIONS_PER_USER);
+    if (!saved.ok && saved.reason === "taken") {
+      throw conflict("endpoint_taken", "This push endpoint belongs to another subscription");
+    }
+    if (!saved.ok) {
+      throw conflict(
+        "too_many_subscriptions",
+        `At most ${MAX_PUSH_SUBSCRIPTIONS_PER_USER} push subscriptions per account; remove one first`,
+      );
+    }
+    return c.json({ ok: true, id: saved.id } satisfies PushSubscribeResponse);
   });
 
   const unsubscribeDoc = routeDoc({
@@ -159,7 +152,7 @@ export function pushRoutes(store: Store, allowedOrigins: ReadonlySet<string>): H
   });
   app.post("/unsubscribe", unsubscribeDoc, async (c) => {
     const { endpoint } = await readJson(c, Unsubscribe);
-    store.push.deleteOf(principal(c).userId, endpoint);
+    await store.push.deleteOf(principal(c).userId, endpoint);
     return c.json({ ok: true } satisfies PushOkResponse);
   });
 
@@ -169,8 +162,8 @@ export function pushRoutes(store: Store, allowedOrigins: ReadonlySet<string>): H
     auth: "cookie",
     ok: "`{subscriptions: [{id, endpoint, createdAt, enabledEvents, suppressChildNotifications}]}`",
   });
-  app.get("/subscriptions", listDoc, (c) => {
-    const subscriptions = store.push.listOf(principal(c).userId).map((s) => ({
+  app.get("/subscriptions", listDoc, async (c) => {
+    const subscriptions = (await store.push.listOf(principal(c).userId)).map((s) => ({
       id: s.id,
       endpoint: s.endpoint,
       createdAt: s.createdAt,
@@ -193,8 +186,8 @@ export function pushRoutes(store: Store, allowedOrigins: ReadonlySet<string>): H
   app.put("/events", eventsDoc, async (c) => {
     const body = await readJson(c, Events);
     const events = enabledEvents(body.enabledEvents);
-    const s = own(principal(c).userId, body.endpoint);
-    store.push.save({ ...s, enabledEvents: events });
+    const s = await own(principal(c).userId, body.endpoint);
+    await store.push.save({ ...s, enabledEvents: events });
     return c.json({ ok: true } satisfies PushOkResponse);
   });
 
@@ -208,8 +201,8 @@ export function pushRoutes(store: Store, allowedOrigins: ReadonlySet<string>): H
   });
   app.put("/child-notifications", childDoc, async (c) => {
     const body = await readJson(c, Children);
-    const s = own(principal(c).userId, body.endpoint);
-    store.push.save({ ...s, suppressChildNotifications: body.suppress });
+    const s = await own(principal(c).userId, body.endpoint);
+    await store.push.save({ ...s, suppressChildNotifications: body.suppress });
     return c.json({ ok: true } satisfies PushOkResponse);
   });
 

@@ -6,7 +6,7 @@ import type {
   SetHiddenModelsResponse,
 } from "../../shared/api.ts";
 import { principal, readJson, type RelayEnv } from "../_http.ts";
-import type { Store } from "../store/mod.ts";
+import type { AsyncStore } from "../store/mod.ts";
 import { requestSchema, routeDoc } from "./_openapi.ts";
 
 const HiddenModels = requestSchema<HiddenModelsRequest>()(z.object({
@@ -16,7 +16,7 @@ const HiddenModels = requestSchema<HiddenModelsRequest>()(z.object({
 }));
 
 /** `/api/settings`: per-user preferences. */
-export function settingsRoutes(store: Store): Hono<RelayEnv> {
+export function settingsRoutes(store: AsyncStore): Hono<RelayEnv> {
   const app = new Hono<RelayEnv>();
 
   const getDoc = routeDoc({
@@ -25,10 +25,10 @@ export function settingsRoutes(store: Store): Hono<RelayEnv> {
     auth: "principal",
     ok: '`{hiddenModels: ["<provider>/<model_id>", ...]}`; `[]` until set',
   });
-  app.get("/hidden-models", getDoc, (c) => {
+  app.get("/hidden-models", getDoc, async (c) => {
     return c.json(
       {
-        hiddenModels: store.settings.get<string[]>(principal(c).userId, "hiddenModels", []),
+        hiddenModels: await store.settings.get<string[]>(principal(c).userId, "hiddenModels", []),
       } satisfies HiddenModelsResponse,
     );
   });
@@ -43,7 +43,7 @@ export function settingsRoutes(store: Store): Hono<RelayEnv> {
   app.put("/hidden-models", putDoc, async (c) => {
     const { hiddenModels } = await readJson(c, HiddenModels);
     const unique = [...new Set(hiddenModels)];
-    store.settings.set(principal(c).userId, "hiddenModels", unique);
+    await store.settings.set(principal(c).userId, "hiddenModels", unique);
     return c.json({ ok: true, hiddenModels: unique } satisfies SetHiddenModelsResponse);
   });
 

@@ -93,8 +93,8 @@ export function sessionTriggerRoutes(triggers: Triggers): Hono<RelayEnv> {
     ok: "`{triggers: [...]}`, most recent first",
     errors: { 400: "`bad_request`: `limit` is not a positive integer", ...SESSION_NOT_FOUND },
   });
-  app.get("/:id/triggers", historyDoc, (c) => {
-    const list = triggers.history(
+  app.get("/:id/triggers", historyDoc, async (c) => {
+    const list = await triggers.history(
       principal(c).userId,
       c.req.param("id"),
       limitOf(c.req.query("limit")),
@@ -109,8 +109,8 @@ export function sessionTriggerRoutes(triggers: Triggers): Hono<RelayEnv> {
     ok: "`{ok: true}`",
     errors: SESSION_NOT_FOUND,
   });
-  app.delete("/:id/triggers", clearDoc, (c) => {
-    triggers.clearHistory(principal(c).userId, c.req.param("id"));
+  app.delete("/:id/triggers", clearDoc, async (c) => {
+    await triggers.clearHistory(principal(c).userId, c.req.param("id"));
     return c.json({ ok: true } satisfies OkResponse);
   });
 
@@ -121,8 +121,8 @@ export function sessionTriggerRoutes(triggers: Triggers): Hono<RelayEnv> {
     ok: "`{triggerDefs: [{type, label, description, params, schema}]}`",
     errors: SESSION_NOT_FOUND,
   });
-  app.get("/:id/available-triggers", availableDoc, (c) => {
-    const defs = triggers.available(principal(c).userId, c.req.param("id"));
+  app.get("/:id/available-triggers", availableDoc, async (c) => {
+    const defs = await triggers.available(principal(c).userId, c.req.param("id"));
     return c.json(
       {
         triggerDefs: defs.map((d) => ({
@@ -143,10 +143,10 @@ export function sessionTriggerRoutes(triggers: Triggers): Hono<RelayEnv> {
     ok: "`{subscriptions: [...]}`, oldest first",
     errors: SESSION_NOT_FOUND,
   });
-  app.get("/:id/trigger-subscriptions", subscriptionsDoc, (c) => {
+  app.get("/:id/trigger-subscriptions", subscriptionsDoc, async (c) => {
     return c.json(
       {
-        subscriptions: triggers.subscriptions(principal(c).userId, c.req.param("id")),
+        subscriptions: await triggers.subscriptions(principal(c).userId, c.req.param("id")),
       } satisfies SubscriptionListResponse,
     );
   });
@@ -161,7 +161,7 @@ export function sessionTriggerRoutes(triggers: Triggers): Hono<RelayEnv> {
   });
   app.post("/:id/trigger-subscriptions", subscribeDoc, async (c) => {
     const body = await readJson(c, SubscriptionBody);
-    const s = triggers.subscribe(principal(c).userId, c.req.param("id"), body);
+    const s = await triggers.subscribe(principal(c).userId, c.req.param("id"), body);
     return c.json({ ok: true, ...s } satisfies SubscriptionResponse);
   });
 
@@ -192,7 +192,7 @@ export function sessionTriggerRoutes(triggers: Triggers): Hono<RelayEnv> {
     const body = await readJson(c, SubscriptionPatch);
     const t = target(c);
     if (!t) throw invalid("Name the subscription (id or trigger type)");
-    const s = triggers.updateSubscription(principal(c).userId, c.req.param("id"), t, body);
+    const s = await triggers.updateSubscription(principal(c).userId, c.req.param("id"), t, body);
     return c.json({ ok: true, ...s } satisfies SubscriptionResponse);
   });
 
@@ -208,10 +208,10 @@ export function sessionTriggerRoutes(triggers: Triggers): Hono<RelayEnv> {
       404: "`not_found`: no such session or subscription",
     },
   });
-  app.delete("/:id/trigger-subscriptions/:target?", unsubscribeDoc, (c) => {
+  app.delete("/:id/trigger-subscriptions/:target?", unsubscribeDoc, async (c) => {
     const t = target(c);
     if (!t) throw invalid("Name the subscription (id or trigger type)");
-    const s = triggers.unsubscribe(principal(c).userId, c.req.param("id"), t);
+    const s = await triggers.unsubscribe(principal(c).userId, c.req.param("id"), t);
     return c.json({ ok: true, ...s } satisfies UnsubscribeResponse);
   });
 
@@ -229,8 +229,8 @@ export function runnerTriggerRoutes(triggers: TriggerListeners): Hono<RelayEnv> 
     ok: "`{triggerDefs: [{type, label, description, params}], listeners: [...]}`",
     errors: RUNNER_NOT_FOUND,
   });
-  app.get("/:runnerId/triggers", catalogDoc, (c) => {
-    const res = triggers.runnerTriggers(principal(c).userId, c.req.param("runnerId"));
+  app.get("/:runnerId/triggers", catalogDoc, async (c) => {
+    const res = await triggers.runnerTriggers(principal(c).userId, c.req.param("runnerId"));
     return c.json(res satisfies RunnerTriggersResponse);
   });
 
@@ -241,10 +241,10 @@ export function runnerTriggerRoutes(triggers: TriggerListeners): Hono<RelayEnv> 
     ok: "`{listeners: [...]}`, oldest first",
     errors: RUNNER_NOT_FOUND,
   });
-  app.get("/:runnerId/trigger-listeners", listenersDoc, (c) => {
+  app.get("/:runnerId/trigger-listeners", listenersDoc, async (c) => {
     return c.json(
       {
-        listeners: triggers.listeners(principal(c).userId, c.req.param("runnerId")),
+        listeners: await triggers.listeners(principal(c).userId, c.req.param("runnerId")),
       } satisfies ListenerListResponse,
     );
   });
@@ -259,7 +259,7 @@ export function runnerTriggerRoutes(triggers: TriggerListeners): Hono<RelayEnv> 
   });
   app.post("/:runnerId/trigger-listeners", addListenerDoc, async (c) => {
     const body = await readJson(c, ListenerBody);
-    const l = triggers.addListener(principal(c).userId, c.req.param("runnerId"), body);
+    const l = await triggers.addListener(principal(c).userId, c.req.param("runnerId"), body);
     return c.json({ ok: true, ...l } satisfies ListenerResponse);
   });
 
@@ -274,7 +274,7 @@ export function runnerTriggerRoutes(triggers: TriggerListeners): Hono<RelayEnv> 
   });
   app.put("/:runnerId/trigger-listeners/:target", changeListenerDoc, async (c) => {
     const body = await readJson(c, ListenerPatch);
-    const l = triggers.updateListener(
+    const l = await triggers.updateListener(
       principal(c).userId,
       c.req.param("runnerId"),
       c.req.param("target"),
@@ -291,8 +291,8 @@ export function runnerTriggerRoutes(triggers: TriggerListeners): Hono<RelayEnv> 
     ok: "`{ok: true, listenerId, triggerType, removed}`",
     errors: { 404: "`not_found`: no such runner or listener" },
   });
-  app.delete("/:runnerId/trigger-listeners/:target", removeListenerDoc, (c) => {
-    const r = triggers.removeListener(
+  app.delete("/:runnerId/trigger-listeners/:target", removeListenerDoc, async (c) => {
+    const r = await triggers.removeListener(
       principal(c).userId,
       c.req.param("runnerId"),
       c.req.param("target"),

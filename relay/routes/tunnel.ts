@@ -72,8 +72,12 @@ export function tunnelRoutes(o: TunnelRoutesOptions): Hono<RelayEnv> {
     const token = c.req.param("token");
     const req = c.req.raw;
     const grant = await grants.check(token);
-    const live = grant &&
-      o.auth.principalLive({ via: "cookie", keyId: null, authSessionId: grant.authSessionId });
+    const live = grant !== null &&
+      await o.auth.principalLive({
+        via: "cookie",
+        keyId: null,
+        authSessionId: grant.authSessionId,
+      });
     if (!grant || !live) {
       if (grant) await grants.revoke(token);
       return failure(

@@ -115,8 +115,8 @@ export function webhookRoutes(webhooks: Webhooks): Hono<RelayEnv> {
     ok: "`{ok: true}`",
     errors: NOT_FOUND,
   });
-  app.delete("/:id", deleteDoc, (c) => {
-    webhooks.remove(principal(c).userId, c.req.param("id"));
+  app.delete("/:id", deleteDoc, async (c) => {
+    await webhooks.remove(principal(c).userId, c.req.param("id"));
     return c.json({ ok: true } satisfies OkResponse);
   });
 

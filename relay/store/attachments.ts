@@ -1,4 +1,4 @@
-import type { Database } from "./db.ts";
+import { type Database, transaction } from "./db.ts";
 import { Statements } from "./_statements.ts";
 
 /** One uploaded file: who may read it (through its session), where its bytes are, until when. */
@@ -56,9 +56,16 @@ export function record(r: Row): AttachmentRecord {
  */
 export class AttachmentsRepo {
   readonly #sql: Statements;
+  readonly #db: Database;
 
   constructor(db: Database) {
+    this.#db = db;
     this.#sql = new Statements(db);
+  }
+
+  /** Inserts the rows of one upload, all or none. */
+  insertAll(rows: NewAttachment[]): void {
+    transaction(this.#db, () => rows.forEach((a) => this.insert(a)));
   }
 
   insert(a: NewAttachment): void {
@@ -99,12 +106,14 @@ export class AttachmentsRepo {
 
   /** Deletes rows that expired by `now` or whose session is gone; how many. */
   deleteDead(now: string): number {
-    const expired = this.#sql.sql("DELETE FROM attachments WHERE expires_at <= ?").run(now);
-    const orphaned = this.#sql.sql(
-      `DELETE FROM attachments WHERE NOT EXISTS
-         (SELECT 1 FROM sessions s WHERE s.id = attachments.session_id)`,
-    ).run();
-    return Number(expired.changes) + Number(orphaned.changes);
+    return transaction(this.#db, () => {
+      const expired = this.#sql.sql("DELETE FROM attachments WHERE expires_at <= ?").run(now);
+      const orphaned = this.#sql.sql(
+        `DELETE FROM attachments WHERE NOT EXISTS
+           (SELECT 1 FROM sessions s WHERE s.id = attachments.session_id)`,
+      ).run();
+      return Number(expired.changes) + Number(orphaned.changes);
+    });
   }
 
   /** Whether any row still names the blob `sha256`. */

@@ -1,4 +1,4 @@
-import type { Database } from "./db.ts";
+import { type Database, transaction } from "./db.ts";
 import { Statements } from "./_statements.ts";
 
 /** A browser's push subscription as stored. */
@@ -43,9 +43,47 @@ export function fromRow(r: Row): PushSubscriptionRecord {
 /** SQL for push subscriptions: one row per endpoint. */
 export class PushRepo {
   readonly #sql: Statements;
+  readonly #db: Database;
 
   constructor(db: Database) {
+    this.#db = db;
     this.#sql = new Statements(db);
+  }
+
+  /**
+   * Subscribes a browser's endpoint for `s.userId`, in one transaction: the
+   * same endpoint again updates its keys (and `enabledEvents` when given,
+   * else keeps its own); an endpoint of another account moves only with
+   * the same keys (`taken` otherwise); a user with `max` subscriptions
+   * gets no new one (`full`). A new subscription takes `s.id` and `s.createdAt`.
+   */
+  subscribe(
+    s: Omit<PushSubscriptionRecord, "enabledEvents" | "suppressChildNotifications"> & {
+      enabledEvents?: string;
+    },
+    max: number,
+  ): { ok: true; id: string } | { ok: false; reason: "taken" | "full" } {
+    return transaction(this.#db, () => {
+      const old = this.byEndpoint(s.endpoint);
+      const sameKeys = old?.p256dh === s.p256dh && old?.auth === s.auth;
+      if (old && old.userId !== s.userId && !sameKeys) {
+        return { ok: false, reason: "taken" } as const;
+      }
+      const mine = old?.userId === s.userId;
+      if (!mine && this.countOf(s.userId) >= max) return { ok: false, reason: "full" } as const;
+      const rec: PushSubscriptionRecord = {
+        id: old?.id ?? s.id,
+        userId: s.userId,
+        endpoint: s.endpoint,
+        p256dh: s.p256dh,
+        auth: s.auth,
+        enabledEvents: s.enabledEvents ?? (mine ? old.enabledEvents : "*"),
+        suppressChildNotifications: mine ? old.suppressChildNotifications : false,
+        createdAt: old?.createdAt ?? s.createdAt,
+      };
+      this.save(rec);
+      return { ok: true, id: rec.id } as const;
+    });
   }
 
   /** The user's subscriptions, oldest first. */

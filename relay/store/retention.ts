@@ -1,4 +1,4 @@
-import type { Database } from "./db.ts";
+import { type Database, transaction } from "./db.ts";
 import { Statements } from "./_statements.ts";
 
 /** A session retention may delete: its owner and the size of its log. */
@@ -29,26 +29,30 @@ export function deletable(rows: unknown[]): Deletable[] {
  */
 export class RetentionRepo {
   readonly #sql: Statements;
+  readonly #db: Database;
 
   constructor(db: Database) {
+    this.#db = db;
     this.#sql = new Statements(db);
   }
 
   /**
    * Removes a session's row and what hangs off it apart from its events
    * (trigger subscriptions and history), and records that its events are
-   * to go. Run it in a transaction.
+   * to go, in one transaction.
    */
   beginDeletion(sessionId: string, userId: string, at: string): void {
-    this.#sql.sql("DELETE FROM sessions WHERE id = ?").run(sessionId);
-    this.#sql.sql("DELETE FROM trigger_subscriptions WHERE session_id = ?").run(sessionId);
-    this.#sql.sql("DELETE FROM trigger_history WHERE session_id = ?").run(sessionId);
-    // Its attachments' blobs go at the next attachment sweep (relay/attachments.ts).
-    this.#sql.sql("DELETE FROM attachments WHERE session_id = ?").run(sessionId);
-    this.#sql.sql(
-      `INSERT INTO session_deletions (session_id, user_id, at) VALUES (?, ?, ?)
-       ON CONFLICT DO NOTHING`,
-    ).run(sessionId, userId, at);
+    transaction(this.#db, () => {
+      this.#sql.sql("DELETE FROM sessions WHERE id = ?").run(sessionId);
+      this.#sql.sql("DELETE FROM trigger_subscriptions WHERE session_id = ?").run(sessionId);
+      this.#sql.sql("DELETE FROM trigger_history WHERE session_id = ?").run(sessionId);
+      // Its attachments' blobs go at the next attachment sweep (relay/attachments.ts).
+      this.#sql.sql("DELETE FROM attachments WHERE session_id = ?").run(sessionId);
+      this.#sql.sql(
+        `INSERT INTO session_deletions (session_id, user_id, at) VALUES (?, ?, ?)
+         ON CONFLICT DO NOTHING`,
+      ).run(sessionId, userId, at);
+    });
   }
 
   /** The deletions whose events are not all gone yet. */

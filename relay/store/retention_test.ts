@@ -85,7 +85,7 @@ Deno.test("a deletion takes the session's row and triggers at once and is rememb
         createdAt: "x",
       });
     }
-    store.tx(() => store.retention.beginDeletion("gone", "u", "2030-01-02T00:00:00.000Z"));
+    store.retention.beginDeletion("gone", "u", "2030-01-02T00:00:00.000Z");
     assert.equal(store.sessions.get("gone"), undefined);
     assert.deepEqual(store.triggers.subscriptionsOf("gone"), []);
     assert.equal(store.triggers.subscriptionsOf("kept").length, 1);

@@ -1,4 +1,4 @@
-import type { Database } from "./db.ts";
+import { type Database, transaction } from "./db.ts";
 import { Statements } from "./_statements.ts";
 import type { DeliveredTrigger, ModelRef } from "../../shared/protocol.ts";
 import type { FilterMode, TriggerFilter } from "../../shared/triggers.ts";
@@ -120,8 +120,10 @@ export const entry = (r: HistoryRow): HistoryEntry => ({
 /** SQL for trigger subscriptions, listeners and per-session history. */
 export class TriggersRepo {
   readonly #sql: Statements;
+  readonly #db: Database;
 
   constructor(db: Database) {
+    this.#db = db;
     this.#sql = new Statements(db);
   }
 
@@ -144,6 +146,11 @@ export class TriggersRepo {
       s.filterMode,
       s.createdAt,
     );
+  }
+
+  /** Saves several subscriptions at once (all or none). */
+  saveSubscriptions(subs: SubscriptionRecord[]): void {
+    transaction(this.#db, () => subs.forEach((s) => this.saveSubscription(s)));
   }
 
   subscriptionsOf(sessionId: string): SubscriptionRecord[] {
@@ -191,6 +198,11 @@ export class TriggersRepo {
       l.createdAt,
       l.updatedAt,
     );
+  }
+
+  /** Saves several listeners at once (all or none). */
+  saveListeners(list: ListenerRecord[]): void {
+    transaction(this.#db, () => list.forEach((l) => this.saveListener(l)));
   }
 
   listenersOf(runnerId: string, type?: string): ListenerRecord[] {
@@ -266,6 +278,22 @@ export class TriggersRepo {
        WHERE session_id = ? AND trigger_id = ? AND direction = 'inbound'`,
     ).run(JSON.stringify(response), sessionId, triggerId);
     return Number(res.changes) > 0;
+  }
+
+  /**
+   * A session's answer to the trigger `triggerId`, at once: recorded on its
+   * inbound entry and appended as the `outbound` entry `reply`.
+   */
+  respond(
+    sessionId: string,
+    triggerId: string,
+    response: HistoryEntry["response"],
+    reply: HistoryEntry,
+  ): void {
+    transaction(this.#db, () => {
+      this.setResponse(sessionId, triggerId, response);
+      this.addHistory(sessionId, reply);
+    });
   }
 
   clearHistory(sessionId: string): void {

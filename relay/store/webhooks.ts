@@ -142,12 +142,19 @@ export class WebhooksRepo {
     return r?.until ?? 0;
   }
 
-  /** Marks a nonce used until `until` (epoch ms). */
-  useNonce(webhookId: string, nonce: string, until: number): void {
-    this.#sql.sql(
-      `INSERT INTO webhook_nonces (webhook_id, nonce, until) VALUES (?, ?, ?)
-       ON CONFLICT (webhook_id, nonce) DO UPDATE SET until = excluded.until`,
-    ).run(webhookId, nonce, until);
+  /**
+   * Marks a nonce used until `until` (epoch ms) unless it is in use at `now`:
+   * whether this call claimed it. Check and mark are one statement, so two
+   * requests with the same nonce cannot both claim it.
+   */
+  claimNonce(webhookId: string, nonce: string, until: number, now: number): boolean {
+    return Number(
+      this.#sql.sql(
+        `INSERT INTO webhook_nonces (webhook_id, nonce, until) VALUES (?, ?, ?)
+         ON CONFLICT (webhook_id, nonce) DO UPDATE SET until = excluded.until
+         WHERE webhook_nonces.until <= ?`,
+      ).run(webhookId, nonce, until, now).changes,
+    ) > 0;
   }
 
   /** Gives a nonce back (its delivery failed: the sender may retry it). */

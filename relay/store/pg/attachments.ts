@@ -41,13 +41,24 @@ export class PgAttachmentsRepo {
     ))!.n;
   }
 
-  async deleteDead(now: string): Promise<number> {
-    const expired = await this.sql.run("DELETE FROM attachments WHERE expires_at <= ?", now);
-    const orphaned = await this.sql.run(
-      `DELETE FROM attachments WHERE NOT EXISTS
-         (SELECT 1 FROM sessions s WHERE s.id = attachments.session_id)`,
-    );
-    return expired + orphaned;
+  /** Inserts the rows of one upload, all or none. */
+  insertAll(rows: NewAttachment[]): Promise<void> {
+    return this.sql.tx(async (sql) => {
+      const repo = new PgAttachmentsRepo(sql);
+      for (const a of rows) await repo.insert(a);
+    });
+  }
+
+  /** Deletes rows that expired by `now` or whose session is gone, in one transaction; how many. */
+  deleteDead(now: string): Promise<number> {
+    return this.sql.tx(async (sql) => {
+      const expired = await sql.run("DELETE FROM attachments WHERE expires_at <= ?", now);
+      const orphaned = await sql.run(
+        `DELETE FROM attachments WHERE NOT EXISTS
+           (SELECT 1 FROM sessions s WHERE s.id = attachments.session_id)`,
+      );
+      return expired + orphaned;
+    });
   }
 
   async referenced(sha256: string): Promise<boolean> {

@@ -5,6 +5,45 @@ import type { PgSql } from "./_sql.ts";
 export class PgPushRepo {
   constructor(private readonly sql: PgSql) {}
 
+  /**
+   * Subscribes a browser's endpoint for `s.userId`, in one transaction (see
+   * PushRepo.subscribe). The user's subscriptions are locked first (an
+   * advisory lock keyed `3, user`), so two nodes adding at once cannot pass
+   * `max` together.
+   */
+  subscribe(
+    s: Omit<PushSubscriptionRecord, "enabledEvents" | "suppressChildNotifications"> & {
+      enabledEvents?: string;
+    },
+    max: number,
+  ): Promise<{ ok: true; id: string } | { ok: false; reason: "taken" | "full" }> {
+    return this.sql.tx(async (sql) => {
+      await sql.get("SELECT pg_advisory_xact_lock(3, hashtext(?))", s.userId);
+      const repo = new PgPushRepo(sql);
+      const old = await repo.byEndpoint(s.endpoint);
+      const sameKeys = old?.p256dh === s.p256dh && old?.auth === s.auth;
+      if (old && old.userId !== s.userId && !sameKeys) {
+        return { ok: false, reason: "taken" } as const;
+      }
+      const mine = old?.userId === s.userId;
+      if (!mine && await repo.countOf(s.userId) >= max) {
+        return { ok: false, reason: "full" } as const;
+      }
+      const rec: PushSubscriptionRecord = {
+        id: old?.id ?? s.id,
+        userId: s.userId,
+        endpoint: s.endpoint,
+        p256dh: s.p256dh,
+        auth: s.auth,
+        enabledEvents: s.enabledEvents ?? (mine ? old.enabledEvents : "*"),
+        suppressChildNotifications: mine ? old.suppressChildNotifications : false,
+        createdAt: old?.createdAt ?? s.createdAt,
+      };
+      await repo.save(rec);
+      return { ok: true, id: rec.id } as const;
+    });
+  }
+
   async listOf(userId: string): Promise<PushSubscriptionRecord[]> {
     return (await this.sql.all<Row>(
       "SELECT * FROM push_subscriptions WHERE user_id = ? ORDER BY created_at, id",

@@ -38,6 +38,14 @@ export class PgTriggersRepo {
     );
   }
 
+  /** Saves several subscriptions at once (all or none). */
+  saveSubscriptions(subs: SubscriptionRecord[]): Promise<void> {
+    return this.sql.tx(async (sql) => {
+      const repo = new PgTriggersRepo(sql);
+      for (const s of subs) await repo.saveSubscription(s);
+    });
+  }
+
   async subscriptionsOf(sessionId: string): Promise<SubscriptionRecord[]> {
     return (await this.sql.all<SubRow>(
       "SELECT * FROM trigger_subscriptions WHERE session_id = ? ORDER BY created_at, ord",
@@ -90,6 +98,14 @@ export class PgTriggersRepo {
       l.createdAt,
       l.updatedAt,
     );
+  }
+
+  /** Saves several listeners at once (all or none). */
+  saveListeners(list: ListenerRecord[]): Promise<void> {
+    return this.sql.tx(async (sql) => {
+      const repo = new PgTriggersRepo(sql);
+      for (const l of list) await repo.saveListener(l);
+    });
   }
 
   async listenersOf(runnerId: string, type?: string): Promise<ListenerRecord[]> {
@@ -187,6 +203,23 @@ export class PgTriggersRepo {
       sessionId,
       triggerId,
     ) > 0;
+  }
+
+  /**
+   * A session's answer to the trigger `triggerId`, at once: recorded on its
+   * inbound entry and appended as the `outbound` entry `reply`.
+   */
+  respond(
+    sessionId: string,
+    triggerId: string,
+    response: HistoryEntry["response"],
+    reply: HistoryEntry,
+  ): Promise<void> {
+    return this.sql.tx(async (sql) => {
+      const repo = new PgTriggersRepo(sql);
+      await repo.setResponse(sessionId, triggerId, response);
+      await repo.addHistory(sessionId, reply);
+    });
   }
 
   async clearHistory(sessionId: string): Promise<void> {

@@ -74,14 +74,22 @@ export class PgWebhooksRepo {
     return r?.until ?? 0;
   }
 
-  async useNonce(webhookId: string, nonce: string, until: number): Promise<void> {
-    await this.sql.run(
+  /**
+   * Marks a nonce used until `until` (epoch ms) unless it is in use at `now`:
+   * whether this call claimed it. One statement, so of two nodes claiming the
+   * same nonce at once only one succeeds (the other waits on the row's lock,
+   * then finds it in use).
+   */
+  async claimNonce(webhookId: string, nonce: string, until: number, now: number): Promise<boolean> {
+    return await this.sql.run(
       `INSERT INTO webhook_nonces (webhook_id, nonce, until) VALUES (?, ?, ?)
-       ON CONFLICT (webhook_id, nonce) DO UPDATE SET until = excluded.until`,
+       ON CONFLICT (webhook_id, nonce) DO UPDATE SET until = excluded.until
+       WHERE webhook_nonces.until <= ?`,
       webhookId,
       nonce,
       until,
-    );
+      now,
+    ) > 0;
   }
 
   async releaseNonce(webhookId: string, nonce: string): Promise<void> {
