@@ -700,6 +700,92 @@ const BEHAVIOURS: Record<string, (s: Subject, d: Dialect) => Promise<void>> = {
     assert.deepEqual(await retention.pendingDeletions(), ["older"]);
   },
 
+  "push subscribe: new, again, moved with its keys, taken without them, the cap": async (s) => {
+    const { push } = s.store;
+    const sub = (over: Record<string, unknown> = {}) => ({
+      id: crypto.randomUUID(),
+      userId: "u1",
+      endpoint: "https://push.example.com/a",
+      p256dh: "k1",
+      auth: "a1",
+      createdAt: "2030-01-01T00:00:00.000Z",
+      ...over,
+    });
+    const first = await push.subscribe(sub({ enabledEvents: "agent_error" }), 2);
+    assert.ok(first.ok);
+    assert.deepEqual(await push.subscribe(sub({ p256dh: "k2" }), 2), first, "the same row");
+    assert.equal(
+      (await push.byEndpoint("https://push.example.com/a"))?.enabledEvents,
+      "agent_error",
+    );
+    assert.deepEqual(await push.subscribe(sub({ userId: "u2" }), 2), {
+      ok: false,
+      reason: "taken",
+    });
+    assert.deepEqual(await push.subscribe(sub({ userId: "u2", p256dh: "k2" }), 2), first, "moved");
+    await push.subscribe(sub({ userId: "u2", endpoint: "https://push.example.com/b" }), 2);
+    assert.deepEqual(
+      await push.subscribe(sub({ userId: "u2", endpoint: "https://push.example.com/c" }), 2),
+      { ok: false, reason: "full" },
+    );
+    // Racing for the last place: of three new endpoints at once, none passes the cap.
+    await push.delete((await push.byEndpoint("https://push.example.com/b"))!.id);
+    const racing = await Promise.all(
+      ["d", "e", "f"].map((x) =>
+        push.subscribe(sub({ userId: "u2", endpoint: `https://push.example.com/${x}` }), 2)
+      ),
+    );
+    assert.equal(racing.filter((r) => r.ok).length, 1);
+    assert.equal(await push.countOf("u2"), 2);
+  },
+
+  "atomic steps: an upload's rows all or none; a trigger's answer and reply together": async (
+    s,
+  ) => {
+    const { attachments, triggers } = s.store;
+    const row = (id: string) => ({
+      attachmentId: id,
+      sessionId: "s1",
+      userId: "u1",
+      sha256: "0".repeat(64),
+      filename: `${id}.txt`,
+      mimeType: "text/plain",
+      size: 10,
+      createdAt: "2030-01-01T00:00:00.000Z",
+      expiresAt: "2030-01-02T00:00:00.000Z",
+    });
+    await s.store.sessions.insert(session("s1"));
+    await assert.rejects(attachments.insertAll([row("a"), row("b"), row("a")]));
+    assert.equal(await attachments.userBytes("u1", "2030-01-01T00:00:00.000Z"), 0);
+    await attachments.insertAll([row("a"), row("b")]);
+    assert.equal(await attachments.userBytes("u1", "2030-01-01T00:00:00.000Z"), 20);
+
+    const base = {
+      type: "ci:done",
+      source: "ci",
+      payload: {},
+      deliverAs: "steer" as const,
+      expectsResponse: true,
+    };
+    await triggers.addHistory("s1", {
+      ...base,
+      triggerId: "t1",
+      ts: "2030-01-01T00:00:00.000Z",
+      direction: "inbound",
+    });
+    const response = { action: "ok", ts: "2030-01-01T00:01:00.000Z" };
+    await triggers.respond("s1", "t1", response, {
+      ...base,
+      triggerId: "t2",
+      expectsResponse: false,
+      ts: response.ts,
+      direction: "outbound",
+    });
+    const [reply, inbound] = await triggers.history("s1", 10);
+    assert.equal(reply?.triggerId, "t2");
+    assert.deepEqual(inbound?.response, response);
+  },
+
   "the event committer: one transaction per batch, re-sends skipped, state with it": async (s) => {
     const { sessions, events } = s.store;
     await sessions.insert(session("a"));
