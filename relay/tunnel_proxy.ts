@@ -79,6 +79,66 @@ export function openStream(link: TunnelLink, head: object): MuxStream {
   }
 }
 
+/** A runner's answer on a new stream: its head and the bytes after it, still to be read. */
+export interface RunnerAnswer<T> {
+  stream: MuxStream;
+  reader: ReadableStreamDefaultReader<Uint8Array>;
+  head: T;
+  rest: Uint8Array;
+}
+
+/**
+ * Opens a stream for `head`, lets `send` start what goes up on it, and reads
+ * the head of the runner's answer. Answers instead with the failure page when
+ * the stream cannot open (503), or, the stream reset, when it ends before a
+ * head (502 `tunnel_failed`).
+ */
+export async function askRunner<T>(
+  req: Request,
+  link: TunnelLink,
+  target: ProxyTarget,
+  head: object,
+  send?: (stream: MuxStream) => void,
+): Promise<RunnerAnswer<T> | Response> {
+  let stream: MuxStream;
+  try {
+    stream = openStream(link, head);
+  } catch (err) {
+    if (err instanceof TunnelFailure) return failure(req, err, target.sandbox);
+    throw err;
+  }
+  send?.(stream);
+  const reader = stream.readable.getReader();
+  try {
+    return { stream, reader, ...await readHead<T>(reader) };
+  } catch {
+    stream.reset("bad_head");
+    return failure(
+      req,
+      new TunnelFailure(
+        502,
+        "tunnel_failed",
+        "The runner's tunnel closed before the service answered",
+      ),
+      target.sandbox,
+    );
+  }
+}
+
+/** The failure for the runner's report that the service could not be reached. */
+export function serviceFailure(
+  error: Extract<TunnelResponseHead, { error: unknown }>["error"],
+  port: number,
+): TunnelFailure {
+  return new TunnelFailure(
+    error.code === "bad_target" ? 400 : 502,
+    error.code,
+    error.code === "port_closed"
+      ? `Nothing is listening on port ${port} on this runner`
+      : String(error.message).slice(0, 500),
+  );
+}
+
 /** The request headers forwarded to the service (credentials and hop-by-hop dropped). */
 export function forwardedHeaders(
   req: Request,
@@ -106,41 +166,17 @@ export async function proxyHttp(
     path: target.path,
     headers: forwardedHeaders(req, target),
   };
-  let stream: MuxStream;
-  try {
-    stream = openStream(link, head);
-  } catch (err) {
-    if (err instanceof TunnelFailure) return failure(req, err, target.sandbox);
-    throw err;
-  }
-  // The request body goes up as the service reads it (credit), never whole.
-  if (req.body) req.body.pipeTo(stream.writable).catch(() => stream.reset("request aborted"));
-  else stream.writable.close().catch(() => {});
-
-  const reader = stream.readable.getReader();
-  let answer: { head: TunnelResponseHead; rest: Uint8Array };
-  try {
-    answer = await readHead(reader);
-  } catch {
-    stream.reset("bad_head");
-    return failure(
-      req,
-      new TunnelFailure(
-        502,
-        "tunnel_failed",
-        "The runner's tunnel closed before the service answered",
-      ),
-      target.sandbox,
-    );
-  }
+  const answer = await askRunner<TunnelResponseHead>(req, link, target, head, (stream) => {
+    // The request body goes up as the service reads it (credit), never whole.
+    if (req.body) req.body.pipeTo(stream.writable).catch(() => stream.reset("request aborted"));
+    else stream.writable.close().catch(() => {});
+  });
+  if (answer instanceof Response) return answer;
+  const { stream, reader } = answer;
   const h = answer.head;
   if ("error" in h) {
     reader.cancel().catch(() => {});
-    const status = h.error.code === "bad_target" ? 400 : 502;
-    const message = h.error.code === "port_closed"
-      ? `Nothing is listening on port ${port} on this runner`
-      : String(h.error.message).slice(0, 500);
-    return failure(req, new TunnelFailure(status, h.error.code, message), target.sandbox);
+    return failure(req, serviceFailure(h.error, port), target.sandbox);
   }
   if (!Number.isInteger(h.status) || h.status < 200 || h.status > 599) {
     reader.cancel().catch(() => {});

@@ -28,11 +28,11 @@ import {
 } from "../shared/tunnel_ws_api.ts";
 import type { PreviewSettings, TunnelLink } from "./tunnel_link.ts";
 import {
+  askRunner,
   failure,
   forwardedHeaders,
-  openStream,
   type ProxyTarget,
-  readHead,
+  serviceFailure,
   TunnelFailure,
 } from "./tunnel_proxy.ts";
 import type { ChannelSocket } from "./ws_transport.ts";
@@ -83,40 +83,14 @@ export async function proxyWebSocket(
     protocols,
     headers: forwardedHeaders(req, target).filter(([k]) => !HANDSHAKE.test(k)),
   };
-  let stream: MuxStream;
-  try {
-    stream = openStream(link, head);
-  } catch (err) {
-    if (err instanceof TunnelFailure) return failure(req, err, target.sandbox);
-    throw err;
-  }
-  const reader = stream.readable.getReader();
-  let answer: { head: TunnelWsResponseHead; rest: Uint8Array };
-  try {
-    answer = await readHead<TunnelWsResponseHead>(reader);
-  } catch {
-    stream.reset("bad_head");
-    return failure(
-      req,
-      new TunnelFailure(
-        502,
-        "tunnel_failed",
-        "The runner's tunnel closed before the service answered",
-      ),
-      target.sandbox,
-    );
-  }
+  const answer = await askRunner<TunnelWsResponseHead>(req, link, target, head);
+  if (answer instanceof Response) return answer;
+  const { stream, reader } = answer;
   const h = answer.head;
   if ("error" in h || h.status !== 101) {
     stream.reset("refused");
     const f = "error" in h
-      ? new TunnelFailure(
-        h.error.code === "bad_target" ? 400 : 502,
-        h.error.code,
-        h.error.code === "port_closed"
-          ? `Nothing is listening on port ${target.port} on this runner`
-          : String(h.error.message).slice(0, 500),
-      )
+      ? serviceFailure(h.error, target.port)
       : new TunnelFailure(502, "upgrade_refused", `The service refused the WebSocket: ${h.status}`);
     return failure(req, f, target.sandbox);
   }

@@ -29,17 +29,14 @@ import type {
   WorkerToDaemon,
   WorkerTrigger,
 } from "../shared/protocol.ts";
-import { triggerMessage, triggerTools } from "./trigger_tools.ts";
+import { triggerMessage } from "./trigger_tools.ts";
 import { readLines } from "./_lines.ts";
 import { resolveForSession, SessionSandbox } from "./sandbox/session.ts";
-import { projectNetworkOf, startSessionMcp } from "./mcp/session.ts";
-import { McpServers } from "./mcp/servers.ts";
-import { loadSessionHooks } from "./hooks/load.ts";
 import { ChildReaper } from "./child_reaper.ts";
 import { SESSION_MARKER_ENV } from "./workspace/ports.ts";
-import { findAgentDefinition, listAgentDefinitions, pickModel, subagentTool } from "./subagents.ts";
-import { NotPendingError, QuestionDesk } from "./questions.ts";
-import { effectivePolicy } from "./approvals/service.ts";
+import { findAgentDefinition, pickModel } from "./subagents.ts";
+import { NotPendingError, type QuestionDesk } from "./questions.ts";
+import { sessionTools } from "./session_tools.ts";
 
 /** How often a running tool's partial output is forwarded at most. */
 const TOOL_UPDATE_INTERVAL_MS = 100;
@@ -181,29 +178,23 @@ class Worker {
       { cwd: msg.cwd, home, report: (v) => this.emit({ type: "sandbox:violation", ...v }) },
     );
     const sandboxState = await sandbox.start();
-    // MCP servers start while pi loads; hooks and servers run under the sandbox.
+    // What the session's MCP servers and hooks start ends with the worker.
     const reaper = new ChildReaper({ sandboxActive: sandboxState.active });
     this.#reaper = reaper;
-    const mcpStarting = skip.mcp ? Promise.resolve(new McpServers()) : startSessionMcp({
-      batonDir: agentDir,
-      cwd: msg.cwd,
-      sandbox: sandboxState,
-      reaper,
-      projectNetwork: projectNetworkOf(policy, sandboxState),
-      notify: (n) => this.emit({ type: "mcp:notice", ...n }),
-    });
-    const hooks = skip.hooks ? null : await loadSessionHooks({
-      batonDir: agentDir,
-      cwd: msg.cwd,
+    const built = await sessionTools({
       sessionId: msg.sessionId,
-      sandbox: sandboxState,
+      cwd: msg.cwd,
+      agentDir,
+      skip,
+      policy,
+      sandbox,
+      sandboxState,
       reaper,
-      notify: (n) => this.emit({ type: "hook:notice", ...n }),
-    });
-    this.questions = new QuestionDesk({
       emit: (e) => this.emit(e),
-      policy: await effectivePolicy(agentDir, msg.sessionId),
+      call: this.call,
     });
+    const { hooks } = built;
+    this.questions = built.questions;
     const authStorage = AuthStorage.create(join(agentDir, "auth.json"));
     const modelRegistry = ModelRegistry.create(authStorage, join(agentDir, "models.json"));
     // A subagent's role: its definition's prompt, tools and model (runner/subagents.ts).
@@ -223,15 +214,11 @@ class Worker {
       agentDir,
       settingsManager,
       noExtensions: skip.plugins,
-      extensionFactories: [
-        sandbox.gate(),
-        this.questions.gate(),
-        ...(hooks?.count ? [hooks.extension()] : []),
-      ],
+      extensionFactories: built.extensions,
       ...(role?.systemPrompt ? { appendSystemPrompt: [role.systemPrompt] } : {}),
     });
     await resourceLoader.reload();
-    const mcp = await mcpStarting;
+    const { tools, mcpStatus } = await built.tools(folders);
     const { session, modelFallbackMessage } = await createAgentSession({
       cwd: msg.cwd,
       agentDir,
@@ -240,19 +227,7 @@ class Worker {
       sessionManager,
       settingsManager,
       resourceLoader,
-      customTools: [
-        ...triggerTools(this.call),
-        sandbox.bashTool(),
-        subagentTool(
-          this.call,
-          folders,
-          (await listAgentDefinitions(folders)).map((a) =>
-            `${a.name}: ${a.description.slice(0, 200)}`
-          ),
-        ),
-        this.questions.askUserTool(),
-        ...mcp.tools,
-      ],
+      customTools: tools,
       ...(role?.tools ? { tools: role.tools } : {}),
       ...(model ? { model } : {}),
     });
@@ -269,7 +244,7 @@ class Worker {
       resumed: msg.resumed,
       tools: session.agent.state.tools.map((t) => t.name),
       skip,
-      ...(mcp.status.length ? { mcp: mcp.status } : {}),
+      ...(mcpStatus.length ? { mcp: mcpStatus } : {}),
       ...(msg.woke ? { woke: true } : {}),
       // What the agent still has of the conversation: a viewer marks what it
       // showed after the last remembered prompt as forgotten (pi saves a

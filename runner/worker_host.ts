@@ -1,6 +1,21 @@
 import type { DaemonToWorker, WorkerToDaemon } from "../shared/protocol.ts";
+import type { RunnerConfig } from "./config.ts";
 import { readLines } from "./_lines.ts";
 import { selfCommand } from "./_self.ts";
+import { withoutSecrets } from "./_secrets.ts";
+
+/** A worker's whole environment: the daemon's without secrets, and what the runner skips. */
+export function workerEnv(config: RunnerConfig): Record<string, string> {
+  // The agent and its tools never see the runner's (or the owner's) credentials.
+  const env = withoutSecrets();
+  env.PI_CODING_AGENT_DIR = config.batonDir;
+  const skip = config.skip;
+  if (skip.mcp) env.BATON_NO_MCP = "1";
+  if (skip.plugins) env.BATON_NO_PLUGINS = "1";
+  if (skip.hooks) env.BATON_NO_HOOKS = "1";
+  if (config.sandboxMode) env.BATON_SANDBOX = config.sandboxMode;
+  return env;
+}
 
 /** Options of {@linkcode WorkerProcess.spawn}. */
 export interface WorkerSpawnOptions {

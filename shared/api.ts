@@ -6,6 +6,10 @@
  * so the web bundle does not grow; `GET /api/openapi.json` is the same
  * contract as a document, generated from the relay's request schemas.
  *
+ * Over 450 lines on purpose: it is the one place the HTTP contract is read
+ * whole, and it holds types only; each new feature's wire types go in a
+ * `shared/<feature>_api.ts` of their own.
+ *
  * @module
  */
 import type {

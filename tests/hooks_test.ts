@@ -11,11 +11,11 @@ import {
   exists,
   haveBwrap,
   noticesOf,
-  processesWith,
   resultsOf,
   spawnIn,
   withAgentWorld,
-} from "./harness/mcp.ts";
+} from "./harness/agent_world.ts";
+import { processesWith } from "./harness/mcp.ts";
 import { tempDir } from "./harness/procs.ts";
 import { eventually } from "./harness/wait.ts";
 

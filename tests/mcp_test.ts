@@ -14,14 +14,12 @@ import {
   exists,
   haveBwrap,
   noticesOf,
-  processesWith,
   resultsOf,
   spawnIn,
-  startHttpMcp,
-  stdioEntry,
   toolNamesOf,
   withAgentWorld as withWorld,
-} from "./harness/mcp.ts";
+} from "./harness/agent_world.ts";
+import { processesWith, startHttpMcp, stdioEntry } from "./harness/mcp.ts";
 import { tempDir } from "./harness/procs.ts";
 import { eventually } from "./harness/wait.ts";
 

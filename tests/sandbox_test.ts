@@ -7,107 +7,42 @@
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { json, signUp, type User, Viewer } from "./harness/client.ts";
-import { startTestRelay, type TestRelay } from "./harness/in_process.ts";
-import { MockLlm, type ScriptedToolCall } from "./harness/mock_llm.ts";
-import { type RunnerProcess, startRunner, tempDir } from "./harness/procs.ts";
+import {
+  type AgentWorld,
+  exists,
+  haveBwrap,
+  resultsOf,
+  spawnIn,
+  withAgentWorld,
+} from "./harness/agent_world.ts";
+import { Viewer } from "./harness/client.ts";
+import type { ScriptedToolCall } from "./harness/mock_llm.ts";
 import type { SessionEvent } from "../shared/protocol.ts";
 
-const haveBwrap = Deno.build.os === "linux" &&
-  ["/usr/bin/bwrap", "/usr/bin/socat"].every((p) => {
-    try {
-      return Deno.statSync(p).isFile;
-    } catch {
-      return false;
-    }
-  });
-
-interface World {
-  relay: TestRelay;
-  llm: MockLlm;
-  user: User;
-  runner: RunnerProcess;
-  home: string;
-  project: string;
-}
-
 /** A relay, a runner whose HOME has `~/.ssh/id_rsa` and the given `sandbox` config. */
-async function withWorld(
-  sandbox: Record<string, unknown> | null,
-  fn: (w: World) => Promise<void>,
+function withWorld(
+  sandbox: Record<string, unknown>,
+  fn: (w: AgentWorld) => Promise<void>,
   env: Record<string, string> = {},
 ): Promise<void> {
-  await using relay = await startTestRelay();
-  const llm = MockLlm.start();
-  const home = await tempDir("baton-sbx-home-");
-  const project = await tempDir("baton-sbx-proj-");
-  await Deno.mkdir(join(home, ".ssh"), { recursive: true });
-  await Deno.writeTextFile(join(home, ".ssh", "id_rsa"), "PRIVATE-KEY-MATERIAL\n");
-  await Deno.mkdir(join(home, ".baton"), { recursive: true });
-  if (sandbox) {
-    await Deno.writeTextFile(join(home, ".baton", "config.json"), JSON.stringify({ sandbox }));
-  }
-  await llm.writeModelsJson(home);
-  const user = await signUp(relay.url);
-  let runner: RunnerProcess | undefined;
-  let ok = false;
-  try {
-    runner = await startRunner({ relayUrl: relay.url, apiKey: user.apiKey, home, env });
-    await fn({ relay, llm, user, runner, home, project });
-    ok = true;
-  } finally {
-    if (runner && !ok) console.error(runner.proc.output());
-    await runner?.stop();
-    await llm.close();
-    await Deno.remove(home, { recursive: true }).catch(() => {});
-    await Deno.remove(project, { recursive: true }).catch(() => {});
-  }
+  return withAgentWorld({ sandbox }, fn, env);
 }
 
 /** One session in `cwd` whose first turn makes `calls`; its events once the agent ends. */
-async function runTools(w: World, calls: ScriptedToolCall[], cwd = w.project) {
+async function runTools(w: AgentWorld, calls: ScriptedToolCall[], cwd = w.project) {
   w.llm.enqueue({ text: "Working.", toolCalls: calls }, { text: "Done." });
-  const [runner] = await (await w.user.api("/api/runners")).json();
-  const res = await w.user.api(
-    "/api/runners/spawn",
-    json("POST", { runnerId: runner.id, prompt: "Go", cwd }),
-  );
-  const { sessionId } = await res.json();
-  assert.ok(sessionId, "spawn failed");
-  const viewer = await Viewer.connect(w.relay.url, { apiKey: w.user.apiKey });
+  const { sessionId, runnerId, viewer } = await spawnIn(w, "Go", cwd);
   try {
-    viewer.subscribe(sessionId);
     await viewer.waitForEvent(sessionId, "agent_end", 60_000);
     const events = viewer.eventsOf(sessionId);
-    return { sessionId, runnerId: runner.id as string, events, results: resultsOf(events) };
+    return { sessionId, runnerId, events, results: resultsOf(events) };
   } finally {
     await viewer.close();
   }
 }
 
-/** Each tool call's result text, by call id. */
-function resultsOf(events: SessionEvent[]): Map<string, { text: string; isError: boolean }> {
-  const out = new Map<string, { text: string; isError: boolean }>();
-  for (const { e } of events) {
-    if (e.type !== "tool_execution_end") continue;
-    const r = e.result as { content?: { text?: string }[] } | undefined;
-    const text = (r?.content ?? []).map((c) => c.text ?? "").join("");
-    out.set(String(e.toolCallId), { text, isError: e.isError === true });
-  }
-  return out;
-}
-
 function violations(events: SessionEvent[]) {
   return events.filter((e) => e.e.type === "sandbox:violation").map((e) => e.e);
-}
-
-async function exists(p: string): Promise<boolean> {
-  try {
-    await Deno.lstat(p);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 Deno.test({

@@ -6,49 +6,11 @@
  * the same runner keeps flowing.
  */
 import assert from "node:assert/strict";
-import { signUp, type User } from "./harness/client.ts";
-import { RelayProcess as Relay, type RunnerProcess, startRunner } from "./harness/procs.ts";
+import { daemonPid, RssWatch } from "./harness/rss.ts";
+import { withTunnelRunner } from "./harness/tunnel_world.ts";
 
 const MB = 1024 * 1024;
 const CHUNK = 64 * 1024;
-
-function rssOf(pid: number): number {
-  const m = Deno.readTextFileSync(`/proc/${pid}/status`).match(/^VmRSS:\s+(\d+)\s+kB/m);
-  if (!m) throw new Error(`No VmRSS for pid ${pid}`);
-  return Number(m[1]) * 1024;
-}
-
-/** The `_daemon` child of a runner's supervisor process. */
-function daemonPid(supervisor: number): number {
-  const children = Deno.readTextFileSync(`/proc/${supervisor}/task/${supervisor}/children`)
-    .trim().split(/\s+/).map(Number);
-  const daemon = children.find((pid) =>
-    Deno.readTextFileSync(`/proc/${pid}/cmdline`).split("\0").includes("_daemon")
-  );
-  if (!daemon) throw new Error(`No _daemon child of ${supervisor}`);
-  return daemon;
-}
-
-/** Samples the peak RSS of some processes until stopped. */
-class RssWatch {
-  readonly before: number[];
-  readonly peak: number[];
-  readonly #timer: ReturnType<typeof setInterval>;
-  constructor(readonly pids: number[]) {
-    this.before = pids.map(rssOf);
-    this.peak = [...this.before];
-    this.#timer = setInterval(() => this.sample(), 50);
-  }
-  sample(): void {
-    this.pids.forEach((pid, i) => this.peak[i] = Math.max(this.peak[i]!, rssOf(pid)));
-  }
-  /** Growth over the start, in MB, per process. */
-  stop(): number[] {
-    clearInterval(this.#timer);
-    this.sample();
-    return this.peak.map((p, i) => (p - this.before[i]!) / MB);
-  }
-}
 
 /** A service that makes `mb` MiB as it is read, and counts what each download made. */
 function startService(made: Map<string, number>) {
@@ -79,33 +41,22 @@ async function withWorld(
     get: (mb: number, id: string) => Promise<Response>;
   }) => Promise<void>,
 ): Promise<void> {
-  const relay = await Relay.start({ args: ["--allow-signup"] });
   const made = new Map<string, number>();
   const service = startService(made);
-  let runner: RunnerProcess | null = null as RunnerProcess | null;
   try {
-    const owner: User = await signUp(relay.url);
-    runner = await startRunner({ relayUrl: relay.url, apiKey: owner.apiKey });
-    await runner.proc.waitFor(/tunnel connected/, 20_000);
-    const runners = await (await owner.api("/api/runners")).json();
-    const runnerId: string = (runners.runners ?? runners)[0].id;
-    const base = `/api/tunnel/runner/${runnerId}/${service.addr.port}`;
-    // Warm up both processes (first request, JIT) so growth is the stream's, not the start's.
-    const warm = await owner.web(`${base}/big?mb=20&id=warm`);
-    for await (const _ of warm.body!) { /* drain */ }
-    await fn({
-      relayPid: relay.proc.pid,
-      daemon: daemonPid(runner.proc.pid),
-      made,
-      get: (mb, id) => owner.web(`${base}/big?mb=${mb}&id=${id}`),
+    await withTunnelRunner(async ({ relay, owner, runner, runnerId }) => {
+      const base = `/api/tunnel/runner/${runnerId}/${service.addr.port}`;
+      // Warm up both processes (first request, JIT) so growth is the stream's, not the start's.
+      const warm = await owner.web(`${base}/big?mb=20&id=warm`);
+      for await (const _ of warm.body!) { /* drain */ }
+      await fn({
+        relayPid: relay.proc.pid,
+        daemon: daemonPid(runner.proc.pid),
+        made,
+        get: (mb, id) => owner.web(`${base}/big?mb=${mb}&id=${id}`),
+      });
     });
-  } catch (err) {
-    console.error(relay.proc.output());
-    if (runner) console.error(runner.proc.output());
-    throw err;
   } finally {
-    await runner?.stop();
-    await relay.stop();
     await service.shutdown();
   }
 }
@@ -185,39 +136,28 @@ Deno.test("a compressed page that decodes to 512 MB keeps the relay's RSS bounde
         ? new Response(bomb, { headers: { "content-type": "text/html", "content-encoding": "br" } })
         : new Response("<p>warm</p>", { headers: { "content-type": "text/html" } }),
   );
-  const relay = await Relay.start({ args: ["--allow-signup"] });
-  let runner: RunnerProcess | null = null as RunnerProcess | null;
   try {
-    const owner: User = await signUp(relay.url);
-    runner = await startRunner({ relayUrl: relay.url, apiKey: owner.apiKey });
-    await runner.proc.waitFor(/tunnel connected/, 20_000);
-    const runners = await (await owner.api("/api/runners")).json();
-    const runnerId: string = (runners.runners ?? runners)[0].id;
-    const base = `/api/tunnel/runner/${runnerId}/${service.addr.port}`;
-    const warm = await owner.web(`${base}/warm`);
-    await warm.body!.cancel();
-    const watch = new RssWatch([relay.proc.pid]);
-    const res = await owner.web(`${base}/bomb`);
-    assert.equal(res.status, 200);
-    // A browser reading slowly: one chunk, then a pause.
-    const reader = res.body!.getReader();
-    const first = await reader.read();
-    assert.ok(!first.done && first.value.byteLength > 0);
-    assert.ok(first.value.byteLength <= 4 * MB, `first chunk ${first.value.byteLength} bytes`);
-    await new Promise((r) => setTimeout(r, 1500));
-    const [grew] = watch.stop();
-    await reader.cancel();
-    // Before the decoded size was bounded, the relay died here (out of memory).
-    assert.equal((await owner.api("/api/runners")).status, 200);
-    console.log(`bomb: relay grew ${grew!.toFixed(1)} MB`);
-    assert.ok(grew! < 100, `relay grew ${grew} MB for a ${bomb.byteLength}-byte body`);
-  } catch (err) {
-    console.error(relay.proc.output());
-    if (runner) console.error(runner.proc.output());
-    throw err;
+    await withTunnelRunner(async ({ relay, owner, runnerId }) => {
+      const base = `/api/tunnel/runner/${runnerId}/${service.addr.port}`;
+      const warm = await owner.web(`${base}/warm`);
+      await warm.body!.cancel();
+      const watch = new RssWatch([relay.proc.pid]);
+      const res = await owner.web(`${base}/bomb`);
+      assert.equal(res.status, 200);
+      // A browser reading slowly: one chunk, then a pause.
+      const reader = res.body!.getReader();
+      const first = await reader.read();
+      assert.ok(!first.done && first.value.byteLength > 0);
+      assert.ok(first.value.byteLength <= 4 * MB, `first chunk ${first.value.byteLength} bytes`);
+      await new Promise((r) => setTimeout(r, 1500));
+      const [grew] = watch.stop();
+      await reader.cancel();
+      // Before the decoded size was bounded, the relay died here (out of memory).
+      assert.equal((await owner.api("/api/runners")).status, 200);
+      console.log(`bomb: relay grew ${grew!.toFixed(1)} MB`);
+      assert.ok(grew! < 100, `relay grew ${grew} MB for a ${bomb.byteLength}-byte body`);
+    });
   } finally {
-    await runner?.stop();
-    await relay.stop();
     await service.shutdown();
   }
 });

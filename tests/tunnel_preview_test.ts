@@ -9,15 +9,14 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { type Browser, type Page } from "playwright-core";
 import { launchBrowser, newPage } from "./harness/browser.ts";
-import { signUp, type User } from "./harness/client.ts";
+import { baseEnv, baton, tempDir } from "./harness/procs.ts";
+import { rssOf } from "./harness/rss.ts";
 import {
-  baseEnv,
-  baton,
-  RelayProcess,
-  type RunnerProcess,
-  startRunner,
-  tempDir,
-} from "./harness/procs.ts";
+  navigateTunnel,
+  previewAddress,
+  type TunnelRig,
+  withTunnelRunner,
+} from "./harness/tunnel_world.ts";
 
 const enc = new TextEncoder();
 
@@ -142,13 +141,9 @@ function startDevServer(dir: string) {
   return { server, seen, flood, port: server.addr.port };
 }
 
-interface World {
-  relay: RelayProcess;
-  owner: User;
-  runnerId: string;
+interface World extends TunnelRig {
   dev: ReturnType<typeof startDevServer>;
   dir: string;
-  runner: RunnerProcess;
 }
 
 async function withWorld(
@@ -158,26 +153,9 @@ async function withWorld(
   const dir = await tempDir("baton-preview-");
   await Deno.writeTextFile(join(dir, "message.txt"), "first");
   const dev = startDevServer(dir);
-  const relay = await RelayProcess.start({
-    args: ["--allow-signup"],
-    ...(options.env ? { env: options.env } : {}),
-    ...(options.port ? { port: options.port } : {}),
-  });
-  let runner: RunnerProcess | null = null;
   try {
-    const owner = await signUp(relay.url);
-    runner = await startRunner({ relayUrl: relay.url, apiKey: owner.apiKey });
-    await runner.proc.waitFor(/tunnel connected/, 20_000);
-    const runners = await (await owner.api("/api/runners")).json();
-    const runnerId: string = (runners.runners ?? runners)[0].id;
-    await fn({ relay, owner, runnerId, dev, dir, runner });
-  } catch (err) {
-    console.error(relay.proc.output());
-    if (runner) console.error(runner.proc.output());
-    throw err;
+    await withTunnelRunner((rig) => fn({ ...rig, dev, dir }), options);
   } finally {
-    await runner?.stop();
-    await relay.stop();
     await dev.server.shutdown();
   }
 }
@@ -218,6 +196,30 @@ async function loadsFully(
   return JSON.parse((await page.textContent("#probe"))!);
 }
 
+/**
+ * Chromium signed in as the owner, the dev server's page loaded through the
+ * tunnel (told the relay's address when previews have an origin of their
+ * own), and what its probe found.
+ */
+async function withLoadedPage(
+  w: World,
+  options: { ownOrigin: boolean },
+  fn: (page: Page, probe: Record<string, string>) => Promise<void>,
+): Promise<void> {
+  const browser = await launchBrowser();
+  try {
+    const page = await signedInPage(browser, w);
+    const probe = await loadsFully(
+      page,
+      `${w.relay.url}/api/tunnel/runner/${w.runnerId}/${w.dev.port}/`,
+      options.ownOrigin ? w.relay.url : undefined,
+    );
+    await fn(page, probe);
+  } finally {
+    await browser.close();
+  }
+}
+
 async function hotReloads(page: Page, w: World): Promise<void> {
   await page.waitForFunction("document.body.dataset.sse === 'first event'");
   await page.waitForFunction("document.body.dataset.hmr === 'open'");
@@ -228,13 +230,7 @@ async function hotReloads(page: Page, w: World): Promise<void> {
 
 Deno.test("a dev server's page loads fully through the tunnel in Chromium, hot reload included, and cannot act as the person", async () => {
   await withWorld({}, async (w) => {
-    const browser = await launchBrowser();
-    try {
-      const page = await signedInPage(browser, w);
-      const probe = await loadsFully(
-        page,
-        `${w.relay.url}/api/tunnel/runner/${w.runnerId}/${w.dev.port}/`,
-      );
+    await withLoadedPage(w, { ownOrigin: false }, async (page, probe) => {
       // The navigation was sent on to a preview address.
       assert.match(page.url(), /\/api\/tunnel\/g\/[A-Za-z0-9_-]{43}\/$/);
       // An opaque origin: no cookie to read, and /api answers nothing to it.
@@ -244,18 +240,13 @@ Deno.test("a dev server's page loads fully through the tunnel in Chromium, hot r
       // The service never saw the person's cookie.
       assert.ok(w.dev.seen.length > 5);
       assert.ok(w.dev.seen.every((s) => s.cookie === null), JSON.stringify(w.dev.seen));
-    } finally {
-      await browser.close();
-    }
+    });
   });
 });
 
 Deno.test("a preview address reaches its own port only, and nothing of the relay", async () => {
   await withWorld({}, async (w) => {
-    const open = await w.owner.web(`/api/tunnel/runner/${w.runnerId}/${w.dev.port}/data.json`, {
-      headers: { "sec-fetch-mode": "navigate" },
-      redirect: "manual",
-    });
+    const open = await navigateTunnel(w.owner, w.runnerId, w.dev.port, "/data.json");
     assert.equal(open.status, 303);
     const at = open.headers.get("location")!;
     const token = at.match(/^\/api\/tunnel\/g\/([A-Za-z0-9_-]{43})\/data\.json$/)?.[1];
@@ -323,12 +314,8 @@ Deno.test("another site's page cannot open a WebSocket through the owner's tunne
 
 Deno.test("a WebSocket passes through the tunnel: echo, subprotocol, close code, 502 on a closed port", async () => {
   await withWorld({}, async (w) => {
-    const open = await w.owner.web(`/api/tunnel/runner/${w.runnerId}/${w.dev.port}/`, {
-      headers: { "sec-fetch-mode": "navigate" },
-      redirect: "manual",
-    });
-    await open.body?.cancel();
-    const base = `${w.relay.url.replace(/^http/, "ws")}${open.headers.get("location")}`;
+    const at = await previewAddress(w.owner, w.runnerId, w.dev.port);
+    const base = `${w.relay.url.replace(/^http/, "ws")}${at}`;
     const ws = new WebSocket(`${base}echo`, ["echo-v1"]);
     const got: (string | number)[] = [];
     const closed = new Promise<CloseEvent>((r) => ws.onclose = r);
@@ -387,14 +374,7 @@ Deno.test("with BATON_TUNNEL_ORIGIN a preview runs in its own origin after a one
   const port = freePort();
   const origin = `http://localhost:${port}`;
   await withWorld({ env: { BATON_TUNNEL_ORIGIN: origin }, port }, async (w) => {
-    const browser = await launchBrowser();
-    try {
-      const page = await signedInPage(browser, w);
-      const probe = await loadsFully(
-        page,
-        `${w.relay.url}/api/tunnel/runner/${w.runnerId}/${w.dev.port}/`,
-        w.relay.url,
-      );
+    await withLoadedPage(w, { ownOrigin: true }, async (page, probe) => {
       const at = new URL(page.url());
       assert.equal(at.origin, origin);
       assert.match(at.pathname, /^\/p\d+-[0-9a-f]{16}\/$/);
@@ -405,11 +385,7 @@ Deno.test("with BATON_TUNNEL_ORIGIN a preview runs in its own origin after a one
       assert.ok(w.dev.seen.every((s) => s.cookie === null), JSON.stringify(w.dev.seen));
 
       // The ticket was spent: replaying the handoff gets nothing.
-      const handoff = await w.owner.web(
-        `/api/tunnel/runner/${w.runnerId}/${w.dev.port}/`,
-        { headers: { "sec-fetch-mode": "navigate" }, redirect: "manual" },
-      );
-      const ticketUrl = handoff.headers.get("location")!;
+      const ticketUrl = await previewAddress(w.owner, w.runnerId, w.dev.port);
       assert.ok(ticketUrl.startsWith(`${origin}/p`), ticketUrl);
       const first = await fetch(ticketUrl, { redirect: "manual" });
       assert.equal(first.status, 303);
@@ -424,26 +400,13 @@ Deno.test("with BATON_TUNNEL_ORIGIN a preview runs in its own origin after a one
       const api = await fetch(`${origin}/api/sessions`, { headers: { cookie: w.owner.cookie } });
       assert.equal(api.status, 401);
       await api.body?.cancel();
-    } finally {
-      await browser.close();
-    }
+    });
   });
 });
 
-function rssOf(pid: number): number {
-  const m = Deno.readTextFileSync(`/proc/${pid}/status`).match(/^VmRSS:\s+(\d+)\s+kB/m);
-  if (!m) throw new Error(`No VmRSS for pid ${pid}`);
-  return Number(m[1]) * 1024;
-}
-
 Deno.test("a WebSocket reader that stops reading holds the service back, not the relay's memory", async () => {
   await withWorld({}, async (w) => {
-    const open = await w.owner.web(`/api/tunnel/runner/${w.runnerId}/${w.dev.port}/`, {
-      headers: { "sec-fetch-mode": "navigate" },
-      redirect: "manual",
-    });
-    await open.body?.cancel();
-    const path = `${open.headers.get("location")}flood`;
+    const path = `${await previewAddress(w.owner, w.runnerId, w.dev.port)}flood`;
     const before = rssOf(w.relay.proc.pid);
     // A client that completes the handshake and then never reads.
     const conn = await Deno.connect({ hostname: "127.0.0.1", port: w.relay.port });
@@ -499,15 +462,8 @@ Deno.test("with a wildcard BATON_TUNNEL_ORIGIN each preview has a host of its ow
   await withWorld(
     { env: { BATON_TUNNEL_ORIGIN: `http://*.localhost:${port}` }, port },
     async (w) => {
-      const browser = await launchBrowser();
-      try {
-        const page = await signedInPage(browser, w);
-        // Chromium takes every *.localhost name to the loopback address.
-        const probe = await loadsFully(
-          page,
-          `${w.relay.url}/api/tunnel/runner/${w.runnerId}/${w.dev.port}/`,
-          w.relay.url,
-        );
+      // Chromium takes every *.localhost name to the loopback address.
+      await withLoadedPage(w, { ownOrigin: true }, async (page, probe) => {
         const at = new URL(page.url());
         assert.match(at.host, new RegExp(`^p${w.dev.port}-[0-9a-f]{16}\\.localhost:${port}$`));
         assert.equal(at.pathname, "/");
@@ -524,9 +480,7 @@ Deno.test("with a wildcard BATON_TUNNEL_ORIGIN each preview has a host of its ow
         assert.equal(new URL(page.url()).host, at.host);
         assert.equal(new URL(page.url()).pathname, "/evil.example/x");
         assert.equal(res?.status(), 404);
-      } finally {
-        await browser.close();
-      }
+      });
     },
   );
 });
@@ -571,14 +525,10 @@ Deno.test("a WebSocket service that stops reading holds the browser back, not th
     const deaf = startDeafService();
     const conn = await Deno.connect({ hostname: "127.0.0.1", port: w.relay.port });
     try {
-      const open = await w.owner.web(`/api/tunnel/runner/${w.runnerId}/${deaf.port}/`, {
-        headers: { "sec-fetch-mode": "navigate" },
-        redirect: "manual",
-      });
-      await open.body?.cancel();
+      const at = await previewAddress(w.owner, w.runnerId, deaf.port);
       const before = rssOf(w.relay.proc.pid);
       await conn.write(enc.encode(
-        `GET ${open.headers.get("location")}sink HTTP/1.1\r\nHost: 127.0.0.1:${w.relay.port}\r\n` +
+        `GET ${at}sink HTTP/1.1\r\nHost: 127.0.0.1:${w.relay.port}\r\n` +
           "Upgrade: websocket\r\nConnection: Upgrade\r\n" +
           "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
       ));

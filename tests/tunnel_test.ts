@@ -14,25 +14,10 @@ import {
   type RunnerProcess,
   startRunner,
 } from "./harness/procs.ts";
+import { daemonPid, rssOf, RssWatch } from "./harness/rss.ts";
+import { runnerIdOf, withTunnelRunner } from "./harness/tunnel_world.ts";
 
 const MB = 1024 * 1024;
-
-function rssOf(pid: number): number {
-  const m = Deno.readTextFileSync(`/proc/${pid}/status`).match(/^VmRSS:\s+(\d+)\s+kB/m);
-  if (!m) throw new Error(`No VmRSS for pid ${pid}`);
-  return Number(m[1]) * 1024;
-}
-
-/** The `_daemon` child of a runner's supervisor process. */
-function daemonPid(supervisor: number): number {
-  const children = Deno.readTextFileSync(`/proc/${supervisor}/task/${supervisor}/children`)
-    .trim().split(/\s+/).map(Number);
-  const daemon = children.find((pid) =>
-    Deno.readTextFileSync(`/proc/${pid}/cmdline`).split("\0").includes("_daemon")
-  );
-  if (!daemon) throw new Error(`No _daemon child of ${supervisor}`);
-  return daemon;
-}
 
 const PROBE_PAGE = `<!doctype html><div id="out">pending</div><script>
 const out = {};
@@ -143,35 +128,24 @@ interface World {
 }
 
 async function withWorld(fn: (w: World) => Promise<void>): Promise<void> {
-  const relay = await Relay.start({ args: ["--allow-signup"] });
   const seen: Seen[] = [];
   const service = startService(seen);
-  let runner: RunnerProcess | null = null as RunnerProcess | null;
   try {
-    const owner = await signUp(relay.url);
-    const stranger = await signUp(relay.url);
-    runner = await startRunner({ relayUrl: relay.url, apiKey: owner.apiKey });
-    await runner.proc.waitFor(/tunnel connected/, 20_000);
-    const runners = await (await owner.api("/api/runners")).json();
-    const runnerId: string = (runners.runners ?? runners)[0].id;
-    const port = service.addr.port;
-    await fn({
-      relay,
-      owner,
-      stranger,
-      runnerId,
-      port,
-      seen,
-      tunnel: (path, init) => owner.web(`/api/tunnel/runner/${runnerId}/${port}${path}`, init),
-      runner: () => runner!,
+    await withTunnelRunner(async ({ relay, owner, runner, runnerId }) => {
+      const stranger = await signUp(relay.url);
+      const port = service.addr.port;
+      await fn({
+        relay,
+        owner,
+        stranger,
+        runnerId,
+        port,
+        seen,
+        tunnel: (path, init) => owner.web(`/api/tunnel/runner/${runnerId}/${port}${path}`, init),
+        runner: () => runner,
+      });
     });
-  } catch (err) {
-    console.error(relay.proc.output());
-    if (runner) console.error(runner.proc.output());
-    throw err;
   } finally {
-    await runner?.stop();
-    await relay.stop();
     await service.shutdown();
   }
 }
@@ -278,15 +252,8 @@ Deno.test("the HTTP tunnel forwards every method with its body to the runner's l
     });
 
     await t.step("a 300 MB download streams through with the relay's RSS bounded", async () => {
-      const before = rssOf(w.relay.proc.pid);
-      const daemon = daemonPid(w.runner().proc.pid);
-      const daemonBefore = rssOf(daemon);
-      let peak = before;
-      let daemonPeak = daemonBefore;
-      const timer = setInterval(() => {
-        peak = Math.max(peak, rssOf(w.relay.proc.pid));
-        daemonPeak = Math.max(daemonPeak, rssOf(daemon));
-      }, 50);
+      const watch = new RssWatch([w.relay.proc.pid, daemonPid(w.runner().proc.pid)]);
+      let grew: number[];
       try {
         const res = await w.tunnel("/big?mb=300");
         assert.equal(res.status, 200);
@@ -294,15 +261,15 @@ Deno.test("the HTTP tunnel forwards every method with its body to the runner's l
         for await (const c of res.body!) total += c.byteLength;
         assert.equal(total, 300 * MB);
       } finally {
-        clearInterval(timer);
+        grew = watch.stop();
       }
       // Measured: about 87 MB over an idle relay for 200 MB and for 600 MB
       // alike (ws's message buffers, freed by V8 when external memory grows;
       // the streams themselves hold 256 KiB each). Buffering the body would
       // take all 300 MB.
-      assert.ok(peak - before < 128 * MB, `relay grew ${(peak - before) / MB} MB`);
-      const daemonGrew = (daemonPeak - daemonBefore) / MB;
-      assert.ok(daemonGrew < 128, `runner daemon grew ${daemonGrew} MB`);
+      const [relayGrew, daemonGrew] = grew;
+      assert.ok(relayGrew! < 128, `relay grew ${relayGrew} MB`);
+      assert.ok(daemonGrew! < 128, `runner daemon grew ${daemonGrew} MB`);
     });
 
     await t.step("a reader that stalls does not grow the relay", async () => {
@@ -378,8 +345,7 @@ Deno.test("the tunnel answers 503 while the runner is offline", async () => {
     const owner = await signUp(relay.url);
     const runner = await startRunner({ relayUrl: relay.url, apiKey: owner.apiKey });
     await runner.proc.waitFor(/tunnel connected/, 20_000);
-    const runners = await (await owner.api("/api/runners")).json();
-    const runnerId: string = (runners.runners ?? runners)[0].id;
+    const runnerId = await runnerIdOf(owner);
     await runner.stop();
     const res = await owner.web(`/api/tunnel/runner/${runnerId}/8080/`);
     assert.equal(res.status, 503);

@@ -72,7 +72,7 @@ export interface QuestionServiceOptions {
   session: (sessionId: string) => { ended: boolean; awake: boolean } | null;
   /** The ids of the sessions the daemon holds. */
   sessions: () => Iterable<string>;
-  /** Sends a message the session's worker answers with `res` (Daemon.#ask). */
+  /** Sends a message the session's worker answers with `res` (SessionWorkers.ask). */
   ask: (sessionId: string, message: (id: number) => DaemonToWorker) => Promise<void>;
   /** Sends a message to the session's worker, if it runs. */
   tell: (sessionId: string, message: DaemonToWorker) => void;

@@ -16,6 +16,10 @@
  * model) it was active on; a line is held whole only up to
  * {@linkcode LINE_CAP} bytes (longer ones, e.g. pasted images, are skipped).
  *
+ * Over 450 lines: the index is one class whose parts (the stat sweep, the
+ * appended-bytes reader, the day buckets, the persisted file) share its
+ * per-file records; split, each part would reach into the others' state.
+ *
  * @module
  */
 import { basename, dirname, join } from "node:path";

@@ -12,6 +12,7 @@
 import WebSocket from "ws";
 import { json, signUp, type User } from "../../harness/client.ts";
 import { RelayProcess, type RunnerProcess, startRunner } from "../../harness/procs.ts";
+import { daemonPid } from "../../harness/rss.ts";
 import { procStat } from "../_proc.ts";
 import type { BenchContext } from "../_report.ts";
 import { mb, ms, percentileOf } from "../_stats.ts";
@@ -42,17 +43,6 @@ function cpuPerMb(
     daemon,
     text: `CPU per MB: relay ${relay.toFixed(2)} ms + runner ${daemon.toFixed(2)} ms`,
   };
-}
-
-/** The `_daemon` child of a runner's supervisor process. */
-function daemonPid(supervisor: number): number {
-  const children = Deno.readTextFileSync(`/proc/${supervisor}/task/${supervisor}/children`)
-    .trim().split(/\s+/).map(Number);
-  const daemon = children.find((pid) =>
-    Deno.readTextFileSync(`/proc/${pid}/cmdline`).split("\0").includes("_daemon")
-  );
-  if (!daemon) throw new Error(`No _daemon child of ${supervisor}`);
-  return daemon;
 }
 
 /** `/big?mb=N` made as it is read; `/tiny` a few bytes. */

@@ -14,7 +14,7 @@ import type {
   SearchFilesResponse,
 } from "../../../../shared/workspace_files_api.ts";
 import { api } from "../../api.ts";
-import { Icon } from "../icon.tsx";
+import { SidePanel } from "../side_panel.tsx";
 import { FileViewer } from "./_file_viewer.tsx";
 import { FileGlyph, humanSize, joinPath, parentOf } from "./_files.tsx";
 
@@ -75,15 +75,7 @@ export function FileBrowser(
   };
 
   return (
-    <aside class="side-panel files-panel" aria-labelledby="files-title">
-      <div class="panel-head">
-        <h2 id="files-title">
-          <Icon name="folder" /> Files
-        </h2>
-        <button type="button" class="icon-btn" aria-label="Close the files panel" onClick={onClose}>
-          <Icon name="x" />
-        </button>
-      </div>
+    <SidePanel name="files" class="files-panel" icon="folder" title="Files" onClose={onClose}>
       <div class="files-search">
         <input
           type="search"
@@ -149,6 +141,6 @@ export function FileBrowser(
           </>
         )}
       {open && <FileViewer runnerId={runnerId} path={open} onClose={() => setOpen(null)} />}
-    </aside>
+    </SidePanel>
   );
 }

@@ -17,6 +17,7 @@ import {
 import { linkState } from "../../live.ts";
 import { link } from "../../store.ts";
 import { Icon } from "../icon.tsx";
+import { SidePanel } from "../side_panel.tsx";
 import { type DiffTarget, DiffView } from "./_diff_view.tsx";
 import { reviewOf } from "./_review.ts";
 
@@ -106,23 +107,13 @@ export function ChangesPanel(
   };
 
   return (
-    <aside
-      class={`side-panel changes ${file ? "diff-open" : ""}`}
-      aria-labelledby="changes-title"
+    <SidePanel
+      name="changes"
+      class={`changes ${file ? "diff-open" : ""}`}
+      icon="branch"
+      title="Changes"
+      onClose={onClose}
     >
-      <div class="panel-head">
-        <h2 id="changes-title">
-          <Icon name="branch" /> Changes
-        </h2>
-        <button
-          type="button"
-          class="icon-btn"
-          aria-label="Close the changes panel"
-          onClick={onClose}
-        >
-          <Icon name="x" />
-        </button>
-      </div>
       {review.value.length > 0 && (
         <div class="review-bar" role="region" aria-label="Review">
           <span>
@@ -164,7 +155,7 @@ export function ChangesPanel(
           <StatusView status={status} id={id} busy={busy} run={run} open={setFile} />
         )}
       </div>
-    </aside>
+    </SidePanel>
   );
 }
 

@@ -14,6 +14,7 @@ import type {
 } from "../../../../shared/questions_api.ts";
 import { api } from "../../api.ts";
 import { Icon } from "../icon.tsx";
+import { SidePanel } from "../side_panel.tsx";
 
 const lines = (s: string) => s.split("\n").map((l) => l.trim()).filter(Boolean);
 
@@ -192,20 +193,13 @@ export function SessionAgentSettings({ id, onClose }: { id: string; onClose: () 
     }
   };
   return (
-    <aside class="side-panel agent-settings" aria-labelledby="agent-settings-title">
-      <div class="panel-head">
-        <h2 id="agent-settings-title">
-          <Icon name="shield" /> Approvals
-        </h2>
-        <button
-          type="button"
-          class="icon-btn"
-          aria-label="Close the approvals panel"
-          onClick={onClose}
-        >
-          <Icon name="x" />
-        </button>
-      </div>
+    <SidePanel
+      name="agent-settings"
+      class="agent-settings"
+      icon="shield"
+      title="Approvals"
+      onClose={onClose}
+    >
       <div class="panel-body">
         <label class="switch-row">
           <input
@@ -254,6 +248,6 @@ export function SessionAgentSettings({ id, onClose }: { id: string; onClose: () 
         )}
         {error && <p class="error" role="alert">{error}</p>}
       </div>
-    </aside>
+    </SidePanel>
   );
 }

@@ -18,6 +18,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import type { PanelInfo } from "../../../../shared/services_api.ts";
 import { loadRunnerServices, runnerServices, tunnelBase } from "../../runner_services.ts";
 import { Icon } from "../icon.tsx";
+import { PanelNote, SidePanel } from "../side_panel.tsx";
 import { serviceIcon } from "./sigil_pill.tsx";
 
 /** The iframe's sandbox: scripts and forms run, in an opaque origin. */
@@ -36,21 +37,14 @@ export function ServicePanels({ runnerId, onClose }: { runnerId: string; onClose
   const panel = panels.find((p) => p.id === chosen) ?? panels[0];
   const failed = (services?.services ?? []).filter((s) => s.status === "failed");
   return (
-    <aside class="side-panel services-panel" aria-labelledby="services-title">
-      <div class="panel-head">
-        <h2 id="services-title">
-          <Icon name="square" /> Services
-        </h2>
-        <button
-          type="button"
-          class="icon-btn"
-          aria-label="Close the services panel"
-          title="Close"
-          onClick={onClose}
-        >
-          <Icon name="x" />
-        </button>
-      </div>
+    <SidePanel
+      name="services"
+      class="services-panel"
+      icon="square"
+      title="Services"
+      closeTitle="Close"
+      onClose={onClose}
+    >
       {panels.length > 1 && (
         <div class="term-tabs" role="group" aria-label="Service panels">
           {panels.map((p) => (
@@ -66,11 +60,11 @@ export function ServicePanels({ runnerId, onClose }: { runnerId: string; onClose
           ))}
         </div>
       )}
-      {!services && <p class="muted pad" aria-busy="true">Asking the runner…</p>}
+      {!services && <PanelNote busy>Asking the runner…</PanelNote>}
       {services && panels.length === 0 && (
-        <p class="muted pad">
+        <PanelNote>
           No service on this runner shows a panel. See docs/services.md to add one.
-        </p>
+        </PanelNote>
       )}
       {panel && <PanelFrame key={`${panel.id}:${panel.port}`} runnerId={runnerId} panel={panel} />}
       {failed.length > 0 && (
@@ -82,7 +76,7 @@ export function ServicePanels({ runnerId, onClose }: { runnerId: string; onClose
           ))}
         </ul>
       )}
-    </aside>
+    </SidePanel>
   );
 }
 

@@ -13,7 +13,7 @@ import type {
   TriggerSubscription,
 } from "../../../../shared/api.ts";
 import { api } from "../../api.ts";
-import { Icon } from "../icon.tsx";
+import { SidePanel } from "../side_panel.tsx";
 import { History } from "./_trigger_history.tsx";
 import { Subscriptions } from "./_trigger_subscriptions.tsx";
 
@@ -43,20 +43,7 @@ export function SessionTriggers(
   useEffect(load, [id, version]);
 
   return (
-    <aside class="side-panel" aria-labelledby="triggers-title">
-      <div class="panel-head">
-        <h2 id="triggers-title">
-          <Icon name="bolt" /> Triggers
-        </h2>
-        <button
-          type="button"
-          class="icon-btn"
-          aria-label="Close the triggers panel"
-          onClick={onClose}
-        >
-          <Icon name="x" />
-        </button>
-      </div>
+    <SidePanel name="triggers" icon="bolt" title="Triggers" onClose={onClose}>
       <div class="tabs" role="tablist">
         <button
           type="button"
@@ -81,6 +68,6 @@ export function SessionTriggers(
       {tab === "history"
         ? <History id={id} list={history} reload={load} />
         : <Subscriptions id={id} list={subs} defs={defs} reload={load} />}
-    </aside>
+    </SidePanel>
   );
 }

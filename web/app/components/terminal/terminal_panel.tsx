@@ -11,6 +11,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import type { TerminalInfo } from "../../../../shared/terminal_api.ts";
 import { api } from "../../api.ts";
 import { Icon } from "../icon.tsx";
+import { PanelNote, SidePanel } from "../side_panel.tsx";
 
 interface XtermModule {
   Terminal: new (opts: Record<string, unknown>) => XtermTerminal;
@@ -136,21 +137,14 @@ export function TerminalPanel(
   };
 
   return (
-    <aside class="side-panel terminal-panel" aria-labelledby="terminal-title">
-      <div class="panel-head">
-        <h2 id="terminal-title">
-          <Icon name="terminal" /> Terminal
-        </h2>
-        <button
-          type="button"
-          class="icon-btn"
-          aria-label="Close the terminal panel"
-          title="Close (the terminals keep running)"
-          onClick={onClose}
-        >
-          <Icon name="x" />
-        </button>
-      </div>
+    <SidePanel
+      name="terminal"
+      class="terminal-panel"
+      icon="terminal"
+      title="Terminal"
+      closeTitle="Close (the terminals keep running)"
+      onClose={onClose}
+    >
       <div class="term-tabs" role="group" aria-label="Terminals">
         {(terms ?? []).map((id, i) => (
           <span key={id} class={`term-tab ${id === active ? "on" : ""}`}>
@@ -179,8 +173,8 @@ export function TerminalPanel(
         </button>
       </div>
       {error && <p class="error pad" role="alert">{error}</p>}
-      {terms === null && !error && <p class="muted pad" aria-busy="true">Opening a shell…</p>}
-      {terms?.length === 0 && !error && <p class="muted pad">No shell open.</p>}
+      {terms === null && !error && <PanelNote busy>Opening a shell…</PanelNote>}
+      {terms?.length === 0 && !error && <PanelNote>No shell open.</PanelNote>}
       {(terms ?? []).map((id) => (
         <TermView
           key={id}
@@ -190,7 +184,7 @@ export function TerminalPanel(
           onEnded={() => gone(id)}
         />
       ))}
-    </aside>
+    </SidePanel>
   );
 }
 
