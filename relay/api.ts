@@ -100,7 +100,7 @@ export function apiRoutes(o: ApiOptions): Hono<RelayEnv> {
     tunnelRoutes({
       auth: o.auth,
       tunnels: o.hub.tunnels,
-      store: o.store,
+      store: o.hub.store,
       originAllowed: o.originAllowed,
     }),
   );
@@ -114,7 +114,7 @@ export function apiRoutes(o: ApiOptions): Hono<RelayEnv> {
   app.route("/api/keys", keyRoutes(o.store, o.hub.credentials));
   app.route(
     "/api/runners",
-    runnerRoutes(o.hub.runners, o.hub.sessions, new RecentFolders(o.store, o.hub.runners)),
+    runnerRoutes(o.hub.runners, o.hub.sessions, new RecentFolders(o.hub.store, o.hub.runners)),
   );
   app.route("/api/runners", runnerTriggerRoutes(o.listeners));
   app.route("/api/runners", skillRoutes(o.hub.runners));
@@ -127,7 +127,7 @@ export function apiRoutes(o: ApiOptions): Hono<RelayEnv> {
   );
   app.route("/api/runners", sandboxRoutes(o.hub.runners));
   const questions = new Questions({
-    store: o.store,
+    store: o.hub.store,
     runners: o.hub.runners,
     owned: (userId, id) => o.hub.sessions.owned(userId, id),
   });

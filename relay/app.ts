@@ -30,8 +30,8 @@ import { SecretBox } from "./secret_box.ts";
 import { TriggerListeners } from "./trigger_listeners.ts";
 import { Triggers } from "./triggers.ts";
 import { Webhooks } from "./webhooks.ts";
-import { Store } from "./store/mod.ts";
-import { adaptiveCommit } from "./store/event_writer.ts";
+import { asyncStore, Store } from "./store/mod.ts";
+import { adaptiveCommit, inlineCommit } from "./store/event_writer.ts";
 import { StoreThread } from "./store/store_thread.ts";
 import { socketRoutes, type Upgrader } from "./sockets.ts";
 import { redactGrants } from "./tunnel_grants.ts";
@@ -169,6 +169,8 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   // one thread of their own, started only while there is such work.
   const storeThread = new StoreThread(db, dbPath);
   const store = options.store?.(db) ?? new Store(db);
+  // What the relay's services use: every call answers a promise (relay/store/contract.ts).
+  const repos = asyncStore(store);
   const baseUrl = options.baseUrl.replace(/\/+$/, "");
   const access = browserAccess({
     baseUrl,
@@ -198,8 +200,9 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   // the relay uses more than a core and for large commits (adaptiveCommit),
   // unless a custom store must receive the writes (then always on this one).
   const hub = new Hub({
-    store,
-    ...(options.store ? {} : { commit: adaptiveCommit(store, storeThread) }),
+    store: repos,
+    legacyStore: store,
+    commit: options.store ? inlineCommit(store) : adaptiveCommit(store, storeThread),
     eventBufferSize: options.eventBufferSize ?? 1000,
     baseUrl,
     principalLive: auth.principalLive,
@@ -208,12 +211,12 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     ...(options.log ? { log: options.log } : {}),
     pushSend: (target, payload, delivery) => pushSender.send(target, payload, delivery),
   });
-  hub.start();
+  await hub.start();
   const triggers = new Triggers({ store, sessions: hub.sessions });
   triggers.start();
   const runnerServices = new RunnerServices({ viewersOf: (u) => hub.fanout.viewersOf(u) });
   const runnerCalls = withSubagentCalls(
-    new TriggerCalls(triggers, store, runnerServices),
+    new TriggerCalls(triggers, repos, runnerServices),
     hub.subagents,
   );
   const listeners = new TriggerListeners({

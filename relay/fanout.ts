@@ -4,6 +4,10 @@
  * events in shared frames, and the bounded send queues that keep slow
  * viewers from growing the relay's memory.
  *
+ * Over 400 lines: the catch-up pump (from the ring, or from the log read
+ * asynchronously) and the live broadcast share each subscription's state,
+ * and their hand-over is what keeps a viewer's stream free of gaps.
+ *
  * @module
  */
 import type { RelayToViewer, SessionInfo } from "../shared/protocol.ts";
@@ -81,6 +85,8 @@ export interface Subscription {
   readLimit?: number;
   /** The viewer has the session on screen (its `visibility` message): no push for it then. */
   visible?: boolean;
+  /** A read of the log is under way for it: no other catch-up step starts meanwhile. */
+  reading?: boolean;
 }
 
 /** A session's committed tail: its last seq and the events kept in memory. */
@@ -93,8 +99,14 @@ export interface SessionTail {
 export interface FanoutOptions {
   /** The committed tail of a session in memory (undefined once it left). */
   tail: (sessionId: string) => SessionTail | undefined;
-  /** Up to `limit` stored events after `seq`, for what the ring no longer holds. */
-  readLog: (sessionId: string, seq: number, limit: number) => StoredEvent[];
+  /**
+   * Up to `limit` stored events after `seq`, for what the ring no longer
+   * holds. Live events that arrive during the read are not sent to the
+   * subscription (it is not live yet): the catch-up goes on from the read.
+   */
+  readLog: (sessionId: string, seq: number, limit: number) => Promise<StoredEvent[]>;
+  /** Receives one line per notable incident (a failed read of the log). */
+  log?: (line: string) => void;
   clock?: Clock;
 }
 
@@ -278,8 +290,13 @@ export class Fanout<V extends FanoutViewer = FanoutViewer> {
     });
   }
 
-  /** Sends stored events a viewer has not seen yet while its socket has room. */
+  /**
+   * Sends stored events a viewer has not seen yet while its socket has room.
+   * From the ring this runs at once; a step that needs the log reads it and
+   * goes on once the read is back (see #readLog).
+   */
   #pump(sub: Subscription, tail: SessionTail): void {
+    if (sub.reading) return;
     while (sub.sent < tail.lastSeq) {
       if (sub.viewer.closed) return;
       if (sub.viewer.bufferedAmount > this.#lowWater || this.#turnBytes > VIEWER_QUEUE_BUDGET) {
@@ -287,37 +304,81 @@ export class Fanout<V extends FanoutViewer = FanoutViewer> {
         return;
       }
       const limit = sub.readLimit ?? CATCH_UP_EVENTS;
-      const chunk = tail.ring.after(sub.sent, limit) ??
-        this.#opts.readLog(sub.sessionId, sub.sent, limit);
+      const chunk = tail.ring.after(sub.sent, limit);
+      if (chunk === null) return this.#readLog(sub, limit);
       if (chunk.length === 0) break;
-      let read = 0;
-      for (const ev of chunk) read += ev.json.length;
-      sub.readLimit = Math.max(
-        8,
-        Math.min(
-          CATCH_UP_EVENTS,
-          Math.ceil((this.#lowWater + CATCH_UP_BYTES) * chunk.length / read),
-        ),
-      );
-      // As many frames from this read as the socket takes (not one frame per read).
-      for (let i = 0; i < chunk.length;) {
-        let bytes = 0;
-        let n = i;
-        while (n < chunk.length && bytes < CATCH_UP_BYTES) bytes += chunk[n++]!.json.length;
-        const out = eventsFrame(sub.sessionId, chunk.slice(i, n));
-        sub.viewer.sendRaw(out);
-        this.#spend(out.length);
-        sub.sent = chunk[n - 1]!.seq;
-        i = n;
-        if (sub.viewer.bufferedAmount > this.#lowWater || this.#turnBytes > VIEWER_QUEUE_BUDGET) {
-          break;
-        }
-      }
+      this.#sendChunk(sub, chunk);
     }
     this.#lagging.delete(sub);
     if (!sub.live) {
       sub.live = true;
       sub.viewer.send({ t: "caught_up", sessionId: sub.sessionId, seq: sub.sent });
+    }
+  }
+
+  /**
+   * One catch-up step from the log. While it reads, the subscription is not
+   * live, so live events only move the tail on; once the read is back its
+   * events go out and the pump goes on from the last one sent, up to the
+   * tail as it is then: no event is missed or sent twice.
+   */
+  #readLog(sub: Subscription, limit: number): void {
+    sub.reading = true;
+    this.#lagging.delete(sub);
+    const from = sub.sent;
+    this.#opts.readLog(sub.sessionId, from, limit).then((chunk) => {
+      sub.reading = false;
+      const tail = this.#opts.tail(sub.sessionId);
+      // Gone meanwhile: unsubscribed, closed, or the session left memory.
+      if (!this.#current(sub) || !tail || sub.sent !== from) return;
+      if (chunk.length > 0) this.#sendChunk(sub, chunk);
+      this.#pump(sub, tail);
+    }, (err) => {
+      sub.reading = false;
+      this.#opts.log?.(`reading the log of ${sub.sessionId} failed: ${err}`);
+      if (!this.#current(sub)) return;
+      // The viewer starts over from where it is (its client resubscribes from its last seq).
+      this.unsubscribe(sub);
+      sub.viewer.send({
+        t: "error",
+        code: "internal",
+        message: "Reading the session's events failed: subscribe again",
+        sessionId: sub.sessionId,
+      });
+    });
+  }
+
+  /** Whether a subscription still stands (its viewer open and subscribed through it). */
+  #current(sub: Subscription): boolean {
+    return !this.#closed && !sub.viewer.closed &&
+      sub.viewer.subs.get(sub.sessionId) === sub &&
+      (this.#subs.get(sub.sessionId)?.has(sub) ?? false);
+  }
+
+  /** Sends a catch-up chunk in as many frames as the socket takes, and sizes the next read. */
+  #sendChunk(sub: Subscription, chunk: StoredEvent[]): void {
+    let read = 0;
+    for (const ev of chunk) read += ev.json.length;
+    sub.readLimit = Math.max(
+      8,
+      Math.min(
+        CATCH_UP_EVENTS,
+        Math.ceil((this.#lowWater + CATCH_UP_BYTES) * chunk.length / read),
+      ),
+    );
+    // As many frames from this read as the socket takes (not one frame per read).
+    for (let i = 0; i < chunk.length;) {
+      let bytes = 0;
+      let n = i;
+      while (n < chunk.length && bytes < CATCH_UP_BYTES) bytes += chunk[n++]!.json.length;
+      const out = eventsFrame(sub.sessionId, chunk.slice(i, n));
+      sub.viewer.sendRaw(out);
+      this.#spend(out.length);
+      sub.sent = chunk[n - 1]!.seq;
+      i = n;
+      if (sub.viewer.bufferedAmount > this.#lowWater || this.#turnBytes > VIEWER_QUEUE_BUDGET) {
+        break;
+      }
     }
   }
 
@@ -349,7 +410,7 @@ export class Fanout<V extends FanoutViewer = FanoutViewer> {
         this.#lagging.delete(sub);
         continue;
       }
-      if (sub.viewer.bufferedAmount <= this.#lowWater) {
+      if (sub.viewer.bufferedAmount <= this.#lowWater && !sub.reading) {
         this.#pump(sub, tail);
         progressed = true;
       }

@@ -25,27 +25,33 @@ import { type RunnerConnection, RunnerRegistry } from "./runner_registry.ts";
 import { SessionService } from "./session_service.ts";
 import { ServiceRouter } from "./services.ts";
 import { PushNotifier, type PushNotifierOptions } from "./push.ts";
-import { isCollab } from "./questions.ts";
+import { collabKey } from "./questions.ts";
 import { Retention, type RetentionPolicy } from "./retention.ts";
 import { isEnded } from "./session_state.ts";
 import { StateFeed } from "./state_feed.ts";
 import { Subagents } from "./subagents.ts";
+import { notFound } from "./errors.ts";
 import type { InputOptions } from "./input_attachments.ts";
 import type { RunnerHub } from "./runner_link.ts";
 import type { CommitEvents } from "./store/event_writer.ts";
-import type { Store } from "./store/mod.ts";
+import type { AsyncStore, Store } from "./store/mod.ts";
 import type { Viewer, ViewerHub } from "./viewer.ts";
 
 /** Options of {@linkcode Hub}. */
 export interface HubOptions {
-  store: Store;
+  store: AsyncStore;
+  /**
+   * The SQLite store itself, for the services that still use it synchronously
+   * (retention, push notifications) until they take the AsyncStore too.
+   */
+  legacyStore: Store;
   /** Events kept in memory per session (`BATON_RELAY_EVENT_BUFFER_SIZE`). */
   eventBufferSize: number;
   baseUrl: string;
   /** Receives one line per notable incident; the CLI prints them. */
   log?: (line: string) => void;
-  /** Writes committed events (default: on this thread, through the store). */
-  commit?: CommitEvents;
+  /** Writes committed events (`inlineCommit`, `adaptiveCommit`, PostgreSQL's committer). */
+  commit: CommitEvents;
   /**
    * Whether what a socket was opened with (browser session, key) still holds;
    * given, sockets whose credentials lapsed are closed within
@@ -66,7 +72,7 @@ const RUNNER_FORGET_MS = 30_000;
 
 /** The relay's services, wired together; {@linkcode Hub.start} starts their timers. */
 export class Hub implements RunnerHub, ViewerHub {
-  readonly store: Store;
+  readonly store: AsyncStore;
   readonly runners: RunnerRegistry;
   readonly events: EventPipeline;
   readonly fanout: Fanout<Viewer>;
@@ -86,21 +92,22 @@ export class Hub implements RunnerHub, ViewerHub {
   #closed = false;
 
   constructor(options: HubOptions) {
-    const { store } = options;
+    const { store, legacyStore } = options;
     const clock = options.clock ?? systemClock;
     this.store = store;
     this.#log = options.log ?? (() => {});
-    this.runners = new RunnerRegistry({ store, clock });
+    this.runners = new RunnerRegistry({ store, clock, log: this.#log });
     this.tunnels = new TunnelRegistry(store);
     this.fanout = new Fanout<Viewer>({
       tail: (id) => this.events.get(id),
       readLog: (id, seq, limit) => store.events.after(id, seq, limit),
+      log: this.#log,
       clock,
     });
     this.events = new EventPipeline({
       store,
       eventBufferSize: options.eventBufferSize,
-      ...(options.commit ? { commit: options.commit } : {}),
+      commit: options.commit,
       runners: this.runners,
       onCommitted: (c) => this.#committed(c),
       watched: (id) => this.fanout.watched(id),
@@ -112,6 +119,7 @@ export class Hub implements RunnerHub, ViewerHub {
       viewersOf: (userId) => this.fanout.viewersOf(userId),
       runnerInfo: (id) => this.runners.runnerInfo(id),
       sessionInfo: (s) => this.sessions.sessionInfo(s),
+      log: this.#log,
     });
     this.sessions = new SessionService({
       store,
@@ -120,10 +128,12 @@ export class Hub implements RunnerHub, ViewerHub {
       feed: this.feed,
       baseUrl: options.baseUrl,
       clock,
+      log: this.#log,
     });
     this.services = new ServiceRouter<Viewer>({
       owned: (userId, id) => this.sessions.owned(userId, id),
-      session: (id) => store.sessions.get(id),
+      // A session with subscribers is in memory: what the runner says of others reaches no one.
+      session: (id) => this.events.get(id),
       runners: this.runners,
       viewersOf: (userId) => this.fanout.viewersOf(userId),
       log: this.#log,
@@ -136,7 +146,7 @@ export class Hub implements RunnerHub, ViewerHub {
       clock,
     });
     this.retention = new Retention({
-      store,
+      store: legacyStore,
       events: this.events,
       fanout: this.fanout,
       feed: this.feed,
@@ -148,11 +158,12 @@ export class Hub implements RunnerHub, ViewerHub {
     });
     this.push = options.pushSend
       ? new PushNotifier({
-        store,
+        store: legacyStore,
         send: options.pushSend,
         onScreen: (id) => this.fanout.onScreen(id),
-        parentOf: (id) => store.sessions.get(id)?.parentId ?? null,
-        collab: (userId, id) => isCollab(store, userId, id),
+        parentOf: (id) => legacyStore.sessions.get(id)?.parentId ?? null,
+        collab: (userId, id) =>
+          legacyStore.settings.get<boolean>(userId, collabKey(id), false) === true,
         log: this.#log,
         clock,
       })
@@ -161,8 +172,8 @@ export class Hub implements RunnerHub, ViewerHub {
   }
 
   /** Catches stored last seqs up with the log and starts the services' timers. */
-  start(): void {
-    this.events.start();
+  async start(): Promise<void> {
+    await this.events.start();
     this.credentials.start();
     this.retention.start();
   }
@@ -180,21 +191,25 @@ export class Hub implements RunnerHub, ViewerHub {
     if (!patch) return;
     const ended = patch.status !== undefined && isEnded(patch.status);
     // An ended session receives no more triggers: its subscriptions go with it.
-    if (ended) this.store.triggers.deleteSubscriptionsOfSession(sessionId);
+    if (ended) {
+      void this.store.triggers.deleteSubscriptionsOfSession(sessionId).catch((err) =>
+        this.#log(`deleting the triggers of ended ${sessionId}: ${err}`)
+      );
+    }
     if (patch.status) this.sessions.statusChanged(sessionId);
-    this.feed.sessionChanged(sessionId);
+    this.feed.sessionChanged(sessionId, userId);
     if (ended) this.feed.runnerChanged(userId, runnerId);
   }
 
   // Runner sockets -----------------------------------------------------------
 
   /** Registers an authenticated runner link, replacing an older one for the same id. */
-  attachRunner(link: RunnerConnection, sessions: string[]): {
+  async attachRunner(link: RunnerConnection, sessions: string[]): Promise<{
     acked: Record<string, number>;
     ended: string[];
-  } {
+  }> {
     this.runners.attach(link);
-    const answer = this.sessions.reconcileRunner(link, sessions);
+    const answer = await this.sessions.reconcileRunner(link, sessions);
     this.feed.runnerChanged(link.userId, link.runnerId);
     return answer;
   }
@@ -203,16 +218,16 @@ export class Hub implements RunnerHub, ViewerHub {
     if (this.runners.detach(link)) this.feed.runnerChanged(link.userId, link.runnerId);
   }
 
-  ingest(link: RunnerConnection, msg: EventsMessage): void {
-    this.events.ingest(link, msg);
+  ingest(link: RunnerConnection, msg: EventsMessage): void | Promise<void> {
+    return this.events.ingest(link, msg);
   }
 
   serviceFromRunner(link: RunnerConnection, msg: Record<string, unknown>): void {
     this.services.fromRunner(link, msg);
   }
 
-  serviceFromViewer(v: Viewer, msg: Record<string, unknown>): void {
-    this.services.fromViewer(v, msg);
+  serviceFromViewer(v: Viewer, msg: Record<string, unknown>): Promise<void> {
+    return this.services.fromViewer(v, msg);
   }
 
   link(runnerId: string): RunnerConnection | undefined {
@@ -230,9 +245,15 @@ export class Hub implements RunnerHub, ViewerHub {
   }
 
   /** Subscribes a viewer to a session of its user from `since` (404 for foreign or unknown). */
-  subscribe(v: Viewer, sessionId: string, since: number): Subscription {
-    const rec = this.sessions.owned(v.principal.userId, sessionId);
-    this.events.open(rec);
+  async subscribe(v: Viewer, sessionId: string, since: number): Promise<Subscription> {
+    const rec = await this.sessions.owned(v.principal.userId, sessionId);
+    let live = await this.events.open(rec);
+    // Evicted in the turn between its load and now (eviction spares watched sessions only).
+    for (let i = 0; i < 3 && live && this.events.get(sessionId) !== live; i++) {
+      live = await this.events.open(rec);
+    }
+    // Deleted while it loaded: as unknown.
+    if (!live || this.events.get(sessionId) !== live) throw notFound("Session");
     return this.fanout.subscribe(v, this.sessions.sessionInfo(rec), since);
   }
 
@@ -250,11 +271,11 @@ export class Hub implements RunnerHub, ViewerHub {
     return this.sessions.input(userId, sessionId, kind, text, options);
   }
 
-  listRunners(userId: string): RunnerInfo[] {
+  listRunners(userId: string): Promise<RunnerInfo[]> {
     return this.runners.list(userId);
   }
 
-  listSessions(userId: string): SessionInfo[] {
+  listSessions(userId: string): Promise<SessionInfo[]> {
     return this.sessions.list(userId);
   }
 
@@ -266,7 +287,7 @@ export class Hub implements RunnerHub, ViewerHub {
    * tellRunnerDeleted): one that runs is ended there.
    */
   async deleteSession(userId: string, sessionId: string): Promise<void> {
-    const s = this.sessions.owned(userId, sessionId);
+    const s = await this.sessions.owned(userId, sessionId);
     await this.retention.remove(s);
     this.feed.runnerChanged(userId, s.runnerId);
   }

@@ -205,7 +205,7 @@ export class Retention {
     const result: SweepResult = { sessions: 0, eventBytes: 0 };
     if (this.#closed || (maxAgeDays <= 0 && userMaxBytes <= 0 && maxBytes <= 0)) return result;
     // The rows of sessions in memory lag their logs' size.
-    this.#opts.events.storeTails();
+    await this.#opts.events.storeTails();
     const repo = this.#store.retention;
     const doomed = new Map<string, Deletable>();
     if (maxAgeDays > 0) {

@@ -34,7 +34,7 @@ async function withWorld(
   const clock = clockOf(() => NOW);
   const retention = new Retention({
     store,
-    events: { drop() {}, inFlight: () => null, storeTails: () => true },
+    events: { drop() {}, inFlight: () => null, storeTails: () => Promise.resolve(true) },
     fanout: { sessionDeleted: (u, s) => told.push(`${u}/${s}`) },
     feed: { bump() {} },
     policy,

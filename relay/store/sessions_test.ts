@@ -58,7 +58,11 @@ Deno.test("setLastSeqs moves several rows forward in one transaction, never back
     put.run("b", 9);
     const sessions = new SessionsRepo(db);
     sessions.setLastSeqs([]);
-    sessions.setLastSeqs([{ id: "a", seq: 4, eventBytes: 40 }, { id: "b", seq: 5, eventBytes: 50 }]);
+    sessions.setLastSeqs([{ id: "a", seq: 4, eventBytes: 40 }, {
+      id: "b",
+      seq: 5,
+      eventBytes: 50,
+    }]);
     assert.equal(sessions.get("a")!.lastSeq, 4);
     assert.equal(sessions.get("a")!.eventBytes, 40);
     assert.equal(sessions.get("b")!.lastSeq, 9, "a row ahead stays where it is");
