@@ -55,6 +55,21 @@ export const CATCH_UP_BYTES = 64 * 1024;
  * gets a megabytes-long frame on top of its high water.
  */
 export const LIVE_FRAME_BYTES = 128 * 1024;
+/**
+ * Most bytes of events one catch-up read of the log takes (at least one
+ * event, whatever its size): what one read feeds is a few frames, since a
+ * lagging socket takes little at a time.
+ */
+export const LOG_READ_BYTES = 4 * CATCH_UP_BYTES;
+/**
+ * Reads of the log in flight at once, over every viewer. A read answers a
+ * promise (the store may be remote), so a poll of lagging viewers could start
+ * one per viewer before any came back: 200 stalled viewers each reading up to
+ * 500 events of 32 KB held 2 GB at once (tests/faults_test.ts, "200 viewers
+ * that never read"). With this cap and LOG_READ_BYTES they hold 4 MB, plus
+ * any single event bigger than that.
+ */
+export const MAX_LOG_READS = 16;
 /** Longest wait between looks at viewers whose sockets are stuck (ms). */
 const LAG_POLL_MAX_MS = 50;
 
@@ -104,7 +119,12 @@ export interface FanoutOptions {
    * holds. Live events that arrive during the read are not sent to the
    * subscription (it is not live yet): the catch-up goes on from the read.
    */
-  readLog: (sessionId: string, seq: number, limit: number) => Promise<StoredEvent[]>;
+  readLog: (
+    sessionId: string,
+    seq: number,
+    limit: number,
+    maxBytes: number,
+  ) => Promise<StoredEvent[]>;
   /** Receives one line per notable incident (a failed read of the log). */
   log?: (line: string) => void;
   clock?: Clock;
@@ -133,6 +153,8 @@ export class Fanout<V extends FanoutViewer = FanoutViewer> {
   #lagTimer: number | null = null;
   /** Delay of the next look at lagging viewers: short while they drain, longer while stuck. */
   #lagDelay = 1;
+  /** Reads of the log in flight (at most MAX_LOG_READS). */
+  #reads = 0;
   #closed = false;
 
   constructor(options: FanoutOptions) {
@@ -305,7 +327,11 @@ export class Fanout<V extends FanoutViewer = FanoutViewer> {
       }
       const limit = sub.readLimit ?? CATCH_UP_EVENTS;
       const chunk = tail.ring.after(sub.sent, limit);
-      if (chunk === null) return this.#readLog(sub, limit);
+      if (chunk === null) {
+        // Its turn comes at a later poll, or when a read in flight is back.
+        if (this.#reads >= MAX_LOG_READS) return this.#addLagging(sub);
+        return this.#readLog(sub, limit);
+      }
       if (chunk.length === 0) break;
       this.#sendChunk(sub, chunk);
     }
@@ -324,17 +350,27 @@ export class Fanout<V extends FanoutViewer = FanoutViewer> {
    */
   #readLog(sub: Subscription, limit: number): void {
     sub.reading = true;
+    this.#reads++;
     this.#lagging.delete(sub);
     const from = sub.sent;
-    this.#opts.readLog(sub.sessionId, from, limit).then((chunk) => {
+    const done = () => {
       sub.reading = false;
+      this.#reads--;
+      // Viewers that waited for a read of their own may start one now.
+      if (this.#lagging.size > 0) {
+        this.#lagDelay = 1;
+        this.#scheduleLagging();
+      }
+    };
+    this.#opts.readLog(sub.sessionId, from, limit, LOG_READ_BYTES).then((chunk) => {
+      done();
       const tail = this.#opts.tail(sub.sessionId);
       // Gone meanwhile: unsubscribed, closed, or the session left memory.
       if (!this.#current(sub) || !tail || sub.sent !== from) return;
       if (chunk.length > 0) this.#sendChunk(sub, chunk);
       this.#pump(sub, tail);
     }, (err) => {
-      sub.reading = false;
+      done();
       this.#opts.log?.(`reading the log of ${sub.sessionId} failed: ${err}`);
       if (!this.#current(sub)) return;
       // The viewer starts over from where it is (its client resubscribes from its last seq).

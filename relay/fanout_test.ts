@@ -5,6 +5,8 @@ import {
   CATCH_UP_BYTES,
   Fanout,
   LIVE_FRAME_BYTES,
+  LOG_READ_BYTES,
+  MAX_LOG_READS,
   VIEWER_HIGH_WATER,
   VIEWER_QUEUE_BUDGET,
   viewerHighWater,
@@ -34,9 +36,19 @@ function world(
   const logged: string[] = [];
   const fanout = new Fanout<FakeViewer>({
     tail: (id) => id === "s1" ? tail : undefined,
-    readLog: (_id, seq, limit) => {
+    readLog: (_id, seq, limit, maxBytes) => {
       logReads++;
-      const read = () => log.filter((e) => e.seq > seq).slice(0, limit);
+      const read = () => {
+        const out: StoredEvent[] = [];
+        let bytes = 0;
+        for (const e of log) {
+          if (e.seq <= seq) continue;
+          if (out.length === limit || (out.length > 0 && bytes + e.json.length > maxBytes)) break;
+          out.push(e);
+          bytes += e.json.length;
+        }
+        return out;
+      };
       return options.readLog ? options.readLog(read) : Promise.resolve(read());
     },
     log: (line) => logged.push(line),
@@ -396,4 +408,34 @@ Deno.test("a failed read of the log ends the subscription with an error the clie
   }]);
   assert.equal(w.fanout.watched("s1"), false);
   assert.match(w.logged.join("\n"), /reading the log of s1 failed: Error: connection reset/);
+});
+
+Deno.test("viewers catching up from the log read it a few at a time, each read capped in bytes", async () => {
+  let inFlight = 0;
+  let most = 0;
+  const w = world({
+    ringSize: 10,
+    readLog: (read) => {
+      inFlight++;
+      most = Math.max(most, inFlight);
+      // Each read comes back a turn later, as a remote store's would.
+      return new Promise((resolve) =>
+        setTimeout(() => {
+          inFlight--;
+          resolve(read());
+        }, 0)
+      );
+    },
+  });
+  w.commit(storedEvents(1, 200, 8 * 1024)); // 1.6 MB, the ring keeps the last 10
+  const viewers = Array.from({ length: 3 * MAX_LOG_READS }, () => new FakeViewer());
+  for (const v of viewers) w.join(v, 0);
+  assert.equal(inFlight, MAX_LOG_READS, "the others wait for a read to come back");
+  await drained(w, 400);
+  assert.ok(most <= MAX_LOG_READS, `${most} reads at once`);
+  for (const v of viewers) assert.deepEqual(v.seqs(), range(1, 200));
+  // Each read took at most LOG_READ_BYTES of events: more reads than events/500.
+  assert.ok(
+    w.logReads() >= viewers.length * Math.ceil(200 * 8 * 1024 / LOG_READ_BYTES) - viewers.length,
+  );
 });

@@ -100,7 +100,7 @@ export class Hub implements RunnerHub, ViewerHub {
     this.tunnels = new TunnelRegistry(store);
     this.fanout = new Fanout<Viewer>({
       tail: (id) => this.events.get(id),
-      readLog: (id, seq, limit) => store.events.after(id, seq, limit),
+      readLog: (id, seq, limit, maxBytes) => store.events.after(id, seq, limit, maxBytes),
       log: this.#log,
       clock,
     });
