@@ -32,7 +32,7 @@ import { Triggers } from "./triggers.ts";
 import { Webhooks } from "./webhooks.ts";
 import { type AsyncStore, asyncStore, Store } from "./store/mod.ts";
 import { reclaimSpace } from "./store/vacuum.ts";
-import { adaptiveCommit } from "./store/event_writer.ts";
+import { adaptiveCommit, inlineCommit } from "./store/event_writer.ts";
 import { StoreThread } from "./store/store_thread.ts";
 import { socketRoutes, type Upgrader } from "./sockets.ts";
 import { redactGrants } from "./tunnel_grants.ts";
@@ -216,8 +216,10 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   // the relay uses more than a core and for large commits (adaptiveCommit),
   // unless a custom store must receive the writes (then always on this one).
   const hub = new Hub({
-    store: sqlite,
-    ...(options.store ? {} : { commit: meter.metered(adaptiveCommit(sqlite, storeThread)) }),
+    store,
+    commit: meter.metered(
+      options.store ? inlineCommit(sqlite) : adaptiveCommit(sqlite, storeThread),
+    ),
     eventBufferSize: options.eventBufferSize ?? 1000,
     baseUrl,
     principalLive: auth.principalLive,
@@ -227,12 +229,12 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     ...(options.log ? { log: options.log } : {}),
     pushSend: (target, payload, delivery) => pushSender.send(target, payload, delivery),
   });
-  hub.start();
+  await hub.start();
   const triggers = new Triggers({ store, sessions: hub.sessions });
   triggers.start();
   const runnerServices = new RunnerServices({ viewersOf: (u) => hub.fanout.viewersOf(u) });
   const runnerCalls = withSubagentCalls(
-    new TriggerCalls(triggers, sqlite, runnerServices),
+    new TriggerCalls(triggers, store, runnerServices),
     hub.subagents,
   );
   const listeners = new TriggerListeners({

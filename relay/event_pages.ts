@@ -29,9 +29,9 @@ const PIECE_CHARS = 64 * 1024;
 /** What a page needs of the store. */
 export interface EventLog {
   /** As `EventsRepo.after`: events after `seq`, at most `limit` and `maxBytes` (at least one). */
-  after(sessionId: string, seq: number, limit: number, maxBytes: number): StoredEvent[];
+  after(sessionId: string, seq: number, limit: number, maxBytes: number): Promise<StoredEvent[]>;
   /** The highest stored seq of a session (0 when none). */
-  maxSeq(sessionId: string): number;
+  maxSeq(sessionId: string): Promise<number>;
 }
 
 /** Options of {@linkcode eventPage}. */
@@ -70,10 +70,10 @@ export function eventPage(
   let offset = 0;
 
   /** Reads the next step of the page from the store into `pending`, or ends the page. */
-  function readStep(): void {
+  async function readStep(): Promise<void> {
     const room = maxBytes - bytes;
     const events = count < options.limit && (count === 0 || room > 0)
-      ? log.after(
+      ? await log.after(
         sessionId,
         next,
         Math.min(options.limit - count, CATCH_UP_EVENTS),
@@ -89,15 +89,16 @@ export function eventPage(
     }
     if (take.length === 0) {
       ended = true;
-      const hasMore = log.maxSeq(sessionId) > next;
+      const hasMore = await log.maxSeq(sessionId) > next;
       pending.push(`],"next":${next},"hasMore":${hasMore}}`);
     }
   }
 
   return new ReadableStream<Uint8Array>({
-    pull(controller) {
+    async pull(controller) {
       if (closed) return;
-      while (pending.length === 0 && !ended) readStep();
+      while (pending.length === 0 && !ended) await readStep();
+      if (closed) return;
       const head = pending[0];
       if (head === undefined) {
         closed = true;

@@ -3,6 +3,10 @@
  * skipped), group commit through the store or the writer thread, acks, and
  * the in-memory tail of each session that viewers are fed from.
  *
+ * Over 400 lines: ingest, loading a session into memory, the group commit
+ * and eviction all change the same in-memory sessions, and their order
+ * (one commit at a time, loads shared) is kept in this one place.
+ *
  * @module
  */
 import type { EventsMessage, SessionEventBody, SessionStatus } from "../shared/protocol.ts";
@@ -11,8 +15,8 @@ import { type Clock, isoNow, systemClock } from "./_clock.ts";
 import type { RunnerConnection } from "./runner_registry.ts";
 import { EventRing } from "./session_log.ts";
 import { STATEFUL_EVENTS, statePatch } from "./session_state.ts";
-import { type CommitEvents, inlineCommit } from "./store/event_writer.ts";
-import type { SessionPatch, SessionRecord, Store, StoredEvent } from "./store/mod.ts";
+import type { CommitEvents } from "./store/event_writer.ts";
+import type { AsyncStore, SessionPatch, SessionRecord, StoredEvent } from "./store/mod.ts";
 
 /** Largest single event body the relay stores; bigger ones are replaced by a marker. */
 export const MAX_EVENT_BYTES = 2 * 1024 * 1024;
@@ -68,11 +72,11 @@ export type IngestLink = Pick<RunnerConnection, "runnerId" | "userId" | "send">;
 
 /** Options of {@linkcode EventPipeline}. */
 export interface EventPipelineOptions {
-  store: Store;
+  store: AsyncStore;
   /** Events kept in memory per session (`BATON_RELAY_EVENT_BUFFER_SIZE`). */
   eventBufferSize: number;
-  /** Writes committed events (default: on this thread, through the store). */
-  commit?: CommitEvents;
+  /** Writes committed events (`inlineCommit`, `adaptiveCommit` or PostgreSQL's committer). */
+  commit: CommitEvents;
   /** The runners' links: acks go to them; a failed commit closes them. */
   runners: { link(runnerId: string): Pick<RunnerConnection, "send" | "close"> | undefined };
   /** Called for each session of a commit once it is durable and its runner acked. */
@@ -91,6 +95,11 @@ export class EventPipeline {
   readonly #live = new Map<string, LiveSession>();
   /** The sessions in memory, read-only (`GET /metrics` counts them at scrape time). */
   readonly liveSessions: ReadonlyMap<string, LiveSession> = this.#live;
+  /**
+   * Sessions being loaded into memory (their log's last seq is read): a
+   * second open waits for the first rather than load them twice.
+   */
+  readonly #opening = new Map<string, Promise<LiveSession | null>>();
   /** Sessions with events waiting for the next flush. */
   readonly #dirty = new Set<LiveSession>();
   #flushScheduled = false;
@@ -102,43 +111,66 @@ export class EventPipeline {
   constructor(options: EventPipelineOptions) {
     this.#opts = options;
     this.#clock = options.clock ?? systemClock;
-    this.#commit = options.commit ?? inlineCommit(options.store);
+    this.#commit = options.commit;
   }
 
   /** Brings stored last seqs up to the log and starts evicting idle sessions. */
-  start(): void {
+  async start(): Promise<void> {
     // A session's stored last seq is written when its state changes, when it
     // leaves memory and at shutdown, not with every commit: after a crash it
     // lags the log, which has every acknowledged event.
-    const caughtUp = this.#opts.store.sessions.catchUpLastSeqs();
+    const caughtUp = await this.#opts.store.sessions.catchUpLastSeqs();
     if (caughtUp > 0) this.#log(`brought ${caughtUp} sessions' last seq up to their event logs`);
-    this.#evictTimer ??= this.#clock.setInterval(() => this.evictIdle(), EVICT_EVERY_MS);
+    this.#evictTimer ??= this.#clock.setInterval(() => void this.evictIdle(), EVICT_EVERY_MS);
   }
 
   #log(line: string): void {
     this.#opts.log?.(line);
   }
 
-  /** The session's in-memory state, loaded from its row and log when absent. */
-  open(s: SessionRecord): LiveSession {
-    let live = this.#live.get(s.sessionId);
-    if (!live) {
-      const lastSeq = Math.max(s.lastSeq, this.#opts.store.events.maxSeq(s.sessionId));
-      live = {
-        id: s.sessionId,
-        userId: s.userId,
-        runnerId: s.runnerId,
-        lastSeq,
-        eventBytes: s.eventBytes ?? this.#opts.store.sessions.get(s.sessionId)?.eventBytes ?? 0,
-        receivedSeq: lastSeq,
-        pending: [],
-        pendingPatch: null,
-        view: { status: s.status, title: s.title },
-        ring: new EventRing(this.#opts.eventBufferSize),
-        touchedAt: this.#clock.now(),
+  /**
+   * The session's in-memory state, loaded from its row and log when absent;
+   * null when it was dropped (deleted, or its spawn failed) while it loaded.
+   */
+  open(s: SessionRecord): Promise<LiveSession | null> {
+    const live = this.#live.get(s.sessionId);
+    if (live) return Promise.resolve(live);
+    let loading = this.#opening.get(s.sessionId);
+    if (!loading) {
+      loading = this.#load(s);
+      this.#opening.set(s.sessionId, loading);
+      const done = loading;
+      const forget = () => {
+        if (this.#opening.get(s.sessionId) === done) this.#opening.delete(s.sessionId);
       };
-      this.#live.set(s.sessionId, live);
+      done.then(forget, forget);
     }
+    return loading;
+  }
+
+  async #load(s: SessionRecord): Promise<LiveSession | null> {
+    const { store } = this.#opts;
+    const maxSeq = await store.events.maxSeq(s.sessionId);
+    const eventBytes = s.eventBytes ?? (await store.sessions.get(s.sessionId))?.eventBytes ?? 0;
+    // Dropped meanwhile (drop forgets the load): nothing may take its events.
+    if (!this.#opening.has(s.sessionId)) return null;
+    const already = this.#live.get(s.sessionId);
+    if (already) return already;
+    const lastSeq = Math.max(s.lastSeq, maxSeq);
+    const live: LiveSession = {
+      id: s.sessionId,
+      userId: s.userId,
+      runnerId: s.runnerId,
+      lastSeq,
+      eventBytes,
+      receivedSeq: lastSeq,
+      pending: [],
+      pendingPatch: null,
+      view: { status: s.status, title: s.title },
+      ring: new EventRing(this.#opts.eventBufferSize),
+      touchedAt: this.#clock.now(),
+    };
+    this.#live.set(s.sessionId, live);
     return live;
   }
 
@@ -163,22 +195,38 @@ export class EventPipeline {
    * the socket messages of this I/O turn are read: every batch received in
    * the meantime, from every session, is committed in one transaction, then
    * acked and fanned out as one frame per viewer.
+   *
+   * A session in memory takes the batch at once; another one is loaded
+   * first, and the promise says when the batch was taken: the caller must
+   * hand a link's next batch in only then (runner_link.ts queues them).
    */
-  ingest(link: IngestLink, msg: EventsMessage): void {
-    let live = this.#live.get(msg.sessionId);
-    if (!live || live.runnerId !== link.runnerId || live.userId !== link.userId) {
-      const rec = this.#opts.store.sessions.get(msg.sessionId);
-      if (!rec || rec.runnerId !== link.runnerId || rec.userId !== link.userId) {
-        link.send({
-          t: "error",
-          code: "unknown_session",
-          message: `Unknown session: '${msg.sessionId}'`,
-          sessionId: msg.sessionId,
-        });
-        return;
-      }
-      live = this.open(rec);
+  ingest(link: IngestLink, msg: EventsMessage): void | Promise<void> {
+    const live = this.#live.get(msg.sessionId);
+    if (live && live.runnerId === link.runnerId && live.userId === link.userId) {
+      return this.#take(live, link, msg);
     }
+    return this.#ingestCold(link, msg);
+  }
+
+  /** Ingest of a session not in memory: its row is checked, then it is loaded. */
+  async #ingestCold(link: IngestLink, msg: EventsMessage): Promise<void> {
+    const rec = await this.#opts.store.sessions.get(msg.sessionId);
+    const live = rec && rec.runnerId === link.runnerId && rec.userId === link.userId
+      ? await this.open(rec)
+      : null;
+    if (!live) {
+      link.send({
+        t: "error",
+        code: "unknown_session",
+        message: `Unknown session: '${msg.sessionId}'`,
+        sessionId: msg.sessionId,
+      });
+      return;
+    }
+    this.#take(live, link, msg);
+  }
+
+  #take(live: LiveSession, link: IngestLink, msg: EventsMessage): void {
     let seq = live.receivedSeq;
     const before = seq;
     for (const ev of msg.events) {
@@ -211,14 +259,20 @@ export class EventPipeline {
     this.#markDirty(live);
   }
 
-  /** Appends an event the relay writes itself (not the runner), with its state change. */
-  inject(s: SessionRecord, e: SessionEventBody, patch: SessionPatch): void {
-    const live = this.open(s);
+  /**
+   * Appends an event the relay writes itself (not the runner), with its
+   * state change; false when the session was dropped meanwhile.
+   */
+  async inject(s: SessionRecord, e: SessionEventBody, patch: SessionPatch): Promise<boolean> {
+    // In memory: taken at once, in order with what the runner sends.
+    const live = this.#live.get(s.sessionId) ?? await this.open(s);
+    if (!live) return false;
     const seq = live.receivedSeq + 1;
     live.receivedSeq = seq;
     live.pending.push({ seq, json: JSON.stringify({ seq, ts: this.#clock.now(), e }) });
     this.#patch(live, patch);
     this.#markDirty(live);
+    return true;
   }
 
   /**
@@ -235,6 +289,8 @@ export class EventPipeline {
 
   /** Forgets a session (its spawn failed): what is pending is dropped, nothing more is taken. */
   drop(sessionId: string): void {
+    // A load under way ends with nothing (see #load).
+    this.#opening.delete(sessionId);
     const live = this.#live.get(sessionId);
     if (!live) return;
     live.pending = [];
@@ -292,7 +348,7 @@ export class EventPipeline {
     }))).then(
       () => this.#committed(work),
       (err) => this.#commitFailed(work, err),
-    ).finally(() => {
+    ).catch((err) => this.#log(`after a commit: ${err}`)).finally(() => {
       this.#committing = null;
       if (this.#dirty.size > 0) this.flush();
     });
@@ -328,50 +384,49 @@ export class EventPipeline {
     }
   }
 
-  /** Nothing of the batch was acked: drop it and make the runners send it again. */
-  #commitFailed(work: { live: LiveSession }[], err: unknown): void {
+  /**
+   * Nothing of the batch was acked: drop it and make the runners send it
+   * again. (The commit stays "in flight" until the views are back to the
+   * stored state, so no other commit runs meanwhile.)
+   */
+  async #commitFailed(work: { live: LiveSession }[], err: unknown): Promise<void> {
     this.#log(`storing events failed: ${err}`);
     for (const { live } of work) {
       live.pending = [];
       live.pendingPatch = null;
       this.#dirty.delete(live);
       live.receivedSeq = live.lastSeq;
-      const rec = this.#opts.store.sessions.get(live.id);
-      if (rec) live.view = { status: rec.status, title: rec.title };
       this.#opts.runners.link(live.runnerId)?.close(
         CloseCode.internalError,
         "Relay failed to store events",
       );
     }
+    for (const { live } of work) {
+      const rec = await this.#opts.store.sessions.get(live.id).catch(() => undefined);
+      // Unless events came in again meanwhile (a new link): the view is theirs then.
+      if (rec && live.pending.length === 0) live.view = { status: rec.status, title: rec.title };
+    }
   }
 
   /** Lets sessions without viewers, pending events or recent events leave memory. */
-  evictIdle(): void {
+  async evictIdle(): Promise<void> {
     const cutoff = this.#clock.now() - EVICT_IDLE_MS;
-    const gone: LiveSession[] = [];
-    for (const live of this.#live.values()) {
-      if (
-        !this.#opts.watched?.(live.id) && live.touchedAt < cutoff && !this.#dirty.has(live)
-      ) {
-        gone.push(live);
-      }
-    }
+    const idle = (live: LiveSession) =>
+      !this.#opts.watched?.(live.id) && live.touchedAt < cutoff && !this.#dirty.has(live) &&
+      this.#live.get(live.id) === live;
+    const gone = [...this.#live.values()].filter(idle);
     // Its row answers for a session once it leaves memory: bring it up to date first.
-    if (!this.#storeLastSeqs(gone)) return;
-    for (const live of gone) this.#live.delete(live.id);
+    if (!await this.#storeLastSeqs(gone)) return;
+    // One that took events or a viewer while the rows were written stays.
+    for (const live of gone) if (idle(live)) this.#live.delete(live.id);
   }
 
   /** Writes the sessions' committed last seqs to their rows (see start). */
-  #storeLastSeqs(lives: Iterable<LiveSession>): boolean {
-    const list = [...lives];
+  async #storeLastSeqs(lives: Iterable<LiveSession>): Promise<boolean> {
+    const list = [...lives].map((l) => ({ id: l.id, seq: l.lastSeq, eventBytes: l.eventBytes }));
     if (list.length === 0) return true;
-    const { store } = this.#opts;
     try {
-      store.tx(() => {
-        for (const live of list) {
-          store.sessions.setLastSeq(live.id, live.lastSeq, live.eventBytes);
-        }
-      });
+      await this.#opts.store.sessions.setLastSeqs(list);
       return true;
     } catch (err) {
       // The log still has the events; the next start catches the rows up.
@@ -384,7 +439,7 @@ export class EventPipeline {
    * Writes the last seq and log size of every session in memory to its row,
    * so that the rows answer for every session (retention weighs them).
    */
-  storeTails(): boolean {
+  storeTails(): Promise<boolean> {
     return this.#storeLastSeqs(this.#live.values());
   }
 
@@ -392,7 +447,7 @@ export class EventPipeline {
   async close(): Promise<void> {
     await this.settle();
     this.#closed = true;
-    this.#storeLastSeqs(this.#live.values());
+    await this.#storeLastSeqs(this.#live.values());
     if (this.#evictTimer !== null) this.#clock.clearInterval(this.#evictTimer);
     this.#evictTimer = null;
   }

@@ -5,7 +5,7 @@ import { CloseCode } from "../shared/protocol.ts";
 import { openDatabase } from "./store/db.ts";
 import { type Committed, EventPipeline, MAX_EVENT_BYTES } from "./event_pipeline.ts";
 import { type EventCommit, inlineCommit } from "./store/event_writer.ts";
-import { type SessionRecord, Store } from "./store/mod.ts";
+import { type AsyncStore, asyncStore, type SessionRecord, Store } from "./store/mod.ts";
 import { FakeClock, FakeLink } from "./testdata/fakes.ts";
 
 /**
@@ -13,7 +13,7 @@ import { FakeClock, FakeLink } from "./testdata/fakes.ts";
  * "s2" of runner r1 (user u1). Commits go through the store unless `hold`
  * keeps the next ones waiting, or `fail` makes the next one fail.
  */
-async function world() {
+async function world(repos?: (store: Store) => AsyncStore) {
   const dir = await Deno.makeTempDir({ prefix: "baton-pipeline-" });
   const db = openDatabase(join(dir, "relay.db"));
   // Sessions only: their users and runners do not matter here.
@@ -30,7 +30,7 @@ async function world() {
   const write = inlineCommit(store);
   const watched = new Set<string>();
   const pipeline = new EventPipeline({
-    store,
+    store: repos?.(store) ?? asyncStore(store),
     eventBufferSize: 100,
     runners: { link: (id) => links.get(id) },
     commit: (batch) => {
@@ -73,9 +73,12 @@ async function world() {
     failNext() {
       failNext = true;
     },
-    /** Takes events from the runner as its socket would, then ends the turn. */
-    send(sessionId: string, events: SessionEvent[], from = link) {
-      pipeline.ingest(from, { t: "events", sessionId, events });
+    /**
+     * Takes events from the runner as its socket would (a session not in
+     * memory is loaded first: the socket's next message waits for that).
+     */
+    async send(sessionId: string, events: SessionEvent[], from = link) {
+      await pipeline.ingest(from, { t: "events", sessionId, events });
     },
     stored(sessionId: string) {
       return store.events.after(sessionId, 0, 10_000).map((e) => e.seq);
@@ -114,6 +117,11 @@ function events(from: number, to: number, e: SessionEventBody = { type: "message
   return out;
 }
 
+/** Lets every promise that is already settled run its reactions (the store's answers). */
+function ticks(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 0));
+}
+
 /** Lets the commit in flight and its follow-ups finish. */
 async function settled(w: Awaited<ReturnType<typeof world>>): Promise<void> {
   w.clock.endTurn();
@@ -122,9 +130,9 @@ async function settled(w: Awaited<ReturnType<typeof world>>): Promise<void> {
 
 Deno.test("what arrives in one turn is committed together, then acked and handed on per session", async () => {
   await using w = await world();
-  w.send("s1", events(1, 2));
-  w.send("s2", events(1, 1));
-  w.send("s1", events(3, 4));
+  await w.send("s1", events(1, 2));
+  await w.send("s2", events(1, 1));
+  await w.send("s1", events(3, 4));
   assert.equal(w.batches.length, 0, "nothing is written before the turn ends");
   assert.deepEqual(w.link.acks(), []);
   await settled(w);
@@ -145,11 +153,11 @@ Deno.test("what arrives in one turn is committed together, then acked and handed
 
 Deno.test("re-sent events are skipped and answered with the last committed seq", async () => {
   await using w = await world();
-  w.send("s1", events(1, 3));
+  await w.send("s1", events(1, 3));
   await settled(w);
-  w.send("s1", events(2, 3));
+  await w.send("s1", events(2, 3));
   assert.deepEqual(w.link.acks(), ["s1:3", "s1:3"], "a pure re-send is acked at once");
-  w.send("s1", events(2, 5));
+  await w.send("s1", events(2, 5));
   await settled(w);
   assert.deepEqual(w.batches.map((b) => b[0]!.events.map((e) => e.seq)), [[1, 2, 3], [4, 5]]);
   assert.deepEqual(w.stored("s1"), [1, 2, 3, 4, 5], "nothing stored twice");
@@ -157,8 +165,8 @@ Deno.test("re-sent events are skipped and answered with the last committed seq",
 
 Deno.test("a gap from the runner is logged and the events are still taken in order", async () => {
   await using w = await world();
-  w.send("s1", events(1, 2));
-  w.send("s1", events(5, 6));
+  await w.send("s1", events(1, 2));
+  await w.send("s1", events(5, 6));
   await settled(w);
   assert.deepEqual(w.stored("s1"), [1, 2, 5, 6]);
   assert.match(w.logs.join("\n"), /session s1: gap in events from runner \(2 → 5\)/);
@@ -167,10 +175,10 @@ Deno.test("a gap from the runner is logged and the events are still taken in ord
 Deno.test("commits run one at a time: what arrives meanwhile goes in the next, acks stay in order", async () => {
   await using w = await world();
   w.hold();
-  w.send("s1", events(1, 2));
+  await w.send("s1", events(1, 2));
   w.clock.endTurn();
   assert.equal(w.batches.length, 1);
-  w.send("s1", events(3, 4));
+  await w.send("s1", events(3, 4));
   w.clock.endTurn();
   assert.equal(w.batches.length, 1, "no second commit while one is in flight");
   assert.deepEqual(w.link.acks(), [], "nothing acked before it is durable");
@@ -183,10 +191,10 @@ Deno.test("commits run one at a time: what arrives meanwhile goes in the next, a
 
 Deno.test("a failed commit acks nothing, closes the runner's link, and takes the re-sent events", async () => {
   await using w = await world();
-  w.send("s1", events(1, 2));
+  await w.send("s1", events(1, 2));
   await settled(w);
   w.failNext();
-  w.send("s1", events(3, 4, { type: "session_start" }));
+  await w.send("s1", events(3, 4, { type: "session_start" }));
   await settled(w);
   assert.deepEqual(w.link.acks(), ["s1:2"]);
   assert.deepEqual(w.link.closedWith, {
@@ -198,7 +206,7 @@ Deno.test("a failed commit acks nothing, closes the runner's link, and takes the
   assert.equal(w.committed.length, 1);
 
   // The runner reconnects and sends what was not acked.
-  w.send("s1", events(3, 4, { type: "session_start" }));
+  await w.send("s1", events(3, 4, { type: "session_start" }));
   await settled(w);
   assert.deepEqual(w.stored("s1"), [1, 2, 3, 4]);
   assert.deepEqual(w.link.acks(), ["s1:2", "s1:4"]);
@@ -207,9 +215,9 @@ Deno.test("a failed commit acks nothing, closes the runner's link, and takes the
 
 Deno.test("events of an unknown or foreign session are refused with unknown_session", async () => {
   await using w = await world();
-  w.send("nope", events(1, 1));
+  await w.send("nope", events(1, 1));
   const foreign = new FakeLink("r2", "u2");
-  w.send("s1", events(1, 1), foreign);
+  await w.send("s1", events(1, 1), foreign);
   await settled(w);
   assert.equal(w.batches.length, 0);
   assert.deepEqual(w.link.sent, [{
@@ -224,7 +232,7 @@ Deno.test("events of an unknown or foreign session are refused with unknown_sess
 Deno.test("an event too large to store is replaced by a marker", async () => {
   await using w = await world();
   const big = { type: "tool_output", text: "x".repeat(MAX_EVENT_BYTES) };
-  w.send("s1", [{ seq: 1, ts: 1, e: big }]);
+  await w.send("s1", [{ seq: 1, ts: 1, e: big }]);
   await settled(w);
   const [stored] = w.store.events.after("s1", 0, 1);
   assert.deepEqual(JSON.parse(stored!.json).e, {
@@ -237,7 +245,7 @@ Deno.test("an event too large to store is replaced by a marker", async () => {
 
 Deno.test("events move the session's listed state once committed", async () => {
   await using w = await world();
-  w.send("s1", [
+  await w.send("s1", [
     { seq: 1, ts: 1, e: { type: "session_start", cwd: "/w/a", model: { provider: "p", id: "m" } } },
     {
       seq: 2,
@@ -264,7 +272,11 @@ Deno.test("events move the session's listed state once committed", async () => {
     title: "Fix the bug",
   });
 
-  w.send("s1", [{ seq: 4, ts: 4, e: { type: "session_end", reason: "crashed", message: "boom" } }]);
+  await w.send("s1", [{
+    seq: 4,
+    ts: 4,
+    e: { type: "session_end", reason: "crashed", message: "boom" },
+  }]);
   await settled(w);
   const ended = w.store.sessions.get("s1")!;
   assert.deepEqual([ended.status, ended.endReason, ended.endedAt], [
@@ -272,15 +284,15 @@ Deno.test("events move the session's listed state once committed", async () => {
     "boom",
     new Date(w.clock.now()).toISOString(),
   ]);
-  w.send("s1", [{ seq: 5, ts: 5, e: { type: "session_start" } }]);
+  await w.send("s1", [{ seq: 5, ts: 5, e: { type: "session_start" } }]);
   await settled(w);
   assert.equal(w.store.sessions.get("s1")!.status, "error", "an ended session stays ended");
 });
 
 Deno.test("an event the relay writes itself goes after the runner's, with its state change", async () => {
   await using w = await world();
-  w.send("s1", events(1, 3));
-  w.pipeline.inject(w.store.sessions.get("s1")!, { type: "session_end", reason: "lost" }, {
+  await w.send("s1", events(1, 3));
+  await w.pipeline.inject(w.store.sessions.get("s1")!, { type: "session_end", reason: "lost" }, {
     status: "error",
     endReason: "gone",
   });
@@ -298,10 +310,10 @@ Deno.test("a title set before the first prompt is committed keeps the prompt fro
     ts: seq,
     e: { type: "message_start", message: { role: "user", content } },
   });
-  w.send("s1", [prompt(1, "first prompt")]);
+  await w.send("s1", [prompt(1, "first prompt")]);
   assert.equal(w.pipeline.retitle("s1", "Mine"), true);
   assert.equal(w.pipeline.retitle("s9", "Mine"), false, "not in memory");
-  w.send("s1", [prompt(2, "second prompt")]);
+  await w.send("s1", [prompt(2, "second prompt")]);
   await settled(w);
   assert.equal(w.committed.at(-1)!.patch?.title, undefined, "no title from either prompt");
   assert.equal(w.store.sessions.get("s1")!.title, "", "the service writes the new title itself");
@@ -309,7 +321,7 @@ Deno.test("a title set before the first prompt is committed keeps the prompt fro
 
 Deno.test("a dropped session's pending events are never written", async () => {
   await using w = await world();
-  w.send("s1", events(1, 2));
+  await w.send("s1", events(1, 2));
   w.pipeline.drop("s1");
   await settled(w);
   assert.equal(w.batches.length, 0);
@@ -318,33 +330,36 @@ Deno.test("a dropped session's pending events are never written", async () => {
 
 Deno.test("idle sessions without viewers leave memory with their last seq written", async () => {
   await using w = await world();
-  w.pipeline.start();
-  w.send("s1", events(1, 3));
-  w.send("s2", events(1, 1));
+  await w.pipeline.start();
+  await w.send("s1", events(1, 3));
+  await w.send("s2", events(1, 1));
   await settled(w);
   w.watched.add("s2");
   assert.equal(w.store.sessions.get("s1")!.lastSeq, 0, "not written with every commit");
   w.clock.advance(5 * 60_000);
+  await ticks();
   assert.ok(w.pipeline.get("s1"), "recent: still in memory");
   w.clock.advance(6 * 60_000);
+  await ticks();
   assert.equal(w.pipeline.get("s1"), undefined);
   assert.ok(w.pipeline.get("s2"), "a watched session stays");
   assert.equal(w.store.sessions.get("s1")!.lastSeq, 3);
-  assert.equal(w.pipeline.open(w.store.sessions.get("s1")!).lastSeq, 3, "reloaded from its row");
+  const reloaded = await w.pipeline.open(w.store.sessions.get("s1")!);
+  assert.equal(reloaded!.lastSeq, 3, "reloaded from its row");
 });
 
 Deno.test("start catches stored last seqs up with the log; close writes them and stops", async () => {
   await using w = await world();
   w.store.events.appendMany("s1", [{ seq: 1, json: "{}" }, { seq: 2, json: "{}" }]);
-  w.pipeline.start();
+  await w.pipeline.start();
   assert.equal(w.store.sessions.get("s1")!.lastSeq, 2);
   assert.match(w.logs.join("\n"), /brought 1 sessions' last seq up/);
-  w.send("s1", events(3, 5));
+  await w.send("s1", events(3, 5));
   assert.equal(w.clock.pendingTimers, 1, "the eviction interval");
   await w.pipeline.close();
   assert.equal(w.store.sessions.get("s1")!.lastSeq, 5, "what was pending was committed first");
   assert.equal(w.clock.pendingTimers, 0);
-  w.send("s1", events(6, 6));
+  await w.send("s1", events(6, 6));
   w.clock.endTurn();
   assert.equal(w.batches.length, 1, "a closed pipeline commits nothing more");
 });
@@ -354,23 +369,127 @@ Deno.test("a session's log size follows its committed events: in memory at once,
   const size = (from: number, to: number, e?: SessionEventBody) =>
     events(from, to, e).reduce((n, ev) => n + JSON.stringify(ev).length, 0);
   const row = () => w.store.sessions.get("s1")!.eventBytes;
-  w.send("s1", events(1, 3));
+  await w.send("s1", events(1, 3));
   await settled(w);
   const three = size(1, 3);
   assert.equal(w.pipeline.get("s1")!.eventBytes, three);
   assert.equal(row(), 0, "no row write for events alone (see applyCommits)");
   // A state change writes the row, with the size at that seq.
   const end: SessionEventBody = { type: "session_end", reason: "ended" };
-  w.send("s1", events(4, 4, end));
+  await w.send("s1", events(4, 4, end));
   await settled(w);
   assert.equal(row(), three + size(4, 4, end));
   // Re-sent events add nothing.
-  w.send("s1", events(2, 4, end));
+  await w.send("s1", events(2, 4, end));
   await settled(w);
   assert.equal(w.pipeline.get("s1")!.eventBytes, three + size(4, 4, end));
-  w.send("s2", events(1, 2));
+  await w.send("s2", events(1, 2));
   await settled(w);
   assert.equal(w.store.sessions.get("s2")!.eventBytes, 0);
-  assert.equal(w.pipeline.storeTails(), true);
+  assert.equal(await w.pipeline.storeTails(), true);
   assert.equal(w.store.sessions.get("s2")!.eventBytes, size(1, 2));
+});
+
+/** An AsyncStore over `store` whose reads of a log's last seq wait until `open` is called. */
+function gatedStore(store: Store) {
+  const waiting: (() => void)[] = [];
+  let gated = true;
+  const repos = asyncStore(store);
+  const maxSeq = repos.events.maxSeq;
+  const gate = {
+    repos: {
+      ...repos,
+      events: {
+        ...repos.events,
+        maxSeq: (id: string) =>
+          gated
+            ? new Promise<void>((resolve) => waiting.push(resolve)).then(() => maxSeq(id))
+            : maxSeq(id),
+      },
+    } as AsyncStore,
+    /** How many loads wait at the gate. */
+    get waiting() {
+      return waiting.length;
+    },
+    open() {
+      gated = false;
+      for (const w of waiting.splice(0)) w();
+    },
+  };
+  return gate;
+}
+
+Deno.test("a session is loaded once while batches for it keep coming, and takes them in order", async () => {
+  let gate!: ReturnType<typeof gatedStore>;
+  await using w = await world((store) => (gate = gatedStore(store)).repos);
+  w.store.events.appendMany("s1", [{ seq: 1, json: "{}" }, { seq: 2, json: "{}" }]);
+  // As a busy socket would: three batches in flight while the session loads.
+  const sent = [
+    w.pipeline.ingest(w.link, { t: "events", sessionId: "s1", events: events(2, 3) }),
+    w.pipeline.ingest(w.link, { t: "events", sessionId: "s1", events: events(4, 4) }),
+    w.pipeline.ingest(w.link, { t: "events", sessionId: "s1", events: events(3, 5) }),
+  ];
+  await ticks();
+  assert.equal(gate.waiting, 1, "one read of the log's end, not one per batch");
+  assert.equal(w.pipeline.get("s1"), undefined, "not in memory before it is loaded");
+  gate.open();
+  await Promise.all(sent);
+  await settled(w);
+  assert.deepEqual(w.batches.map((b) => b[0]!.events.map((e) => e.seq)), [[3, 4, 5]]);
+  assert.deepEqual(w.stored("s1"), [1, 2, 3, 4, 5], "seq 2 was stored already: skipped");
+  assert.deepEqual(w.link.acks(), ["s1:5"]);
+});
+
+Deno.test("a session dropped while it loads takes none of the events that waited for it", async () => {
+  let gate!: ReturnType<typeof gatedStore>;
+  await using w = await world((store) => (gate = gatedStore(store)).repos);
+  const sent = w.send("s1", events(1, 2));
+  await ticks();
+  assert.equal(gate.waiting, 1);
+  // Its spawn failed (session_service.ts): the row goes, then the pipeline forgets it.
+  w.store.sessions.delete("s1");
+  w.pipeline.drop("s1");
+  gate.open();
+  await sent;
+  await settled(w);
+  assert.equal(w.batches.length, 0, "nothing written");
+  assert.equal(w.pipeline.get("s1"), undefined, "not in memory");
+  assert.deepEqual(w.link.sent.map((m) => m.code), ["unknown_session"]);
+});
+
+Deno.test("a session that takes events while its row is written on eviction stays in memory", async () => {
+  const held: (() => void)[] = [];
+  let released = false;
+  await using w = await world((store) => {
+    const repos = asyncStore(store);
+    const setLastSeqs = repos.sessions.setLastSeqs;
+    return {
+      ...repos,
+      sessions: {
+        ...repos.sessions,
+        // The first write (the eviction's) waits for the test; the one at close does not.
+        setLastSeqs: (list: { id: string; seq: number; eventBytes: number }[]) =>
+          held.length === 0 && !released
+            ? new Promise<void>((resolve) => held.push(resolve)).then(() => setLastSeqs(list))
+            : setLastSeqs(list),
+      },
+    } as AsyncStore;
+  });
+  await w.send("s1", events(1, 2));
+  await w.send("s2", events(1, 1));
+  await settled(w);
+  w.clock.advance(11 * 60_000);
+  const evicting = w.pipeline.evictIdle();
+  await ticks();
+  assert.equal(held.length, 1, "the rows are being written");
+  // Meanwhile s1 gets events (committed: it is recent again); s2 stays idle.
+  await w.send("s1", events(3, 3));
+  await settled(w);
+  released = true;
+  held.shift()!();
+  await evicting;
+  assert.ok(w.pipeline.get("s1"), "s1 stays: it is no longer idle");
+  assert.equal(w.pipeline.get("s1")!.lastSeq, 3);
+  assert.equal(w.pipeline.get("s2"), undefined, "s2 leaves");
+  assert.equal(w.store.sessions.get("s2")!.lastSeq, 1, "its row written first");
 });

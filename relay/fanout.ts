@@ -4,6 +4,10 @@
  * events in shared frames, and the bounded send queues that keep slow
  * viewers from growing the relay's memory.
  *
+ * Over 400 lines: the catch-up pump (from the ring, or from the log read
+ * asynchronously) and the live broadcast share each subscription's state,
+ * and their hand-over is what keeps a viewer's stream free of gaps.
+ *
  * @module
  */
 import type { RelayToViewer, SessionInfo } from "../shared/protocol.ts";
@@ -51,6 +55,21 @@ export const CATCH_UP_BYTES = 64 * 1024;
  * gets a megabytes-long frame on top of its high water.
  */
 export const LIVE_FRAME_BYTES = 128 * 1024;
+/**
+ * Most bytes of events one catch-up read of the log takes (at least one
+ * event, whatever its size): what one read feeds is a few frames, since a
+ * lagging socket takes little at a time.
+ */
+export const LOG_READ_BYTES = 4 * CATCH_UP_BYTES;
+/**
+ * Reads of the log in flight at once, over every viewer. A read answers a
+ * promise (the store may be remote), so a poll of lagging viewers could start
+ * one per viewer before any came back: 200 stalled viewers each reading up to
+ * 500 events of 32 KB held 2 GB at once (tests/faults_test.ts, "200 viewers
+ * that never read"). With this cap and LOG_READ_BYTES they hold 4 MB, plus
+ * any single event bigger than that.
+ */
+export const MAX_LOG_READS = 16;
 /** Longest wait between looks at viewers whose sockets are stuck (ms). */
 const LAG_POLL_MAX_MS = 50;
 
@@ -81,6 +100,8 @@ export interface Subscription {
   readLimit?: number;
   /** The viewer has the session on screen (its `visibility` message): no push for it then. */
   visible?: boolean;
+  /** A read of the log is under way for it: no other catch-up step starts meanwhile. */
+  reading?: boolean;
 }
 
 /** A session's committed tail: its last seq and the events kept in memory. */
@@ -93,8 +114,19 @@ export interface SessionTail {
 export interface FanoutOptions {
   /** The committed tail of a session in memory (undefined once it left). */
   tail: (sessionId: string) => SessionTail | undefined;
-  /** Up to `limit` stored events after `seq`, for what the ring no longer holds. */
-  readLog: (sessionId: string, seq: number, limit: number) => StoredEvent[];
+  /**
+   * Up to `limit` stored events after `seq`, for what the ring no longer
+   * holds. Live events that arrive during the read are not sent to the
+   * subscription (it is not live yet): the catch-up goes on from the read.
+   */
+  readLog: (
+    sessionId: string,
+    seq: number,
+    limit: number,
+    maxBytes: number,
+  ) => Promise<StoredEvent[]>;
+  /** Receives one line per notable incident (a failed read of the log). */
+  log?: (line: string) => void;
   clock?: Clock;
 }
 
@@ -121,6 +153,8 @@ export class Fanout<V extends FanoutViewer = FanoutViewer> {
   #lagTimer: number | null = null;
   /** Delay of the next look at lagging viewers: short while they drain, longer while stuck. */
   #lagDelay = 1;
+  /** Reads of the log in flight (at most MAX_LOG_READS). */
+  #reads = 0;
   #closed = false;
   /** Events handed to viewer sockets so far, live and catch-up (read by `GET /metrics`). */
   eventsSent = 0;
@@ -281,8 +315,13 @@ export class Fanout<V extends FanoutViewer = FanoutViewer> {
     });
   }
 
-  /** Sends stored events a viewer has not seen yet while its socket has room. */
+  /**
+   * Sends stored events a viewer has not seen yet while its socket has room.
+   * From the ring this runs at once; a step that needs the log reads it and
+   * goes on once the read is back (see #readLog).
+   */
   #pump(sub: Subscription, tail: SessionTail): void {
+    if (sub.reading) return;
     while (sub.sent < tail.lastSeq) {
       if (sub.viewer.closed) return;
       if (sub.viewer.bufferedAmount > this.#lowWater || this.#turnBytes > VIEWER_QUEUE_BUDGET) {
@@ -290,38 +329,96 @@ export class Fanout<V extends FanoutViewer = FanoutViewer> {
         return;
       }
       const limit = sub.readLimit ?? CATCH_UP_EVENTS;
-      const chunk = tail.ring.after(sub.sent, limit) ??
-        this.#opts.readLog(sub.sessionId, sub.sent, limit);
-      if (chunk.length === 0) break;
-      let read = 0;
-      for (const ev of chunk) read += ev.json.length;
-      sub.readLimit = Math.max(
-        8,
-        Math.min(
-          CATCH_UP_EVENTS,
-          Math.ceil((this.#lowWater + CATCH_UP_BYTES) * chunk.length / read),
-        ),
-      );
-      // As many frames from this read as the socket takes (not one frame per read).
-      for (let i = 0; i < chunk.length;) {
-        let bytes = 0;
-        let n = i;
-        while (n < chunk.length && bytes < CATCH_UP_BYTES) bytes += chunk[n++]!.json.length;
-        const out = eventsFrame(sub.sessionId, chunk.slice(i, n));
-        sub.viewer.sendRaw(out);
-        this.#spend(out.length);
-        this.eventsSent += n - i;
-        sub.sent = chunk[n - 1]!.seq;
-        i = n;
-        if (sub.viewer.bufferedAmount > this.#lowWater || this.#turnBytes > VIEWER_QUEUE_BUDGET) {
-          break;
-        }
+      const chunk = tail.ring.after(sub.sent, limit);
+      if (chunk === null) {
+        // Its turn comes at a later poll, or when a read in flight is back.
+        if (this.#reads >= MAX_LOG_READS) return this.#addLagging(sub);
+        return this.#readLog(sub, limit);
       }
+      if (chunk.length === 0) break;
+      this.#sendChunk(sub, chunk);
     }
     this.#lagging.delete(sub);
     if (!sub.live) {
       sub.live = true;
       sub.viewer.send({ t: "caught_up", sessionId: sub.sessionId, seq: sub.sent });
+    }
+  }
+
+  /**
+   * One catch-up step from the log. While it reads, the subscription is not
+   * live, so live events only move the tail on; once the read is back its
+   * events go out and the pump goes on from the last one sent, up to the
+   * tail as it is then: no event is missed or sent twice.
+   */
+  #readLog(sub: Subscription, limit: number): void {
+    sub.reading = true;
+    this.#reads++;
+    this.#lagging.delete(sub);
+    const from = sub.sent;
+    const done = () => {
+      sub.reading = false;
+      this.#reads--;
+      // Viewers that waited for a read of their own may start one now.
+      if (this.#lagging.size > 0) {
+        this.#lagDelay = 1;
+        this.#scheduleLagging();
+      }
+    };
+    this.#opts.readLog(sub.sessionId, from, limit, LOG_READ_BYTES).then((chunk) => {
+      done();
+      const tail = this.#opts.tail(sub.sessionId);
+      // Gone meanwhile: unsubscribed, closed, or the session left memory.
+      if (!this.#current(sub) || !tail || sub.sent !== from) return;
+      if (chunk.length > 0) this.#sendChunk(sub, chunk);
+      this.#pump(sub, tail);
+    }, (err) => {
+      done();
+      this.#opts.log?.(`reading the log of ${sub.sessionId} failed: ${err}`);
+      if (!this.#current(sub)) return;
+      // The viewer starts over from where it is (its client resubscribes from its last seq).
+      this.unsubscribe(sub);
+      sub.viewer.send({
+        t: "error",
+        code: "internal",
+        message: "Reading the session's events failed: subscribe again",
+        sessionId: sub.sessionId,
+      });
+    });
+  }
+
+  /** Whether a subscription still stands (its viewer open and subscribed through it). */
+  #current(sub: Subscription): boolean {
+    return !this.#closed && !sub.viewer.closed &&
+      sub.viewer.subs.get(sub.sessionId) === sub &&
+      (this.#subs.get(sub.sessionId)?.has(sub) ?? false);
+  }
+
+  /** Sends a catch-up chunk in as many frames as the socket takes, and sizes the next read. */
+  #sendChunk(sub: Subscription, chunk: StoredEvent[]): void {
+    let read = 0;
+    for (const ev of chunk) read += ev.json.length;
+    sub.readLimit = Math.max(
+      8,
+      Math.min(
+        CATCH_UP_EVENTS,
+        Math.ceil((this.#lowWater + CATCH_UP_BYTES) * chunk.length / read),
+      ),
+    );
+    // As many frames from this read as the socket takes (not one frame per read).
+    for (let i = 0; i < chunk.length;) {
+      let bytes = 0;
+      let n = i;
+      while (n < chunk.length && bytes < CATCH_UP_BYTES) bytes += chunk[n++]!.json.length;
+      const out = eventsFrame(sub.sessionId, chunk.slice(i, n));
+      sub.viewer.sendRaw(out);
+      this.#spend(out.length);
+      this.eventsSent += n - i;
+      sub.sent = chunk[n - 1]!.seq;
+      i = n;
+      if (sub.viewer.bufferedAmount > this.#lowWater || this.#turnBytes > VIEWER_QUEUE_BUDGET) {
+        break;
+      }
     }
   }
 
@@ -353,7 +450,7 @@ export class Fanout<V extends FanoutViewer = FanoutViewer> {
         this.#lagging.delete(sub);
         continue;
       }
-      if (sub.viewer.bufferedAmount <= this.#lowWater) {
+      if (sub.viewer.bufferedAmount <= this.#lowWater && !sub.reading) {
         this.#pump(sub, tail);
         progressed = true;
       }

@@ -5,6 +5,8 @@ import {
   CATCH_UP_BYTES,
   Fanout,
   LIVE_FRAME_BYTES,
+  LOG_READ_BYTES,
+  MAX_LOG_READS,
   VIEWER_HIGH_WATER,
   VIEWER_QUEUE_BUDGET,
   viewerHighWater,
@@ -20,17 +22,36 @@ import { Viewer, VIEWER_MAX_UNREAD } from "./viewer.ts";
  * pipeline does once a commit is durable: the events go to the log and the
  * ring, the tail's last seq moves, then the fan-out broadcasts them.
  */
-function world(options: { ringSize?: number } = {}) {
+function world(
+  options: {
+    ringSize?: number;
+    /** Answers the log's reads (default: at once, from what is stored then). */
+    readLog?: (read: () => StoredEvent[]) => Promise<StoredEvent[]>;
+  } = {},
+) {
   const clock = new FakeClock();
   const log: StoredEvent[] = [];
   const tail = { lastSeq: 0, ring: new EventRing(options.ringSize ?? 1000) };
   let logReads = 0;
+  const logged: string[] = [];
   const fanout = new Fanout<FakeViewer>({
     tail: (id) => id === "s1" ? tail : undefined,
-    readLog: (_id, seq, limit) => {
+    readLog: (_id, seq, limit, maxBytes) => {
       logReads++;
-      return log.filter((e) => e.seq > seq).slice(0, limit);
+      const read = () => {
+        const out: StoredEvent[] = [];
+        let bytes = 0;
+        for (const e of log) {
+          if (e.seq <= seq) continue;
+          if (out.length === limit || (out.length > 0 && bytes + e.json.length > maxBytes)) break;
+          out.push(e);
+          bytes += e.json.length;
+        }
+        return out;
+      };
+      return options.readLog ? options.readLog(read) : Promise.resolve(read());
     },
+    log: (line) => logged.push(line),
     clock,
   });
   const store = (events: StoredEvent[]) => {
@@ -61,7 +82,18 @@ function world(options: { ringSize?: number } = {}) {
     fanout.addViewer(v);
     return fanout.subscribe(v, info(), since);
   };
-  return { clock, fanout, tail, commit, store, join, logReads: () => logReads };
+  return { clock, fanout, tail, commit, store, join, logged, logReads: () => logReads };
+}
+
+/**
+ * Lets catch-up run its course: the log's answers (promises) and the polls
+ * of lagging viewers, turn after turn.
+ */
+async function drained(w: { clock: FakeClock }, turns = 50): Promise<void> {
+  for (let i = 0; i < turns; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    w.clock.advance(1);
+  }
 }
 
 const range = (from: number, to: number) =>
@@ -85,7 +117,7 @@ Deno.test("a viewer subscribing from 0 gets the log in order, caught_up, then ea
   assert.equal(w.fanout.watched("s1"), true);
 });
 
-Deno.test("catch-up reads the ring while it reaches back and the log before that", () => {
+Deno.test("catch-up reads the ring while it reaches back and the log before that", async () => {
   const w = world({ ringSize: 20 });
   w.commit(storedEvents(1, 100)); // the ring keeps 81..100
 
@@ -96,6 +128,7 @@ Deno.test("catch-up reads the ring while it reaches back and the log before that
 
   const old = new FakeViewer();
   w.join(old, 10);
+  await drained(w);
   assert.deepEqual(old.seqs(), range(11, 100));
   assert.ok(w.logReads() > 0, "what the ring no longer holds comes from the log");
 });
@@ -110,7 +143,7 @@ Deno.test("a viewer ahead of the log is told to reset and gets the log from seq 
   assert.deepEqual(v.seqs(), range(1, 5));
 });
 
-Deno.test("a stalled viewer stops at its high water without slowing others, then resyncs from the log", () => {
+Deno.test("a stalled viewer stops at its high water without slowing others, then resyncs from the log", async () => {
   const w = world({ ringSize: 50 });
   const fast = new FakeViewer();
   const slow = new FakeViewer({ reading: false });
@@ -138,6 +171,7 @@ Deno.test("a stalled viewer stops at its high water without slowing others, then
   // It drains: the rest comes from the log (the ring no longer reaches back), in order, once.
   slow.drain(true);
   w.clock.advance(50);
+  await drained(w);
   assert.deepEqual(slow.seqs(), range(1, 200));
   assert.deepEqual(slow.of("caught_up").at(-1), { t: "caught_up", sessionId: "s1", seq: 200 });
   assert.ok(w.logReads() > 0);
@@ -148,7 +182,7 @@ Deno.test("a stalled viewer stops at its high water without slowing others, then
   assert.deepEqual(fast.seqs().at(-1), 201);
 });
 
-Deno.test("a live viewer that missed events is caught up from the log before the new ones", () => {
+Deno.test("a live viewer that missed events is caught up from the log before the new ones", async () => {
   const w = world();
   w.commit(storedEvents(1, 5));
   const v = new FakeViewer();
@@ -157,6 +191,7 @@ Deno.test("a live viewer that missed events is caught up from the log before the
   w.commit(storedEvents(8, 10));
   assert.deepEqual(v.seqs(), [], "8..10 alone would leave a hole");
   w.clock.advance(1);
+  await drained(w);
   assert.deepEqual(v.seqs(), range(6, 10));
   assert.deepEqual(v.of("caught_up").at(-1), { t: "caught_up", sessionId: "s1", seq: 10 });
 });
@@ -295,4 +330,112 @@ Deno.test("a viewer with more than 8 MB unread is closed with 4429 instead of se
   assert.equal(v.closed, true);
   v.sendRaw("x");
   assert.equal(sent.length, 1, "nothing more is queued once closed");
+});
+
+Deno.test("a slow read of the log racing live commits: every event once, in order, then live", async (t) => {
+  for (
+    const [name, snapshot] of [
+      ["the read answers what was stored when it started", "start"],
+      ["the read answers what was stored when it came back", "end"],
+    ] as const
+  ) {
+    await t.step(name, async () => {
+      const slow: { answer: (() => void) | null } = { answer: null };
+      const w = world({
+        ringSize: 20,
+        readLog: (read) => {
+          // The first read is slow; later ones (the rest of the catch-up) answer at once.
+          if (slow.answer) return Promise.resolve(read());
+          const early = read();
+          return new Promise((resolve) => {
+            slow.answer = () => resolve(snapshot === "start" ? early : read());
+          });
+        },
+      });
+      w.commit(storedEvents(1, 100)); // the ring keeps 81..100
+      const v = new FakeViewer();
+      w.join(v, 0);
+      assert.equal(w.logReads(), 1, "the first step reads the log");
+      // Commits land while the read is out: they are not sent ahead of the catch-up.
+      for (let seq = 101; seq < 130; seq += 3) { // 101..130, in ten commits
+        w.commit(storedEvents(seq, seq + 2));
+        w.clock.endTurn();
+      }
+      assert.deepEqual(v.seqs(), [], "nothing before the read is back");
+      // The lagging poll does not start a second read of the same range.
+      w.clock.advance(100);
+      assert.equal(w.logReads(), 1);
+      slow.answer!();
+      await drained(w);
+      assert.deepEqual(v.seqs(), range(1, 130), "no gap, no duplicate");
+      assert.deepEqual(v.of("caught_up"), [{ t: "caught_up", sessionId: "s1", seq: 130 }]);
+      w.commit(storedEvents(131, 131));
+      assert.deepEqual(v.seqs(), range(1, 131), "live again");
+    });
+  }
+});
+
+Deno.test("a read of the log that comes back after the viewer left or resubscribed sends nothing", async () => {
+  const answers: (() => void)[] = [];
+  const w = world({
+    ringSize: 10,
+    readLog: (read) => new Promise((resolve) => answers.push(() => resolve(read()))),
+  });
+  w.commit(storedEvents(1, 50));
+  const gone = new FakeViewer();
+  const sub = w.join(gone, 0);
+  w.fanout.unsubscribe(sub);
+  const again = new FakeViewer();
+  w.join(again, 0);
+  w.join(again, 45); // resubscribed from further on: the first read is stale
+  for (const a of answers.splice(0)) a();
+  await drained(w);
+  assert.deepEqual(gone.seqs(), [], "unsubscribed: nothing");
+  assert.deepEqual(again.seqs(), range(46, 50), "only the current subscription's events");
+});
+
+Deno.test("a failed read of the log ends the subscription with an error the client resubscribes on", async () => {
+  const w = world({ ringSize: 10, readLog: () => Promise.reject(new Error("connection reset")) });
+  w.commit(storedEvents(1, 50));
+  const v = new FakeViewer();
+  w.join(v, 0);
+  await drained(w, 3);
+  assert.deepEqual(v.of("error"), [{
+    t: "error",
+    code: "internal",
+    message: "Reading the session's events failed: subscribe again",
+    sessionId: "s1",
+  }]);
+  assert.equal(w.fanout.watched("s1"), false);
+  assert.match(w.logged.join("\n"), /reading the log of s1 failed: Error: connection reset/);
+});
+
+Deno.test("viewers catching up from the log read it a few at a time, each read capped in bytes", async () => {
+  let inFlight = 0;
+  let most = 0;
+  const w = world({
+    ringSize: 10,
+    readLog: (read) => {
+      inFlight++;
+      most = Math.max(most, inFlight);
+      // Each read comes back a turn later, as a remote store's would.
+      return new Promise((resolve) =>
+        setTimeout(() => {
+          inFlight--;
+          resolve(read());
+        }, 0)
+      );
+    },
+  });
+  w.commit(storedEvents(1, 200, 8 * 1024)); // 1.6 MB, the ring keeps the last 10
+  const viewers = Array.from({ length: 3 * MAX_LOG_READS }, () => new FakeViewer());
+  for (const v of viewers) w.join(v, 0);
+  assert.equal(inFlight, MAX_LOG_READS, "the others wait for a read to come back");
+  await drained(w, 400);
+  assert.ok(most <= MAX_LOG_READS, `${most} reads at once`);
+  for (const v of viewers) assert.deepEqual(v.seqs(), range(1, 200));
+  // Each read took at most LOG_READ_BYTES of events: more reads than events/500.
+  assert.ok(
+    w.logReads() >= viewers.length * Math.ceil(200 * 8 * 1024 / LOG_READ_BYTES) - viewers.length,
+  );
 });

@@ -30,22 +30,23 @@ import { Retention, type RetentionPolicy } from "./retention.ts";
 import { isEnded } from "./session_state.ts";
 import { StateFeed } from "./state_feed.ts";
 import { Subagents } from "./subagents.ts";
+import { notFound } from "./errors.ts";
 import type { InputOptions } from "./input_attachments.ts";
 import type { RunnerHub } from "./runner_link.ts";
 import type { CommitEvents } from "./store/event_writer.ts";
-import { asyncStore, type Store } from "./store/mod.ts";
+import type { AsyncStore } from "./store/mod.ts";
 import type { Viewer, ViewerHub } from "./viewer.ts";
 
 /** Options of {@linkcode Hub}. */
 export interface HubOptions {
-  store: Store;
+  store: AsyncStore;
   /** Events kept in memory per session (`BATON_RELAY_EVENT_BUFFER_SIZE`). */
   eventBufferSize: number;
   baseUrl: string;
   /** Receives one line per notable incident; the CLI prints them. */
   log?: (line: string) => void;
-  /** Writes committed events (default: on this thread, through the store). */
-  commit?: CommitEvents;
+  /** Writes committed events (`inlineCommit`, `adaptiveCommit`, PostgreSQL's committer). */
+  commit: CommitEvents;
   /**
    * Whether what a socket was opened with (browser session, key) still holds;
    * given, sockets whose credentials lapsed are closed within
@@ -68,7 +69,7 @@ const RUNNER_FORGET_MS = 30_000;
 
 /** The relay's services, wired together; {@linkcode Hub.start} starts their timers. */
 export class Hub implements RunnerHub, ViewerHub {
-  readonly store: Store;
+  readonly store: AsyncStore;
   readonly runners: RunnerRegistry;
   readonly events: EventPipeline;
   readonly fanout: Fanout<Viewer>;
@@ -92,17 +93,18 @@ export class Hub implements RunnerHub, ViewerHub {
     const clock = options.clock ?? systemClock;
     this.store = store;
     this.#log = options.log ?? (() => {});
-    this.runners = new RunnerRegistry({ store, clock });
+    this.runners = new RunnerRegistry({ store, clock, log: this.#log });
     this.tunnels = new TunnelRegistry(store);
     this.fanout = new Fanout<Viewer>({
       tail: (id) => this.events.get(id),
-      readLog: (id, seq, limit) => store.events.after(id, seq, limit),
+      readLog: (id, seq, limit, maxBytes) => store.events.after(id, seq, limit, maxBytes),
+      log: this.#log,
       clock,
     });
     this.events = new EventPipeline({
       store,
       eventBufferSize: options.eventBufferSize,
-      ...(options.commit ? { commit: options.commit } : {}),
+      commit: options.commit,
       runners: this.runners,
       onCommitted: (c) => this.#committed(c),
       watched: (id) => this.fanout.watched(id),
@@ -114,6 +116,7 @@ export class Hub implements RunnerHub, ViewerHub {
       viewersOf: (userId) => this.fanout.viewersOf(userId),
       runnerInfo: (id) => this.runners.runnerInfo(id),
       sessionInfo: (s) => this.sessions.sessionInfo(s),
+      log: this.#log,
     });
     this.sessions = new SessionService({
       store,
@@ -122,10 +125,12 @@ export class Hub implements RunnerHub, ViewerHub {
       feed: this.feed,
       baseUrl: options.baseUrl,
       clock,
+      log: this.#log,
     });
     this.services = new ServiceRouter<Viewer>({
       owned: (userId, id) => this.sessions.owned(userId, id),
-      session: (id) => store.sessions.get(id),
+      // A session with subscribers is in memory: what the runner says of others reaches no one.
+      session: (id) => this.events.get(id),
       runners: this.runners,
       viewersOf: (userId) => this.fanout.viewersOf(userId),
       log: this.#log,
@@ -137,10 +142,8 @@ export class Hub implements RunnerHub, ViewerHub {
       ...(options.principalLive ? { principalLive: options.principalLive } : {}),
       clock,
     });
-    // Retention and push use the store asynchronously (issue 22); the rest still synchronously.
-    const data = asyncStore(store);
     this.retention = new Retention({
-      store: data,
+      store,
       events: this.events,
       fanout: this.fanout,
       feed: this.feed,
@@ -153,10 +156,10 @@ export class Hub implements RunnerHub, ViewerHub {
     });
     this.push = options.pushSend
       ? new PushNotifier({
-        store: data,
+        store,
         send: options.pushSend,
         onScreen: (id) => this.fanout.onScreen(id),
-        parentOf: (id) => store.sessions.get(id)?.parentId ?? null,
+        parentOf: async (id) => (await store.sessions.get(id))?.parentId ?? null,
         collab: (userId, id) => isCollab(store, userId, id),
         log: this.#log,
         clock,
@@ -166,8 +169,8 @@ export class Hub implements RunnerHub, ViewerHub {
   }
 
   /** Catches stored last seqs up with the log and starts the services' timers. */
-  start(): void {
-    this.events.start();
+  async start(): Promise<void> {
+    await this.events.start();
     this.credentials.start();
     this.retention.start();
   }
@@ -185,21 +188,25 @@ export class Hub implements RunnerHub, ViewerHub {
     if (!patch) return;
     const ended = patch.status !== undefined && isEnded(patch.status);
     // An ended session receives no more triggers: its subscriptions go with it.
-    if (ended) this.store.triggers.deleteSubscriptionsOfSession(sessionId);
+    if (ended) {
+      void this.store.triggers.deleteSubscriptionsOfSession(sessionId).catch((err) =>
+        this.#log(`deleting the triggers of ended ${sessionId}: ${err}`)
+      );
+    }
     if (patch.status) this.sessions.statusChanged(sessionId);
-    this.feed.sessionChanged(sessionId);
+    this.feed.sessionChanged(sessionId, userId);
     if (ended) this.feed.runnerChanged(userId, runnerId);
   }
 
   // Runner sockets -----------------------------------------------------------
 
   /** Registers an authenticated runner link, replacing an older one for the same id. */
-  attachRunner(link: RunnerConnection, sessions: string[]): {
+  async attachRunner(link: RunnerConnection, sessions: string[]): Promise<{
     acked: Record<string, number>;
     ended: string[];
-  } {
+  }> {
     this.runners.attach(link);
-    const answer = this.sessions.reconcileRunner(link, sessions);
+    const answer = await this.sessions.reconcileRunner(link, sessions);
     this.feed.runnerChanged(link.userId, link.runnerId);
     return answer;
   }
@@ -208,16 +215,16 @@ export class Hub implements RunnerHub, ViewerHub {
     if (this.runners.detach(link)) this.feed.runnerChanged(link.userId, link.runnerId);
   }
 
-  ingest(link: RunnerConnection, msg: EventsMessage): void {
-    this.events.ingest(link, msg);
+  ingest(link: RunnerConnection, msg: EventsMessage): void | Promise<void> {
+    return this.events.ingest(link, msg);
   }
 
   serviceFromRunner(link: RunnerConnection, msg: Record<string, unknown>): void {
     this.services.fromRunner(link, msg);
   }
 
-  serviceFromViewer(v: Viewer, msg: Record<string, unknown>): void {
-    this.services.fromViewer(v, msg);
+  serviceFromViewer(v: Viewer, msg: Record<string, unknown>): Promise<void> {
+    return this.services.fromViewer(v, msg);
   }
 
   link(runnerId: string): RunnerConnection | undefined {
@@ -235,9 +242,15 @@ export class Hub implements RunnerHub, ViewerHub {
   }
 
   /** Subscribes a viewer to a session of its user from `since` (404 for foreign or unknown). */
-  subscribe(v: Viewer, sessionId: string, since: number): Subscription {
-    const rec = this.sessions.owned(v.principal.userId, sessionId);
-    this.events.open(rec);
+  async subscribe(v: Viewer, sessionId: string, since: number): Promise<Subscription> {
+    const rec = await this.sessions.owned(v.principal.userId, sessionId);
+    let live = await this.events.open(rec);
+    // Evicted in the turn between its load and now (eviction spares watched sessions only).
+    for (let i = 0; i < 3 && live && this.events.get(sessionId) !== live; i++) {
+      live = await this.events.open(rec);
+    }
+    // Deleted while it loaded: as unknown.
+    if (!live || this.events.get(sessionId) !== live) throw notFound("Session");
     return this.fanout.subscribe(v, this.sessions.sessionInfo(rec), since);
   }
 
@@ -255,11 +268,11 @@ export class Hub implements RunnerHub, ViewerHub {
     return this.sessions.input(userId, sessionId, kind, text, options);
   }
 
-  listRunners(userId: string): RunnerInfo[] {
+  listRunners(userId: string): Promise<RunnerInfo[]> {
     return this.runners.list(userId);
   }
 
-  listSessions(userId: string): SessionInfo[] {
+  listSessions(userId: string): Promise<SessionInfo[]> {
     return this.sessions.list(userId);
   }
 
@@ -271,7 +284,7 @@ export class Hub implements RunnerHub, ViewerHub {
    * tellRunnerDeleted): one that runs is ended there.
    */
   async deleteSession(userId: string, sessionId: string): Promise<void> {
-    const s = this.sessions.owned(userId, sessionId);
+    const s = await this.sessions.owned(userId, sessionId);
     await this.retention.remove(s);
     this.feed.runnerChanged(userId, s.runnerId);
   }

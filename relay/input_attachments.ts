@@ -9,7 +9,7 @@ import { type AttachmentRef, MAX_INPUT_ATTACHMENTS } from "../shared/attachments
 import type { InputKind } from "../shared/protocol.ts";
 import { type Clock, isoNow } from "./_clock.ts";
 import { invalid, notFound } from "./errors.ts";
-import type { SessionRecord, Store } from "./store/mod.ts";
+import type { AsyncStore, AttachmentRecord, SessionRecord } from "./store/mod.ts";
 
 /** What an input may carry besides its kind and text. */
 export interface InputOptions {
@@ -33,28 +33,45 @@ export function inputAttachments(value: unknown): string[] | null {
  * 404 `not_found`, alike for unknown, foreign and expired ones), in order,
  * without repeats.
  */
-export function attachmentRefs(
-  store: Pick<Store, "attachments">,
+export async function attachmentRefs(
+  store: Pick<AsyncStore, "attachments">,
   s: SessionRecord,
   kind: InputKind,
   ids: string[],
   clock: Clock,
-): AttachmentRef[] {
+): Promise<AttachmentRef[]> {
   if (ids.length === 0) return [];
   if (!WITH_ATTACHMENTS.includes(kind)) {
     throw invalid(`Attachments go with a prompt, steer or followUp, not with '${kind}'`);
   }
+  return await refs(
+    store,
+    ids,
+    clock,
+    (a) => a.userId === s.userId && a.sessionId === s.sessionId,
+  );
+}
+
+/** The attachments `ids` name, in order and without repeats, each passing `mine` (else 404). */
+async function refs(
+  store: Pick<AsyncStore, "attachments">,
+  ids: string[],
+  clock: Clock,
+  mine: (a: AttachmentRecord) => boolean,
+): Promise<AttachmentRef[]> {
   const now = isoNow(clock);
-  return [...new Set(ids)].map((id) => {
-    const a = store.attachments.get(id, now);
-    if (!a || a.userId !== s.userId || a.sessionId !== s.sessionId) throw notFound("Attachment");
-    return {
+  const out: AttachmentRef[] = [];
+  for (const id of new Set(ids)) {
+    const a = await store.attachments.get(id, now);
+    if (!a || !mine(a)) throw notFound("Attachment");
+    out.push({
       attachmentId: a.attachmentId,
       filename: a.filename,
       mimeType: a.mimeType,
       size: a.size,
-    };
-  });
+    });
+  }
+  return out;
 }
 
 /**
@@ -63,21 +80,11 @@ export function attachmentRefs(
  * 404 `not_found`, alike for every reason.
  */
 export function spawnAttachmentRefs(
-  store: Pick<Store, "attachments">,
+  store: Pick<AsyncStore, "attachments">,
   userId: string,
   runnerId: string,
   ids: string[],
   clock: Clock,
-): AttachmentRef[] {
-  const now = isoNow(clock);
-  return [...new Set(ids)].map((id) => {
-    const a = store.attachments.get(id, now);
-    if (!a || a.userId !== userId || a.runnerId !== runnerId) throw notFound("Attachment");
-    return {
-      attachmentId: a.attachmentId,
-      filename: a.filename,
-      mimeType: a.mimeType,
-      size: a.size,
-    };
-  });
+): Promise<AttachmentRef[]> {
+  return refs(store, ids, clock, (a) => a.userId === userId && a.runnerId === runnerId);
 }

@@ -18,7 +18,7 @@ import type { PushAction } from "../shared/push_api.ts";
 import type { SessionEventBody } from "../shared/protocol.ts";
 import { conflict, RelayError } from "./errors.ts";
 import type { RunnerRegistry } from "./runner_registry.ts";
-import type { SessionRecord, Store } from "./store/mod.ts";
+import type { AsyncStore, SessionRecord } from "./store/mod.ts";
 
 /** How long the relay waits for a runner to pass an answer on (ms). */
 const TIMEOUT_MS = 10_000;
@@ -28,17 +28,27 @@ const LOOKBACK = 2000;
 const PAGE_BYTES = 4 * 1024 * 1024;
 
 /** The user_settings key of a session's collab switch. */
-function collabKey(sessionId: string): string {
+export function collabKey(sessionId: string): string {
   return `collab:${sessionId}`;
 }
 
 /** Whether a session of `userId` is in collab mode (answers from notifications allowed). */
-export function isCollab(store: Pick<Store, "settings">, userId: string, sessionId: string) {
-  return store.settings.get<boolean>(userId, collabKey(sessionId), false) === true;
+export async function isCollab(
+  store: Pick<AsyncStore, "settings">,
+  userId: string,
+  sessionId: string,
+): Promise<boolean> {
+  return await store.settings.get<boolean>(userId, collabKey(sessionId), false) === true;
 }
 
 /** What the log says of a question: still waiting, over, or not there. */
 export type QuestionState = "pending" | "closed" | "unknown";
+
+/** A question's state and kind as far as the log was read. */
+export interface QuestionScan {
+  state: QuestionState;
+  kind: "question" | "approval" | null;
+}
 
 /**
  * The state of question `toolCallId` from a session's stored events, read
@@ -49,9 +59,10 @@ export type QuestionState = "pending" | "closed" | "unknown";
 export function questionState(
   events: Iterable<{ json: string }>,
   toolCallId: string,
-): { state: QuestionState; kind: "question" | "approval" | null } {
-  let state: QuestionState = "unknown";
-  let kind: "question" | "approval" | null = null;
+  /** What the events before these said (a log read in pages). */
+  before: QuestionScan = { state: "unknown", kind: null },
+): QuestionScan {
+  let { state, kind } = before;
   const needle = JSON.stringify(toolCallId);
   for (const ev of events) {
     const j = ev.json;
@@ -81,10 +92,10 @@ export function questionState(
 
 /** Options of {@linkcode Questions}. */
 export interface QuestionsOptions {
-  store: Pick<Store, "settings" | "events" | "sessions">;
+  store: Pick<AsyncStore, "settings" | "events" | "sessions">;
   runners: Pick<RunnerRegistry, "assertOwned" | "connectedRunner" | "link">;
   /** A session of `userId` (404 for foreign and unknown ids alike). */
-  owned: (userId: string, sessionId: string) => SessionRecord;
+  owned: (userId: string, sessionId: string) => Promise<SessionRecord>;
 }
 
 /** Answers, collab mode and approval policies. */
@@ -95,32 +106,31 @@ export class Questions {
     this.#o = o;
   }
 
-  collab(userId: string, sessionId: string): boolean {
-    this.#o.owned(userId, sessionId);
-    return isCollab(this.#o.store, userId, sessionId);
+  async collab(userId: string, sessionId: string): Promise<boolean> {
+    await this.#o.owned(userId, sessionId);
+    return await isCollab(this.#o.store, userId, sessionId);
   }
 
-  setCollab(userId: string, sessionId: string, enabled: boolean): boolean {
-    this.#o.owned(userId, sessionId);
-    this.#o.store.settings.set(userId, collabKey(sessionId), enabled);
+  async setCollab(userId: string, sessionId: string, enabled: boolean): Promise<boolean> {
+    await this.#o.owned(userId, sessionId);
+    await this.#o.store.settings.set(userId, collabKey(sessionId), enabled);
     return enabled;
   }
 
   /** The kind of a question that waits in the session, or a 409 when none does under that id. */
-  pendingKind(s: SessionRecord, toolCallId: string): "question" | "approval" {
+  async pendingKind(s: SessionRecord, toolCallId: string): Promise<"question" | "approval"> {
     const { events } = this.#o.store;
-    const last = events.maxSeq(s.sessionId);
+    const last = await events.maxSeq(s.sessionId);
     // Read in pages, each at most PAGE_BYTES: memory stays bounded whatever the events weigh.
-    function* tail() {
-      let after = Math.max(0, last - LOOKBACK);
-      while (after < last) {
-        const page = events.after(s.sessionId, after, 500, PAGE_BYTES);
-        if (page.length === 0) return;
-        yield* page;
-        after = page[page.length - 1]!.seq;
-      }
+    let scan: QuestionScan = { state: "unknown", kind: null };
+    let after = Math.max(0, last - LOOKBACK);
+    while (after < last) {
+      const page = await events.after(s.sessionId, after, 500, PAGE_BYTES);
+      if (page.length === 0) break;
+      scan = questionState(page, toolCallId, scan);
+      after = page[page.length - 1]!.seq;
     }
-    const { state, kind } = questionState(tail(), toolCallId);
+    const { state, kind } = scan;
     if (state !== "pending" || kind === null) throw notPending();
     return kind;
   }
@@ -135,15 +145,15 @@ export class Questions {
     sessionId: string,
     a: { toolCallId: string; text: string; via: AnswerVia; cookie: boolean },
   ): Promise<void> {
-    const s = this.#o.owned(userId, sessionId);
-    if (a.via === "push" && !isCollab(this.#o.store, userId, sessionId)) {
+    const s = await this.#o.owned(userId, sessionId);
+    if (a.via === "push" && !await isCollab(this.#o.store, userId, sessionId)) {
       throw new RelayError(
         "forbidden",
         "not_collab",
         "Answers from notifications need collab mode on this session",
       );
     }
-    const kind = this.pendingKind(s, a.toolCallId);
+    const kind = await this.pendingKind(s, a.toolCallId);
     if (kind === "approval" && !a.cookie) {
       throw new RelayError("forbidden", "cookie_required", "Approvals need a browser session");
     }
@@ -182,7 +192,7 @@ export class Questions {
     runnerId: string,
     set?: ApprovalPolicy,
   ): Promise<RunnerApprovalsResponse> {
-    const link = this.#o.runners.connectedRunner(userId, runnerId);
+    const link = await this.#o.runners.connectedRunner(userId, runnerId);
     return await link.request(
       "approvals",
       set ? { set: true, policy: set } : {},
@@ -196,8 +206,8 @@ export class Questions {
     sessionId: string,
     set?: { policy: ApprovalPolicy | null },
   ): Promise<SessionApprovalsResponse> {
-    const s = this.#o.owned(userId, sessionId);
-    const link = this.#o.runners.connectedRunner(userId, s.runnerId);
+    const s = await this.#o.owned(userId, sessionId);
+    const link = await this.#o.runners.connectedRunner(userId, s.runnerId);
     return await link.request(
       "approvals",
       set ? { sessionId, set: true, policy: set.policy } : { sessionId },

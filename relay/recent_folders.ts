@@ -6,18 +6,18 @@
  * @module
  */
 import type { RunnerRegistry } from "./runner_registry.ts";
-import type { Store } from "./store/mod.ts";
+import type { AsyncStore } from "./store/mod.ts";
 
 /** How many folders the list holds at most. */
 const MAX_RECENT_FOLDERS = 20;
 
 /** Recent folders per user and runner. */
 export class RecentFolders {
-  readonly #store: Pick<Store, "sessions" | "settings">;
+  readonly #store: Pick<AsyncStore, "sessions" | "settings">;
   readonly #runners: Pick<RunnerRegistry, "assertOwned">;
 
   constructor(
-    store: Pick<Store, "sessions" | "settings">,
+    store: Pick<AsyncStore, "sessions" | "settings">,
     runners: Pick<RunnerRegistry, "assertOwned">,
   ) {
     this.#store = store;
@@ -28,16 +28,16 @@ export class RecentFolders {
    * Folders of the caller's recent sessions on a runner of theirs, newest
    * first, minus the ones dismissed (until a newer session uses them again).
    */
-  list(userId: string, runnerId: string): string[] {
-    this.#runners.assertOwned(userId, runnerId);
-    const dismissed = this.#store.settings.get<Record<string, string>>(
+  async list(userId: string, runnerId: string): Promise<string[]> {
+    await this.#runners.assertOwned(userId, runnerId);
+    const dismissed = await this.#store.settings.get<Record<string, string>>(
       userId,
       dismissedKey(runnerId),
       {},
     );
     const seen = new Set<string>();
     const out: string[] = [];
-    for (const s of this.#store.sessions.listForUser(userId)) {
+    for (const s of await this.#store.sessions.listForUser(userId)) {
       if (s.runnerId !== runnerId || !s.cwd || seen.has(s.cwd)) continue;
       seen.add(s.cwd);
       if (hiddenBy(dismissed[s.cwd], s)) continue;
@@ -48,17 +48,18 @@ export class RecentFolders {
   }
 
   /** Hides a folder from the recent ones; false when it was not among them. */
-  dismiss(userId: string, runnerId: string, path: string): boolean {
-    if (!this.list(userId, runnerId).includes(path)) return false;
+  async dismiss(userId: string, runnerId: string, path: string): Promise<boolean> {
+    if (!(await this.list(userId, runnerId)).includes(path)) return false;
     const key = dismissedKey(runnerId);
-    const dismissed = this.#store.settings.get<Record<string, string>>(userId, key, {});
+    const dismissed = await this.#store.settings.get<Record<string, string>>(userId, key, {});
     // The newest session of the folder marks what is hidden: a session that
     // starts after it shows the folder again, even within the same
     // millisecond as this removal (a time would hide it).
-    const newest = this.#store.sessions.listForUser(userId)
-      .find((s) => s.runnerId === runnerId && s.cwd === path)!;
+    const newest = (await this.#store.sessions.listForUser(userId))
+      .find((s) => s.runnerId === runnerId && s.cwd === path);
+    if (!newest) return false;
     dismissed[path] = `${newest.createdAt}|${newest.sessionId}`;
-    this.#store.settings.set(userId, key, dismissed);
+    await this.#store.settings.set(userId, key, dismissed);
     return true;
   }
 }

@@ -36,7 +36,7 @@ async function withWorld(
   const retention = new Retention({
     store: asyncStore(store),
     reclaimSpace: (pages) => reclaimSpace(db, pages),
-    events: { drop() {}, inFlight: () => null, storeTails: () => true },
+    events: { drop() {}, inFlight: () => null, storeTails: () => Promise.resolve(true) },
     fanout: { sessionDeleted: (u, s) => told.push(`${u}/${s}`) },
     feed: { bump() {} },
     policy,

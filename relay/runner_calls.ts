@@ -8,18 +8,18 @@ import type { z } from "zod";
 import { invalid, notFound } from "./errors.ts";
 import type { RunnerCalls } from "./runner_link.ts";
 import type { RunnerServices } from "./runner_services.ts";
-import type { Store } from "./store/mod.ts";
+import type { AsyncStore } from "./store/mod.ts";
 import type { Triggers } from "./triggers.ts";
 
 /** Serves a runner's `call`s and `service_announce`s through the trigger service. */
 export class TriggerCalls implements RunnerCalls {
   constructor(
     readonly triggers: Triggers,
-    readonly store: Pick<Store, "sessions">,
+    readonly store: Pick<AsyncStore, "sessions">,
     readonly services?: RunnerServices,
   ) {}
 
-  announce(runnerId: string, defs: unknown): Promise<string[]> {
+  announce(runnerId: string, defs: unknown): string[] | Promise<string[]> {
     return this.triggers.announce(runnerId, defs);
   }
 
@@ -45,7 +45,7 @@ export class TriggerCalls implements RunnerCalls {
       "./routes/trigger_schemas.ts"
     );
     const sessionId = typeof data.sessionId === "string" ? data.sessionId : "";
-    const s = this.store.sessions.get(sessionId);
+    const s = await this.store.sessions.get(sessionId);
     if (!s || s.runnerId !== link.runnerId || s.userId !== link.userId) throw notFound("Session");
     const parse = <T extends z.ZodType>(schema: T): z.infer<T> => {
       const r = schema.safeParse(data);

@@ -22,7 +22,8 @@ import type { Principal } from "./auth.ts";
 import type { ChunkSink } from "./chunked_reply.ts";
 import { type ErrorKind, offline, rejected, RelayError, timeout } from "./errors.ts";
 import type { RunnerConnection } from "./runner_registry.ts";
-import type { Store } from "./store/mod.ts";
+import type { AsyncStore } from "./store/mod.ts";
+import { InOrder } from "./_in_order.ts";
 import type { ChannelSocket } from "./ws_transport.ts";
 
 /** How long a new runner socket may stay silent before its hello (default). */
@@ -181,20 +182,23 @@ function runnerError(e: WireError | undefined): RelayError {
 /** What a runner socket needs of the relay (the hub). */
 export interface RunnerHub {
   /** Registers a link whose hello was accepted; answers what its welcome carries. */
-  attachRunner(link: RunnerLink, sessions: string[]): {
+  attachRunner(link: RunnerLink, sessions: string[]): Promise<{
     acked: Record<string, number>;
     ended: string[];
-  };
+  }>;
   /** Forgets a link whose socket closed. */
   detachRunner(link: RunnerLink): void;
-  /** Takes a checked `events` message. */
-  ingest(link: RunnerLink, msg: EventsMessage): void;
+  /**
+   * Takes a checked `events` message; a promise when it is not taken yet
+   * (the link's next message waits for it).
+   */
+  ingest(link: RunnerLink, msg: EventsMessage): void | Promise<void>;
   /** A runner's `service_message` (progress, live git status). */
   serviceFromRunner(link: RunnerLink, msg: Record<string, unknown>): void;
   log(line: string): void;
   readonly store: {
-    readonly runners: Pick<Store["runners"], "get" | "upsert">;
-    readonly keys: Pick<Store["keys"], "bindRunner">;
+    readonly runners: Pick<AsyncStore["runners"], "get" | "upsert">;
+    readonly keys: Pick<AsyncStore["keys"], "bindRunner">;
   };
 }
 
@@ -202,8 +206,8 @@ export interface RunnerHub {
 export interface RunnerCalls {
   /** Answers a call (its result, or a RelayError the runner hears as `{code, message}`). */
   call(link: RunnerLink, op: string, data: Record<string, unknown>): unknown;
-  /** Stores the trigger definitions a runner announced; resolves to the problems found. */
-  announce(runnerId: string, defs: unknown): Promise<string[]>;
+  /** Stores the trigger definitions a runner announced; returns the problems found. */
+  announce(runnerId: string, defs: unknown): string[] | Promise<string[]>;
   /** Keeps the panels, sigils and services a runner announced; returns the problems found. */
   announceServices?(
     link: RunnerLink,
@@ -228,12 +232,18 @@ export interface AcceptRunnerOptions {
 
 /**
  * Drives one runner control socket: waits for the hello, authenticates it,
- * then routes events, responses and pings until the socket closes.
+ * then routes events, responses and pings until the socket closes. Once the
+ * hello is accepted, the link's messages are handled in the order they came,
+ * each one after the store work of the one before (InOrder).
  */
 export function acceptRunnerSocket(socket: ChannelSocket, options: AcceptRunnerOptions): void {
   const { hub } = options;
   let link: RunnerLink | null = null;
   let greeting = false;
+  const inOrder = new InOrder((err) => {
+    hub.log(`runner message failed: ${err}`);
+    link?.close(CloseCode.internalError, "Relay failed to handle a message");
+  });
   const helloTimeoutMs = options.helloTimeoutMs ?? HELLO_TIMEOUT_MS;
   const helloTimer = setTimeout(() => {
     if (!link) {
@@ -286,13 +296,13 @@ export function acceptRunnerSocket(socket: ChannelSocket, options: AcceptRunnerO
         `This key is bound to another runner: '${principal.runnerId}'`,
       );
     }
-    const existing = hub.store.runners.get(hello.runnerId);
+    const existing = await hub.store.runners.get(hello.runnerId);
     if (existing && existing.userId !== principal.userId) {
       return reject(CloseCode.forbidden, "forbidden", "This runner id belongs to another account");
     }
     // A runner token reaches one runner: the first to say hello with it.
     if (principal.scope === "runner" && principal.runnerId === null && principal.keyId) {
-      const bound = hub.store.keys.bindRunner(principal.keyId, hello.runnerId);
+      const bound = await hub.store.keys.bindRunner(principal.keyId, hello.runnerId);
       if (bound !== hello.runnerId) {
         return reject(
           CloseCode.forbidden,
@@ -305,7 +315,7 @@ export function acceptRunnerSocket(socket: ChannelSocket, options: AcceptRunnerO
     clearTimeout(helloTimer);
     options.authenticated?.();
     const now = new Date().toISOString();
-    hub.store.runners.upsert({
+    await hub.store.runners.upsert({
       id: hello.runnerId,
       userId: principal.userId,
       name: str(hello.name, 100) || hello.runnerId,
@@ -319,12 +329,23 @@ export function acceptRunnerSocket(socket: ChannelSocket, options: AcceptRunnerO
       createdAt: existing?.createdAt ?? now,
       lastSeenAt: now,
     });
-    link = new RunnerLink(socket, hello.runnerId, principal.userId, principal.keyId);
+    if (socket.readyState !== WebSocket.OPEN) return;
+    const accepted = new RunnerLink(socket, hello.runnerId, principal.userId, principal.keyId);
+    link = accepted;
     const reported = Array.isArray(hello.sessions)
       ? hello.sessions.map((s) => s?.sessionId).filter((id): id is string => typeof id === "string")
       : [];
-    const { acked, ended } = hub.attachRunner(link, reported);
-    link.send({ t: "welcome", v: PROTOCOL_VERSION, runnerId: link.runnerId, acked, ended });
+    // The link's messages from now on wait for the welcome's answer (InOrder).
+    inOrder.run(async () => {
+      const { acked, ended } = await hub.attachRunner(accepted, reported);
+      accepted.send({
+        t: "welcome",
+        v: PROTOCOL_VERSION,
+        runnerId: accepted.runnerId,
+        acked,
+        ended,
+      });
+    });
   }
 
   socket.onmessage = (ev) => {
@@ -360,6 +381,12 @@ export function acceptRunnerSocket(socket: ChannelSocket, options: AcceptRunnerO
       });
       return;
     }
+    const from = link;
+    inOrder.run(() => onMessage(from, msg));
+  };
+
+  /** One message of an accepted link; a promise when the next one must wait for it. */
+  function onMessage(link: RunnerLink, msg: { t?: unknown; [k: string]: unknown }) {
     switch (msg.t) {
       case "events": {
         const bad = invalidEvents(msg as Partial<EventsMessage>);
@@ -367,8 +394,7 @@ export function acceptRunnerSocket(socket: ChannelSocket, options: AcceptRunnerO
           link.send({ t: "error", code: "bad_events", message: `Invalid events: ${bad}` });
           return;
         }
-        hub.ingest(link, msg as unknown as EventsMessage);
-        return;
+        return hub.ingest(link, msg as unknown as EventsMessage);
       }
       case "res":
         if (typeof msg.id === "number") link.resolve(msg as unknown as ControlResponse);
@@ -395,6 +421,7 @@ export function acceptRunnerSocket(socket: ChannelSocket, options: AcceptRunnerO
           ? msg.data as Record<string, unknown>
           : {};
         const from = link;
+        // Calls run side by side (a subagent's wait holds one for minutes): not in order.
         Promise.resolve().then(() => options.calls.call(from, msg.op as string, data))
           .then(
             (result) => from.send({ t: "result", id, ok: true, data: result ?? {} }),
@@ -411,17 +438,8 @@ export function acceptRunnerSocket(socket: ChannelSocket, options: AcceptRunnerO
           );
         return;
       }
-      case "service_announce": {
-        const from = link;
-        const stored = options.calls.announce(link.runnerId, msg.triggerDefs);
-        const services = options.calls.announceServices?.(link, msg) ?? [];
-        stored.then((problems) => {
-          for (const p of problems.concat(services).slice(0, 5)) {
-            from.send({ t: "error", code: "bad_trigger_def", message: `Trigger ignored: ${p}` });
-          }
-        }, (err) => hub.log(`runner trigger announcement failed: ${err}`));
-        return;
-      }
+      case "service_announce":
+        return announce(link, msg);
       default:
         link.send({
           t: "error",
@@ -429,7 +447,15 @@ export function acceptRunnerSocket(socket: ChannelSocket, options: AcceptRunnerO
           message: `Unknown message type: '${shown(msg.t)}'`,
         });
     }
-  };
+  }
+
+  async function announce(link: RunnerLink, msg: Record<string, unknown>): Promise<void> {
+    const problems = (await options.calls.announce(link.runnerId, msg.triggerDefs))
+      .concat(options.calls.announceServices?.(link, msg) ?? []);
+    for (const p of problems.slice(0, 5)) {
+      link.send({ t: "error", code: "bad_trigger_def", message: `Trigger ignored: ${p}` });
+    }
+  }
   socket.onclose = () => {
     clearTimeout(helloTimer);
     if (link) {

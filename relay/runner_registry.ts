@@ -8,7 +8,7 @@ import { CloseCode, type RunnerInfo } from "../shared/protocol.ts";
 import { type Clock, isoNow, systemClock } from "./_clock.ts";
 import type { ChunkSink } from "./chunked_reply.ts";
 import { notFound, offline } from "./errors.ts";
-import type { Store } from "./store/mod.ts";
+import type { AsyncStore, RunnerRecord } from "./store/mod.ts";
 
 /** What the relay needs of one runner's control connection (`RunnerLink` is one). */
 export interface RunnerConnection {
@@ -35,8 +35,10 @@ export interface RunnerPresence {
 
 /** Options of {@linkcode RunnerRegistry}. */
 export interface RunnerRegistryOptions {
-  store: Pick<Store, "runners" | "sessions">;
+  store: Pick<AsyncStore, "runners" | "sessions">;
   clock?: Clock;
+  /** Receives one line per notable incident (a failed write of a runner's last sight). */
+  log?: (line: string) => void;
 }
 
 /** The runner links by runner id. */
@@ -44,10 +46,12 @@ export class RunnerRegistry implements RunnerPresence {
   readonly #links = new Map<string, RunnerConnection>();
   readonly #store: RunnerRegistryOptions["store"];
   readonly #clock: Clock;
+  readonly #log: (line: string) => void;
 
   constructor(options: RunnerRegistryOptions) {
     this.#store = options.store;
     this.#clock = options.clock ?? systemClock;
+    this.#log = options.log ?? (() => {});
   }
 
   /** Registers an authenticated link, closing an older one of the same runner. */
@@ -61,7 +65,9 @@ export class RunnerRegistry implements RunnerPresence {
   detach(link: RunnerConnection): boolean {
     if (this.#links.get(link.runnerId) !== link) return false;
     this.#links.delete(link.runnerId);
-    this.#store.runners.touch(link.runnerId, isoNow(this.#clock));
+    void this.#store.runners.touch(link.runnerId, isoNow(this.#clock)).catch((err) =>
+      this.#log(`storing when runner ${link.runnerId} was last seen: ${err}`)
+    );
     return true;
   }
 
@@ -80,30 +86,40 @@ export class RunnerRegistry implements RunnerPresence {
   }
 
   /** Throws the same 404 for a foreign and an unknown runner. */
-  assertOwned(userId: string, runnerId: string): void {
-    if (!this.#store.runners.getOwned(userId, runnerId)) throw notFound("Runner");
+  async assertOwned(userId: string, runnerId: string): Promise<void> {
+    // A connected runner's owner is its link's (the hello checked it against its row).
+    const link = this.#links.get(runnerId);
+    if (link) {
+      if (link.userId !== userId) throw notFound("Runner");
+      return;
+    }
+    if (!await this.#store.runners.getOwned(userId, runnerId)) throw notFound("Runner");
   }
 
   /** The connected link of a runner `userId` owns; 404 for foreign or unknown, 503 when offline. */
-  connectedRunner(userId: string, runnerId: string): RunnerConnection {
-    this.assertOwned(userId, runnerId);
+  async connectedRunner(userId: string, runnerId: string): Promise<RunnerConnection> {
+    await this.assertOwned(userId, runnerId);
     return this.connected(runnerId);
   }
 
   /** Asks a runner of `userId` to restart or stop its daemon. */
   async control(userId: string, runnerId: string, op: "restart" | "stop"): Promise<void> {
-    await this.connectedRunner(userId, runnerId).request(op, {}, 10_000);
+    await (await this.connectedRunner(userId, runnerId)).request(op, {}, 10_000);
   }
 
-  runnerInfo(runnerId: string): RunnerInfo | undefined {
-    const r = this.#store.runners.get(runnerId);
-    if (!r) return undefined;
+  async runnerInfo(runnerId: string): Promise<RunnerInfo | undefined> {
+    const r = await this.#store.runners.get(runnerId);
+    return r ? await this.#info(r) : undefined;
+  }
+
+  async #info(r: RunnerRecord): Promise<RunnerInfo> {
+    const live = await this.#store.sessions.listLiveForRunner(r.id);
     const connected = this.#links.has(r.id);
     return {
       id: r.id,
       name: r.name,
       connected,
-      sessions: this.#store.sessions.listLiveForRunner(r.id).map((s) => s.sessionId),
+      sessions: live.map((s) => s.sessionId),
       platform: r.platform,
       version: r.version,
       roots: r.roots,
@@ -111,8 +127,10 @@ export class RunnerRegistry implements RunnerPresence {
     };
   }
 
-  list(userId: string): RunnerInfo[] {
-    return this.#store.runners.listForUser(userId).map((r) => this.runnerInfo(r.id)!);
+  async list(userId: string): Promise<RunnerInfo[]> {
+    const out: RunnerInfo[] = [];
+    for (const r of await this.#store.runners.listForUser(userId)) out.push(await this.#info(r));
+    return out;
   }
 
   /** Closes every link (the relay shuts down). */

@@ -28,10 +28,13 @@ export interface ServiceViewer {
 
 /** Options of {@linkcode ServiceRouter}. */
 export interface ServiceRouterOptions<V extends ServiceViewer> {
-  /** A session of `userId`; throws the same 404 for foreign and unknown ids. */
-  owned: (userId: string, sessionId: string) => SessionRecord;
-  /** A session by id, whoever owns it (for a runner's unsolicited messages). */
-  session: (sessionId: string) => SessionRecord | undefined;
+  /** A session of `userId`; rejects with the same 404 for foreign and unknown ids. */
+  owned: (userId: string, sessionId: string) => Promise<SessionRecord>;
+  /**
+   * A session in memory by id, whoever owns it (for a runner's unsolicited
+   * messages: a session with subscribers is always in memory).
+   */
+  session: (sessionId: string) => { userId: string; runnerId: string } | undefined;
   runners: RunnerPresence;
   viewersOf: (userId: string) => Iterable<V>;
   log: (line: string) => void;
@@ -60,8 +63,11 @@ export class ServiceRouter<V extends ServiceViewer> {
     this.#opts = options;
   }
 
-  /** A viewer's `service_message`: checked, forwarded, answered to that viewer alone. */
-  fromViewer(v: V, msg: Record<string, unknown>): void {
+  /**
+   * A viewer's `service_message`: checked, forwarded, answered to that viewer
+   * alone. Resolves once it is sent to the runner (or refused), not answered.
+   */
+  async fromViewer(v: V, msg: Record<string, unknown>): Promise<void> {
     const requestId = typeof msg.requestId === "string" ? msg.requestId : "";
     const serviceId = typeof msg.serviceId === "string" ? msg.serviceId.slice(0, 100) : "";
     const sessionId = typeof msg.sessionId === "string" ? msg.sessionId.slice(0, 100) : "";
@@ -111,7 +117,14 @@ export class ServiceRouter<V extends ServiceViewer> {
           `At most ${MAX_SERVICE_IN_FLIGHT} service requests may be in flight at once`,
         );
       }
-      const s = this.#opts.owned(v.principal.userId, sessionId);
+      // Counted while the session is looked up, so requests sent meanwhile count too.
+      this.#count.set(v, inFlight + 1);
+      let s: SessionRecord;
+      try {
+        s = await this.#opts.owned(v.principal.userId, sessionId);
+      } finally {
+        this.#count.set(v, Math.max(0, (this.#count.get(v) ?? 1) - 1));
+      }
       assertNotEnded(s);
       const link = this.#opts.runners.connected(s.runnerId);
       const relayId = `s${this.#next++}`;
@@ -122,7 +135,7 @@ export class ServiceRouter<V extends ServiceViewer> {
         serviceId,
         runnerId: s.runnerId,
       });
-      this.#count.set(v, inFlight + 1);
+      this.#count.set(v, (this.#count.get(v) ?? 0) + 1);
       const op = msg.op;
       link.request(
         "service_message",

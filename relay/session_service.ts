@@ -23,7 +23,7 @@ import type { RunnerConnection, RunnerRegistry } from "./runner_registry.ts";
 import { assertNotEnded, isEnded, isModelRef, sessionInfo, titleFrom } from "./session_state.ts";
 import type { StateFeed } from "./state_feed.ts";
 import { attachmentRefs, type InputOptions, spawnAttachmentRefs } from "./input_attachments.ts";
-import type { SessionRecord, Store } from "./store/mod.ts";
+import type { AsyncStore, SessionRecord } from "./store/mod.ts";
 
 /** What a new session starts with. */
 export interface SpawnInput {
@@ -56,24 +56,27 @@ export interface SessionControl {
     options?: InputOptions,
   ): Promise<void>;
   waitRunning(sessionId: string, timeoutMs: number): Promise<StartState>;
-  abandonSession(sessionId: string, reason: string): void;
+  /** Ends a session on the relay's side; never rejects (a failure is logged). */
+  abandonSession(sessionId: string, reason: string): Promise<void>;
 }
 
 /** Options of {@linkcode SessionService}. */
 export interface SessionServiceOptions {
-  store: Store;
+  store: AsyncStore;
   runners: Pick<RunnerRegistry, "connected" | "connectedRunner" | "assertOwned">;
   events: Pick<EventPipeline, "lastSeq" | "statusOf" | "inject" | "retitle" | "drop" | "inFlight">;
   feed: Pick<StateFeed, "sessionChanged" | "runnerChanged" | "bump">;
   /** Public address of the relay, for share URLs. */
   baseUrl: string;
   clock?: Clock;
+  /** Receives one line per notable incident. */
+  log?: (line: string) => void;
 }
 
 /** Spawns and steers sessions, and keeps their listed state. */
 export class SessionService implements SessionControl {
   readonly #opts: SessionServiceOptions;
-  readonly #store: Store;
+  readonly #store: AsyncStore;
   readonly #clock: Clock;
   /** Checks to run when a session's status changes (see waitRunning). */
   readonly #statusWaiters = new Map<string, Set<() => void>>();
@@ -89,22 +92,22 @@ export class SessionService implements SessionControl {
   }
 
   /** A session of `userId`; unknown and foreign ids throw the same 404. */
-  owned(userId: string, sessionId: string): SessionRecord {
-    const s = this.#store.sessions.getOwned(userId, sessionId);
+  async owned(userId: string, sessionId: string): Promise<SessionRecord> {
+    const s = await this.#store.sessions.getOwned(userId, sessionId);
     if (!s) throw notFound("Session");
     return s;
   }
 
   /** Every session of `userId`, newest first. */
-  list(userId: string): SessionInfo[] {
-    return this.#store.sessions.listForUser(userId).map((s) => this.sessionInfo(s));
+  async list(userId: string): Promise<SessionInfo[]> {
+    return (await this.#store.sessions.listForUser(userId)).map((s) => this.sessionInfo(s));
   }
 
   /** Starts a session on a runner; the runner checks `cwd` against its roots first. */
   async spawn(userId: string, req: SpawnInput): Promise<{ sessionId: string; shareUrl: string }> {
     checkInputText(req.prompt);
-    const link = this.#opts.runners.connectedRunner(userId, req.runnerId);
-    const attachments = spawnAttachmentRefs(
+    const link = await this.#opts.runners.connectedRunner(userId, req.runnerId);
+    const attachments = await spawnAttachmentRefs(
       this.#store,
       userId,
       req.runnerId,
@@ -114,7 +117,9 @@ export class SessionService implements SessionControl {
     const sessionId = crypto.randomUUID();
     const now = isoNow(this.#clock);
     this.#opts.feed.bump(userId);
-    this.#store.sessions.insert({
+    // Kept by a runner that reconnects meanwhile (reconcileRunner), from before its row exists.
+    link.pendingSpawns.add(sessionId);
+    const row: SessionRecord = {
       sessionId,
       userId,
       runnerId: req.runnerId,
@@ -134,8 +139,13 @@ export class SessionService implements SessionControl {
       isPinned: false,
       parentId: req.parentId ?? null,
       agent: req.agent ?? null,
-    });
-    link.pendingSpawns.add(sessionId);
+    };
+    try {
+      await this.#store.sessions.insert(row);
+    } catch (err) {
+      link.pendingSpawns.delete(sessionId);
+      throw err;
+    }
     try {
       const spawn: SpawnRequest = {
         sessionId,
@@ -154,22 +164,22 @@ export class SessionService implements SessionControl {
       if (typeof res?.cwd !== "string" || res.cwd.length === 0 || res.cwd.length > 4096) {
         throw badRunnerAnswer("spawn");
       }
-      this.#store.sessions.update(sessionId, { cwd: res.cwd }, isoNow(this.#clock));
+      await this.#store.sessions.update(sessionId, { cwd: res.cwd }, isoNow(this.#clock));
     } catch (err) {
       // Nothing started: the session leaves no trace. Its row goes first, so
       // no more of its events are taken (ingest answers unknown_session); what
-      // is pending is dropped, and its stored events go once the commit in
-      // flight, which may hold some of them, is done.
-      this.#store.sessions.delete(sessionId);
+      // is pending, or loading, is dropped, and its stored events go once the
+      // commit in flight, which may hold some of them, is done.
+      await this.#store.sessions.delete(sessionId);
       this.#opts.events.drop(sessionId);
       await this.#opts.events.inFlight();
-      this.#store.events.deleteSession(sessionId);
+      await this.#store.events.deleteSession(sessionId);
       this.#opts.feed.bump(userId);
       throw err;
     } finally {
       link.pendingSpawns.delete(sessionId);
     }
-    this.#opts.feed.sessionChanged(sessionId);
+    this.#opts.feed.sessionChanged(sessionId, userId);
     this.#opts.feed.runnerChanged(userId, req.runnerId);
     return { sessionId, shareUrl: `${this.#opts.baseUrl}/session/${sessionId}` };
   }
@@ -179,28 +189,32 @@ export class SessionService implements SessionControl {
    * stored), with "ended" if it ends first and "timeout" after `timeoutMs`.
    */
   waitRunning(sessionId: string, timeoutMs: number): Promise<StartState> {
-    const state = () => {
-      const s = this.#store.sessions.get(sessionId);
+    const state = async (): Promise<StartState | null> => {
+      const s = await this.#store.sessions.get(sessionId);
       if (!s || isEnded(s.status)) return "ended";
       return s.status === "running" ? "running" : null;
     };
-    const now = state();
-    if (now) return Promise.resolve(now);
-    return new Promise((resolve) => {
+    // The wait is registered before the first look, so a change while the
+    // row is read still wakes it.
+    return new Promise((resolve, reject) => {
       let waiters = this.#statusWaiters.get(sessionId);
       if (!waiters) this.#statusWaiters.set(sessionId, waiters = new Set());
-      const done = (v: StartState) => {
+      let settled = false;
+      const done = (v: StartState | Error) => {
+        if (settled) return;
+        settled = true;
         this.#clock.clearTimeout(timer);
         waiters!.delete(check);
         if (waiters!.size === 0) this.#statusWaiters.delete(sessionId);
-        resolve(v);
+        if (v instanceof Error) reject(v);
+        else resolve(v);
       };
       const check = () => {
-        const v = state();
-        if (v) done(v);
+        state().then((v) => v && done(v), (err) => done(err as Error));
       };
       const timer = this.#clock.setTimeout(() => done("timeout"), timeoutMs);
       waiters.add(check);
+      check();
     });
   }
 
@@ -210,11 +224,15 @@ export class SessionService implements SessionControl {
   }
 
   /** Ends a session on the relay's side (its runner is told to drop it when it asks). */
-  abandonSession(sessionId: string, reason: string): void {
-    const s = this.#store.sessions.get(sessionId);
-    if (!s) return;
-    if (isEnded(this.#opts.events.statusOf(sessionId) ?? s.status)) return;
-    this.#endSession(s, reason);
+  async abandonSession(sessionId: string, reason: string): Promise<void> {
+    try {
+      const s = await this.#store.sessions.get(sessionId);
+      if (!s) return;
+      if (isEnded(this.#opts.events.statusOf(sessionId) ?? s.status)) return;
+      await this.#endSession(s, reason);
+    } catch (err) {
+      this.#opts.log?.(`abandoning session ${sessionId}: ${err}`);
+    }
   }
 
   /**
@@ -223,29 +241,32 @@ export class SessionService implements SessionControl {
    * (`ended`). Sessions the relay believes run on it but it no longer has
    * (its state was wiped) end here, so they do not show as running forever.
    */
-  reconcileRunner(
+  async reconcileRunner(
     link: Pick<RunnerConnection, "runnerId" | "userId" | "pendingSpawns">,
     sessions: string[],
-  ): { acked: Record<string, number>; ended: string[] } {
+  ): Promise<{ acked: Record<string, number>; ended: string[] }> {
     const acked: Record<string, number> = {};
     const ended: string[] = [];
     const reported = new Set(sessions);
+    const mine = new Map<string, SessionRecord>();
     for (const id of sessions) {
-      const s = this.#store.sessions.get(id);
+      const s = await this.#store.sessions.get(id);
       if (!s || s.runnerId !== link.runnerId || s.userId !== link.userId) ended.push(id);
       else if (isEnded(s.status)) ended.push(id);
-      else acked[id] = this.#opts.events.lastSeq(s);
+      else mine.set(id, s);
     }
-    for (const s of this.#store.sessions.listLiveForRunner(link.runnerId)) {
+    // Read once the rows are in, so a commit meanwhile counts (a last seq only moves forward).
+    for (const [id, s] of mine) acked[id] = this.#opts.events.lastSeq(s);
+    for (const s of await this.#store.sessions.listLiveForRunner(link.runnerId)) {
       if (reported.has(s.sessionId) || link.pendingSpawns.has(s.sessionId)) continue;
-      this.#endSession(s, "The runner restarted without this session");
+      await this.#endSession(s, "The runner restarted without this session");
     }
     return { acked, ended };
   }
 
   /** Ends a session the runner lost or can no longer report on. */
-  #endSession(s: SessionRecord, reason: string): void {
-    this.#opts.events.inject(s, { type: "session_end", reason: "lost", message: reason }, {
+  async #endSession(s: SessionRecord, reason: string): Promise<void> {
+    await this.#opts.events.inject(s, { type: "session_end", reason: "lost", message: reason }, {
       status: "error",
       activity: "idle",
       endedAt: isoNow(this.#clock),
@@ -279,8 +300,8 @@ export class SessionService implements SessionControl {
   ): Promise<void> {
     // Here, not in the route's schema: the HTTP route and the viewer socket both come this way.
     checkInputText(text);
-    const s = this.owned(userId, sessionId);
-    const attachments = attachmentRefs(
+    const s = await this.owned(userId, sessionId);
+    const attachments = await attachmentRefs(
       this.#store,
       s,
       kind,
@@ -305,21 +326,23 @@ export class SessionService implements SessionControl {
    * session's first prompt would give it later no longer applies.
    */
   async rename(userId: string, sessionId: string, title: string): Promise<SessionInfo> {
-    this.owned(userId, sessionId);
+    await this.owned(userId, sessionId);
     if (this.#opts.events.retitle(sessionId, title)) {
       // A commit in flight may still carry a title taken from the first prompt: ours goes after.
       await this.#opts.events.inFlight();
     }
-    this.owned(userId, sessionId);
-    this.#store.sessions.update(sessionId, { title }, isoNow(this.#clock));
-    this.#opts.feed.sessionChanged(sessionId);
-    return this.sessionInfo(this.#store.sessions.get(sessionId)!);
+    await this.owned(userId, sessionId);
+    await this.#store.sessions.update(sessionId, { title }, isoNow(this.#clock));
+    this.#opts.feed.sessionChanged(sessionId, userId);
+    const s = await this.#store.sessions.get(sessionId);
+    if (!s) throw notFound("Session");
+    return this.sessionInfo(s);
   }
 
   /** Pins or unpins a session of `userId` and tells the owner's feed. */
-  setPinned(userId: string, sessionId: string, pinned: boolean): void {
-    if (!this.#store.sessions.setPinned(userId, sessionId, pinned)) throw notFound("Session");
-    this.#opts.feed.sessionChanged(sessionId);
+  async setPinned(userId: string, sessionId: string, pinned: boolean): Promise<void> {
+    if (!await this.#store.sessions.setPinned(userId, sessionId, pinned)) throw notFound("Session");
+    this.#opts.feed.sessionChanged(sessionId, userId);
   }
 
   /** The models a runner offers, minus the ones `userId` hid, and its models.json error if any. */
@@ -327,10 +350,10 @@ export class SessionService implements SessionControl {
     userId: string,
     runnerId: string,
   ): Promise<{ models: ModelInfo[]; error?: string }> {
-    const link = this.#opts.runners.connectedRunner(userId, runnerId);
+    const link = await this.#opts.runners.connectedRunner(userId, runnerId);
     const res = await link.request("models", {}, 15_000) as { models?: unknown; error?: unknown };
     if (!Array.isArray(res?.models)) throw badRunnerAnswer("models");
-    const hidden = new Set(this.#store.settings.get<string[]>(userId, "hiddenModels", []));
+    const hidden = new Set(await this.#store.settings.get<string[]>(userId, "hiddenModels", []));
     const models = res.models.filter(isModelInfo).map((m) => ({
       provider: m.provider,
       id: m.id,

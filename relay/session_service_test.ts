@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { RecentFolders } from "./recent_folders.ts";
 import { SessionService } from "./session_service.ts";
-import { Store } from "./store/mod.ts";
+import { asyncStore, Store } from "./store/mod.ts";
 import { openDatabase } from "./store/db.ts";
 import { FakeClock, FakeLink } from "./testdata/fakes.ts";
 
@@ -19,13 +19,13 @@ async function withService(
       return Promise.resolve({ cwd: (data as { cwd: string }).cwd });
     }
   }("r1", "u1");
-  const store = new Store(db);
+  const store = asyncStore(new Store(db));
   const service = new SessionService({
     store,
     runners: {
       connected: () => link,
-      connectedRunner: () => link,
-      assertOwned: () => {},
+      connectedRunner: () => Promise.resolve(link),
+      assertOwned: () => Promise.resolve(),
     },
     events: {
       lastSeq: () => 0,
@@ -40,7 +40,7 @@ async function withService(
     clock,
   });
   try {
-    await fn(service, clock, new RecentFolders(store, { assertOwned: () => {} }));
+    await fn(service, clock, new RecentFolders(store, { assertOwned: () => Promise.resolve() }));
   } finally {
     db.close();
     await Deno.remove(dir, { recursive: true });
@@ -56,13 +56,13 @@ Deno.test("a folder removed from the recent ones comes back with a session start
     clock.advance(5);
     await spawn(s, "/w/b");
     clock.advance(5);
-    assert.deepEqual(folders.list("u1", "r1"), ["/w/b", "/w/a"]);
-    assert.equal(folders.dismiss("u1", "r1", "/w/a"), true);
+    assert.deepEqual(await folders.list("u1", "r1"), ["/w/b", "/w/a"]);
+    assert.equal(await folders.dismiss("u1", "r1", "/w/a"), true);
     // The next session in that folder, within the same millisecond as the removal.
     await spawn(s, "/w/a");
-    assert.deepEqual(folders.list("u1", "r1"), ["/w/a", "/w/b"]);
+    assert.deepEqual(await folders.list("u1", "r1"), ["/w/a", "/w/b"]);
     // Removing it again hides every session of it so far, also one of the same millisecond.
-    assert.equal(folders.dismiss("u1", "r1", "/w/a"), true);
-    assert.deepEqual(folders.list("u1", "r1"), ["/w/b"]);
+    assert.equal(await folders.dismiss("u1", "r1", "/w/a"), true);
+    assert.deepEqual(await folders.list("u1", "r1"), ["/w/b"]);
   });
 });

@@ -103,7 +103,7 @@ export function socketRoutes(options: SocketRoutesOptions): Hono<RelayEnv> {
     if (!/^[A-Za-z0-9_-]{1,64}$/.test(runnerId) || !/^t_[A-Za-z0-9]{1,40}$/.test(terminalId)) {
       throw new HttpError(404, "not_found", "Terminal not found");
     }
-    const link = hub.tunnels.connected(p.userId, runnerId);
+    const link = await hub.tunnels.connected(p.userId, runnerId);
     const address = clientIp(c, options.trustProxy ?? false);
     const { socket, response } = upgrade(c.req.raw, "terminal", address, true);
     acceptTerminalSocket(socket, link, terminalId);

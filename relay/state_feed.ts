@@ -5,7 +5,7 @@
  * @module
  */
 import type { RelayToViewer, RunnerInfo, SessionInfo } from "../shared/protocol.ts";
-import type { SessionRecord, Store } from "./store/mod.ts";
+import type { AsyncStore, SessionRecord } from "./store/mod.ts";
 
 /** A viewer as the feed sees it. */
 export interface FeedViewer {
@@ -16,11 +16,13 @@ export interface FeedViewer {
 
 /** Options of {@linkcode StateFeed}. */
 export interface StateFeedOptions {
-  store: Pick<Store, "sessions">;
+  store: Pick<AsyncStore, "sessions">;
   /** The connected viewers of a user. */
   viewersOf: (userId: string) => ReadonlySet<FeedViewer>;
-  runnerInfo: (runnerId: string) => RunnerInfo | undefined;
+  runnerInfo: (runnerId: string) => Promise<RunnerInfo | undefined>;
   sessionInfo: (s: SessionRecord) => SessionInfo;
+  /** Receives one line per notable incident (a failed read). */
+  log?: (line: string) => void;
 }
 
 /** Tells each user's watching viewers what changed, and counts changes per user. */
@@ -28,6 +30,12 @@ export class StateFeed {
   readonly #opts: StateFeedOptions;
   /** Per user, bumped on every change to one of their sessions (see version). */
   readonly #versions = new Map<string, number>();
+  /**
+   * Per runner or session, the number of the newest read of its state: an
+   * older read that comes back after it is not sent (it would undo it).
+   */
+  readonly #reads = new Map<string, number>();
+  #nextRead = 0;
 
   constructor(options: StateFeedOptions) {
     this.#opts = options;
@@ -35,22 +43,43 @@ export class StateFeed {
 
   /** Sends the runner's current state to its owner's watching viewers. */
   runnerChanged(userId: string, runnerId: string): void {
-    const viewers = this.#opts.viewersOf(userId);
-    if (viewers.size === 0) return;
-    const runner = this.#opts.runnerInfo(runnerId);
-    if (!runner) return;
-    for (const v of viewers) if (v.watching) v.send({ t: "runner", runner });
+    if (this.#opts.viewersOf(userId).size === 0) return;
+    this.#newest(`r\n${runnerId}`, () => this.#opts.runnerInfo(runnerId), (runner) => {
+      if (!runner) return;
+      for (const v of this.#opts.viewersOf(userId)) {
+        if (v.watching) v.send({ t: "runner", runner });
+      }
+    });
   }
 
-  /** Sends the session's current state to its owner's watching viewers. */
-  sessionChanged(sessionId: string): void {
-    const s = this.#opts.store.sessions.get(sessionId);
-    if (!s) return;
-    this.bump(s.userId);
-    const viewers = this.#opts.viewersOf(s.userId);
-    if (viewers.size === 0) return;
-    const session = this.#opts.sessionInfo(s);
-    for (const v of viewers) if (v.watching) v.send({ t: "session", session });
+  /**
+   * Sends the session's current state to its owner's watching viewers.
+   * Give its owner when known: the listings' version moves at once then.
+   */
+  sessionChanged(sessionId: string, userId?: string): void {
+    if (userId !== undefined) this.bump(userId);
+    this.#newest(`s\n${sessionId}`, () => this.#opts.store.sessions.get(sessionId), (s) => {
+      if (!s) return;
+      if (userId === undefined) this.bump(s.userId);
+      const viewers = this.#opts.viewersOf(s.userId);
+      if (viewers.size === 0) return;
+      const session = this.#opts.sessionInfo(s);
+      for (const v of viewers) if (v.watching) v.send({ t: "session", session });
+    });
+  }
+
+  /** Reads a state and hands it to `send` unless a newer read of the same key started since. */
+  #newest<T>(key: string, read: () => Promise<T>, send: (value: T) => void): void {
+    const n = ++this.#nextRead;
+    this.#reads.set(key, n);
+    read().then((value) => {
+      if (this.#reads.get(key) !== n) return;
+      this.#reads.delete(key);
+      send(value);
+    }, (err) => {
+      if (this.#reads.get(key) === n) this.#reads.delete(key);
+      this.#opts.log?.(`the feed could not read ${key.replace("\n", " ")}: ${err}`);
+    });
   }
 
   /**

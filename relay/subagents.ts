@@ -19,7 +19,7 @@ import type { Committed } from "./event_pipeline.ts";
 import type { RunnerCalls, RunnerLink } from "./runner_link.ts";
 import type { SessionControl } from "./session_service.ts";
 import { isEnded } from "./session_state.ts";
-import type { SessionRecord, Store } from "./store/mod.ts";
+import type { AsyncStore, SessionRecord } from "./store/mod.ts";
 import {
   MAX_SUBAGENT_DEPTH,
   MAX_SUBAGENTS_PER_SESSION,
@@ -49,7 +49,7 @@ interface Tracked {
 
 /** Options of {@linkcode Subagents}. */
 export interface SubagentsOptions {
-  store: Pick<Store, "sessions" | "events">;
+  store: Pick<AsyncStore, "sessions" | "events">;
   sessions: Pick<SessionControl, "spawn" | "input">;
   log?: (line: string) => void;
   clock?: Clock;
@@ -71,12 +71,12 @@ export class Subagents {
   }
 
   /** How deep a session sits: 0 for one a person started, 1 for its child, ... */
-  depthOf(s: SessionRecord): number {
+  async depthOf(s: SessionRecord): Promise<number> {
     let depth = 0;
     let cur: SessionRecord | undefined = s;
     while (cur?.parentId && depth <= MAX_SUBAGENT_DEPTH) {
       depth++;
-      cur = this.#opts.store.sessions.get(cur.parentId);
+      cur = await this.#opts.store.sessions.get(cur.parentId);
     }
     return depth;
   }
@@ -88,7 +88,7 @@ export class Subagents {
     data: Record<string, unknown>,
   ): Promise<unknown> {
     const sessionId = typeof data.sessionId === "string" ? data.sessionId : "";
-    const s = this.#opts.store.sessions.get(sessionId);
+    const s = await this.#opts.store.sessions.get(sessionId);
     if (!s || s.runnerId !== link.runnerId || s.userId !== link.userId) throw notFound("Session");
     switch (op) {
       case "subagents.spawn":
@@ -117,13 +117,15 @@ export class Subagents {
       const problem = docNameProblem(agent);
       if (problem) throw invalid(`Invalid agent: ${problem}`);
     }
-    if (this.depthOf(parent) >= MAX_SUBAGENT_DEPTH) {
+    if (await this.depthOf(parent) >= MAX_SUBAGENT_DEPTH) {
       throw conflict(
         "subagent_depth",
         `A subagent at depth ${MAX_SUBAGENT_DEPTH} cannot start subagents of its own`,
       );
     }
-    if (this.#opts.store.sessions.countChildren(parent.sessionId) >= MAX_SUBAGENTS_PER_SESSION) {
+    if (
+      await this.#opts.store.sessions.countChildren(parent.sessionId) >= MAX_SUBAGENTS_PER_SESSION
+    ) {
       throw conflict(
         "subagent_limit",
         `This session has started its ${MAX_SUBAGENTS_PER_SESSION} subagents already`,
@@ -154,13 +156,14 @@ export class Subagents {
 
   /** Waits up to `waitMs` for a child's answer; `{done: false}` when it is still at work. */
   async #wait(parent: SessionRecord, childId: string): Promise<SubagentWaitAnswer> {
-    const child = this.#opts.store.sessions.get(childId);
+    const child = await this.#opts.store.sessions.get(childId);
     if (!child || child.parentId !== parent.sessionId) throw notFound("Subagent");
     let t = this.#tracked.get(childId);
     if (!t) {
       // The relay restarted since the child started: read what its log says so far.
+      // (Followed first, so what is committed during the read is folded too.)
       t = this.#track(childId, child.userId);
-      this.#replay(childId, t);
+      await this.#replay(childId, t);
       if (!t.outcome && isEnded(child.status)) {
         t.outcome = { ok: false, text: `The subagent ended before it answered` };
       } else if (t.outcome && !isEnded(child.status)) {
@@ -195,10 +198,10 @@ export class Subagents {
   }
 
   /** Folds a child's stored events into `t` (after a relay restart). */
-  #replay(childId: string, t: Tracked): void {
+  async #replay(childId: string, t: Tracked): Promise<void> {
     let seq = 0;
     for (;;) {
-      const page = this.#opts.store.events.after(childId, seq, 500);
+      const page = await this.#opts.store.events.after(childId, seq, 500);
       if (page.length === 0) return;
       for (const ev of page) this.#fold(childId, t, ev.json, false);
       seq = page[page.length - 1]!.seq;
@@ -213,7 +216,7 @@ export class Subagents {
   ): Promise<number> {
     const want = only ? new Set(only) : null;
     let stopped = 0;
-    for (const child of this.#opts.store.sessions.listChildren(parent.sessionId)) {
+    for (const child of await this.#opts.store.sessions.listChildren(parent.sessionId)) {
       if (want && !want.has(child.sessionId)) continue;
       if (isEnded(child.status)) continue;
       const t = this.#tracked.get(child.sessionId);
@@ -238,10 +241,18 @@ export class Subagents {
       }
     }
     if (c.patch?.status !== undefined && isEnded(c.patch.status)) {
-      const s = this.#opts.store.sessions.get(c.sessionId);
-      if (s && this.#opts.store.sessions.countChildren(s.sessionId) > 0) {
-        this.stopChildren(s, "Its parent session ended").catch(() => {});
-      }
+      this.#parentEnded(c.sessionId).catch((err) =>
+        this.#opts.log?.(`subagents: ending the children of ${c.sessionId.slice(0, 8)}: ${err}`)
+      );
+    }
+  }
+
+  /** Ends the live children of a session that just ended. */
+  async #parentEnded(sessionId: string): Promise<void> {
+    const { sessions } = this.#opts.store;
+    const s = await sessions.get(sessionId);
+    if (s && await sessions.countChildren(s.sessionId) > 0) {
+      await this.stopChildren(s, "Its parent session ended");
     }
   }
 

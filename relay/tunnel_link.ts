@@ -10,7 +10,7 @@ import { StreamMux } from "../shared/streams.ts";
 import type { TunnelRegister } from "../shared/tunnel_api.ts";
 import type { Principal } from "./auth.ts";
 import { notFound, offline } from "./errors.ts";
-import type { Store } from "./store/mod.ts";
+import type { AsyncStore } from "./store/mod.ts";
 import type { ChannelSocket, Upgraded, UpgradeOptions } from "./ws_transport.ts";
 import { TunnelGrants } from "./tunnel_grants.ts";
 
@@ -72,7 +72,7 @@ export class TunnelRegistry {
   /** How previews are served (set by createRelay through tunnelOriginMiddleware). */
   readonly previews: PreviewSettings = {};
 
-  constructor(readonly store: Pick<Store, "runners">) {}
+  constructor(readonly store: Pick<AsyncStore, "runners">) {}
 
   /** Registers a link, closing an older one of the same runner. */
   attach(link: TunnelLink): void {
@@ -90,11 +90,16 @@ export class TunnelRegistry {
   }
 
   /** The tunnel of a runner `userId` owns: 404 for a foreign or unknown runner, 503 offline. */
-  connected(userId: string, runnerId: string): TunnelLink {
-    if (!this.store.runners.getOwned(userId, runnerId)) throw notFound("Runner");
+  async connected(userId: string, runnerId: string): Promise<TunnelLink> {
     const link = this.#links.get(runnerId);
-    if (!link) throw offline("Runner");
-    return link;
+    // A tunnel's owner is its link's (its register was checked against the runner's row):
+    // a previewed page's every request is served without a read of the store.
+    if (link) {
+      if (link.userId !== userId) throw notFound("Runner");
+      return link;
+    }
+    if (!await this.store.runners.getOwned(userId, runnerId)) throw notFound("Runner");
+    throw offline("Runner");
   }
 
   closeAll(code: number, reason: string): void {
@@ -105,7 +110,7 @@ export class TunnelRegistry {
 /** Options of {@linkcode acceptTunnelSocket}. */
 export interface AcceptTunnelOptions {
   registry: TunnelRegistry;
-  store: Pick<Store, "runners">;
+  store: Pick<AsyncStore, "runners">;
   principalFromKey: (key: string) => Promise<Principal | null>;
   /** The key of the handshake's headers, if any: the register must carry the same. */
   headerKey: string | null;
@@ -159,7 +164,7 @@ export function acceptTunnelSocket(socket: ChannelSocket, options: AcceptTunnelO
       return refuse(CloseCode.forbidden, "forbidden_scope", "This key is bound to another runner");
     }
     // The control channel makes the runner known; the tunnel follows it.
-    const runner = options.store.runners.get(msg.runnerId);
+    const runner = await options.store.runners.get(msg.runnerId);
     if (!runner || runner.userId !== principal.userId) {
       return refuse(CloseCode.forbidden, "forbidden", "Unknown runner: connect /_runner first");
     }

@@ -201,7 +201,7 @@ export class TunnelOrigin {
     if (!grant || !live || await this.label(grant) !== label) return failure(req, expired, false);
     let link;
     try {
-      link = deps.tunnels.connected(grant.userId, grant.runnerId);
+      link = await deps.tunnels.connected(grant.userId, grant.runnerId);
     } catch (err) {
       if (!(err instanceof RelayError)) throw err;
       const status = err.kind === "offline" ? 503 : 404;

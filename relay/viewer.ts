@@ -15,6 +15,7 @@ import { invalid, RelayError } from "./errors.ts";
 import { inputAttachments, type InputOptions } from "./input_attachments.ts";
 import type { FanoutViewer, Subscription } from "./fanout.ts";
 import type { ChannelSocket } from "./ws_transport.ts";
+import { InOrder } from "./_in_order.ts";
 /**
  * Unread bytes past which a viewer is closed (4429) instead of sent another
  * reply or notice. Event frames never get here (the hub stops sending them
@@ -70,8 +71,8 @@ export class Viewer implements FanoutViewer {
 export interface ViewerHub {
   addViewer(v: Viewer): void;
   removeViewer(v: Viewer): void;
-  /** Subscribes from `since`; throws a RelayError (404) for a foreign or unknown session. */
-  subscribe(v: Viewer, sessionId: string, since: number): Subscription;
+  /** Subscribes from `since`; rejects with a RelayError (404) for a foreign or unknown session. */
+  subscribe(v: Viewer, sessionId: string, since: number): Promise<Subscription>;
   unsubscribe(sub: Subscription): void;
   input(
     userId: string,
@@ -80,10 +81,10 @@ export interface ViewerHub {
     text: string,
     options?: InputOptions,
   ): Promise<void>;
-  /** A `service_message` request (git), answered to this viewer alone. */
-  serviceFromViewer(v: Viewer, msg: Record<string, unknown>): void;
-  listRunners(userId: string): RunnerInfo[];
-  listSessions(userId: string): SessionInfo[];
+  /** A `service_message` request (git), answered to this viewer alone; resolves once sent on. */
+  serviceFromViewer(v: Viewer, msg: Record<string, unknown>): Promise<void>;
+  listRunners(userId: string): Promise<RunnerInfo[]>;
+  listSessions(userId: string): Promise<SessionInfo[]>;
   log(line: string): void;
 }
 
@@ -109,10 +110,15 @@ export interface AcceptViewerOptions {
 export const VIEWER_SCOPE_MESSAGE =
   "The viewer channel needs a browser session or a full API key (this key's scope is narrower)";
 
-/** Drives one viewer socket: authentication, subscriptions, input and the feed. */
+/**
+ * Drives one viewer socket: authentication, subscriptions, input and the
+ * feed. Its messages are handled in the order they came: an `unsubscribe` or
+ * `visibility` after a `subscribe` waits for the subscription (InOrder).
+ */
 export function acceptViewerSocket(socket: ChannelSocket, options: AcceptViewerOptions): void {
   const { hub } = options;
   let viewer: Viewer | null = null;
+  const inOrder = new InOrder((err) => hub.log(`viewer message failed: ${err}`));
   let authTimer: ReturnType<typeof setTimeout> | undefined;
 
   function start(principal: Principal): void {
@@ -193,7 +199,8 @@ export function acceptViewerSocket(socket: ChannelSocket, options: AcceptViewerO
       }, () => socket.close(CloseCode.internalError, "Authentication failed"));
       return;
     }
-    if (!viewer.closed) handle(hub, viewer, msg);
+    const v = viewer;
+    inOrder.run(() => v.closed ? undefined : handle(hub, v, msg));
   };
 
   socket.onclose = () => {
@@ -226,7 +233,12 @@ function errorFrame(
   return { code: "internal", message: "Internal error" };
 }
 
-function handle(hub: ViewerHub, v: Viewer, msg: Record<string, unknown>): void {
+/** One message of an authenticated viewer; a promise when the next one must wait for it. */
+function handle(
+  hub: ViewerHub,
+  v: Viewer,
+  msg: Record<string, unknown>,
+): void | Promise<void> {
   const sessionId = typeof msg.sessionId === "string" ? msg.sessionId : undefined;
   const fail = (err: unknown, id?: string) => {
     v.send({
@@ -244,8 +256,7 @@ function handle(hub: ViewerHub, v: Viewer, msg: Record<string, unknown>): void {
         if (typeof since !== "number" || !Number.isSafeInteger(since) || since < 0) {
           throw invalid("since must be a non-negative integer");
         }
-        hub.subscribe(v, sessionId, since);
-        return;
+        return hub.subscribe(v, sessionId, since).then(() => {}, (err) => fail(err));
       }
       case "unsubscribe": {
         const sub = sessionId ? v.subs.get(sessionId) : undefined;
@@ -280,13 +291,9 @@ function handle(hub: ViewerHub, v: Viewer, msg: Record<string, unknown>): void {
         return;
       }
       case "watch":
-        v.watching = true;
-        v.send({ t: "runners", runners: hub.listRunners(v.principal.userId) });
-        v.send({ t: "sessions", sessions: hub.listSessions(v.principal.userId) });
-        return;
+        return watch(hub, v).catch((err) => fail(err));
       case "service_message":
-        hub.serviceFromViewer(v, msg);
-        return;
+        return hub.serviceFromViewer(v, msg);
       case "ping":
         v.send({ t: "pong" });
         return;
@@ -298,4 +305,20 @@ function handle(hub: ViewerHub, v: Viewer, msg: Record<string, unknown>): void {
   } catch (err) {
     fail(err);
   }
+}
+
+/**
+ * `watch`: the lists as they are, and the feed from now on. The feed starts
+ * before the lists are read, so no change falls between them (one that
+ * comes before a list says the same again).
+ */
+async function watch(hub: ViewerHub, v: Viewer): Promise<void> {
+  v.watching = true;
+  const userId = v.principal.userId;
+  const [runners, sessions] = await Promise.all([
+    hub.listRunners(userId),
+    hub.listSessions(userId),
+  ]);
+  v.send({ t: "runners", runners });
+  v.send({ t: "sessions", sessions });
 }

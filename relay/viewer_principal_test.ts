@@ -40,7 +40,7 @@ function world() {
     removeViewer() {},
     subscribe(_v: unknown, sessionId: string) {
       subscribed.push(sessionId);
-      return {};
+      return Promise.resolve({});
     },
     log() {},
   } as unknown as ViewerHub;

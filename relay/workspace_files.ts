@@ -41,7 +41,7 @@ export class WorkspaceFilesService {
   }
 
   async list(userId: string, runnerId: string, body: ListFilesRequest): Promise<ListFilesResponse> {
-    const link = this.#runners.connectedRunner(userId, runnerId);
+    const link = await this.#runners.connectedRunner(userId, runnerId);
     const res = await link.request("files", { path: body.path }, FILES_TIMEOUT_MS);
     const r = res as Partial<ListFilesResponse>;
     if (typeof r?.path !== "string" || !Array.isArray(r.files)) throw badAnswer("files");
@@ -53,7 +53,7 @@ export class WorkspaceFilesService {
     runnerId: string,
     body: SearchFilesRequest,
   ): Promise<SearchFilesResponse> {
-    const link = this.#runners.connectedRunner(userId, runnerId);
+    const link = await this.#runners.connectedRunner(userId, runnerId);
     const res = await link.request("search_files", body, FILES_TIMEOUT_MS);
     const r = res as Partial<SearchFilesResponse>;
     if (!Array.isArray(r?.files)) throw badAnswer("search_files");
@@ -76,7 +76,7 @@ export class WorkspaceFilesService {
     runnerId: string,
     body: ReadFileRequest,
   ): Promise<ReadableStream<Uint8Array>> {
-    const link = this.#runners.connectedRunner(userId, runnerId);
+    const link = await this.#runners.connectedRunner(userId, runnerId);
     const held = this.#reads.get(runnerId) ?? 0;
     if (held >= MAX_READS_PER_RUNNER) {
       throw new RateLimited(

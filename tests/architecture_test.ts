@@ -298,7 +298,8 @@ function unawaitedStoreCalls(text: string): string[] {
     if (before.includes("//") || /^\s*\*/.test(before)) continue;
     // The token right before the call, past any `(` and `!`, across lines.
     const head = text.slice(0, at).replace(/[\s(!]+$/, "");
-    const awaited = /(?<![\w$])(await|return|void)$/.test(head);
+    // An arrow's body is its return value: the arrow's declared type checks it.
+    const awaited = /(?<![\w$])(await|return|void)$|=>$/.test(head);
     // Its result used at once (`store.x.y().z`, `?.z`, `[i]`): a promise's, not the value's.
     let depth = 0;
     let end = at + m[0].length - 1;
@@ -306,7 +307,10 @@ function unawaitedStoreCalls(text: string): string[] {
       if (text[end] === "(") depth++;
       else if (text[end] === ")" && --depth === 0) break;
     }
-    const usedAtOnce = /^\s*(\?\.|\.|\[)/.test(text.slice(end + 1, end + 40));
+    // Handling the promise itself (`.catch(`, `.then(`, `.finally(`) is not using its value.
+    const next = text.slice(end + 1, end + 40);
+    const usedAtOnce = /^\s*(\?\.|\.|\[)/.test(next) &&
+      !/^\s*\.\s*(catch|then|finally)\s*\(/.test(next);
     if (!awaited || usedAtOnce) {
       const line = text.slice(0, at).split("\n").length;
       found.push(`${line}: ${m[0].replace(/\s+/g, "")}`);
@@ -327,11 +331,15 @@ Deno.test("every call to a store repository in relay/ is awaited, returned or vo
       "const n = await store.push.countOf(u).length;",
       "// store.sessions.get(id) in a comment",
       "const s = sessions.get(id); mystore.keys.touch(1);",
+      "readLog: (id) => store.events.after(id, 0, 10),",
+      "void store.runners.touch(id, now).catch(log);",
+      "const r = store.sessions.get(id).then((s) => s?.title);",
     ].join("\n");
     assert.deepEqual(unawaitedStoreCalls(sample), [
       "2: store.sessions.get(",
       "4: opts.store.sessions.get(",
       "8: store.push.countOf(",
+      "13: store.sessions.get(",
     ]);
   });
 

@@ -106,7 +106,7 @@ export function attachmentUploadRoutes(
   app.post("/:id/attachments", doc, async (c) => {
     const { userId } = principal(c);
     const sessionId = c.req.param("id");
-    sessions.owned(userId, sessionId);
+    await sessions.owned(userId, sessionId);
     const boundary = multipartBoundary(c.req.header("content-type") ?? null);
     if (!boundary) {
       throw new HttpError(

@@ -167,8 +167,8 @@ export function sessionQuestionRoutes(questions: Questions): Hono<RelayEnv> {
       ok: "`{collab}`",
       errors: sessionErrors,
     }),
-    (c) => {
-      const collab = questions.collab(principal(c).userId, c.req.param("id"));
+    async (c) => {
+      const collab = await questions.collab(principal(c).userId, c.req.param("id"));
       return c.json({ collab } satisfies CollabResponse);
     },
   );
@@ -186,7 +186,7 @@ export function sessionQuestionRoutes(questions: Questions): Hono<RelayEnv> {
     async (c) => {
       const body = await readJson(c, Collab);
       const userId = cookieOnly(c, "collab mode is changed from the browser");
-      const collab = questions.setCollab(userId, c.req.param("id"), body.enabled);
+      const collab = await questions.setCollab(userId, c.req.param("id"), body.enabled);
       return c.json({ collab } satisfies CollabResponse);
     },
   );

@@ -34,10 +34,10 @@ export function runnerServiceRoutes(
         503: "`runner_offline`: the runner is not connected",
       },
     }),
-    (c) => {
+    async (c) => {
       const p = principal(c);
       const runnerId = c.req.param("runnerId");
-      runners.connectedRunner(p.userId, runnerId);
+      await runners.connectedRunner(p.userId, runnerId);
       return c.json(services.view(runnerId) satisfies RunnerServicesResponse);
     },
   );

@@ -61,9 +61,11 @@ export function runnerRoutes(
   app.get(
     "/",
     listDoc,
-    (c) => {
+    async (c) => {
       const { userId, runnerId } = principal(c);
-      const list = runners.list(userId).filter((r) => runnerId === null || r.id === runnerId);
+      const list = (await runners.list(userId)).filter((r) =>
+        runnerId === null || r.id === runnerId
+      );
       return c.json(list satisfies RunnerListResponse);
     },
   );
@@ -138,8 +140,8 @@ export function runnerRoutes(
     ok: "`{folders: [...]}`, newest session first, at most 20",
     errors: NOT_FOUND,
   });
-  app.get("/:runnerId/recent-folders", foldersDoc, (c) => {
-    const list = folders.list(principal(c).userId, c.req.param("runnerId"));
+  app.get("/:runnerId/recent-folders", foldersDoc, async (c) => {
+    const list = await folders.list(principal(c).userId, c.req.param("runnerId"));
     return c.json({ folders: list } satisfies RecentFoldersResponse);
   });
 
@@ -156,9 +158,9 @@ export function runnerRoutes(
     const userId = principal(c).userId;
     const runnerId = c.req.param("runnerId");
     // A foreign runner answers 404 whatever the body.
-    runners.assertOwned(userId, runnerId);
+    await runners.assertOwned(userId, runnerId);
     const { path } = await readJson(c, FolderRef);
-    const deleted = folders.dismiss(userId, runnerId, path);
+    const deleted = await folders.dismiss(userId, runnerId, path);
     return c.json({ ok: true, deleted } satisfies DismissFolderResponse);
   });
 

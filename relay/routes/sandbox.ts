@@ -64,10 +64,10 @@ const SavedAnswer = z.object({
 export function sandboxRoutes(runners: RunnerRegistry): Hono<RelayEnv> {
   const app = new Hono<RelayEnv>();
   /** The caller's runner id, after the cookie and ownership checks (foreign and unknown: 404). */
-  const owned = (c: Context<RelayEnv>) => {
+  const owned = async (c: Context<RelayEnv>) => {
     const p = principal(c);
     const runnerId = c.req.param("runnerId") ?? "";
-    runners.assertOwned(p.userId, runnerId);
+    await runners.assertOwned(p.userId, runnerId);
     if (p.via !== "cookie") {
       throw new HttpError(403, "cookie_required", "Sign in: an API key cannot reach the sandbox");
     }
@@ -86,8 +86,8 @@ export function sandboxRoutes(runners: RunnerRegistry): Hono<RelayEnv> {
       errors,
     }),
     async (c) => {
-      const { userId, runnerId } = owned(c);
-      const link = runners.connectedRunner(userId, runnerId);
+      const { userId, runnerId } = await owned(c);
+      const link = await runners.connectedRunner(userId, runnerId);
       const res = StatusAnswer.safeParse(await link.request("sandbox_status", {}, TIMEOUT_MS));
       if (!res.success) {
         throw rejected("bad_runner_answer", "Runner sent an invalid answer to 'sandbox_status'");
@@ -115,8 +115,8 @@ export function sandboxRoutes(runners: RunnerRegistry): Hono<RelayEnv> {
     async (c) => {
       // The body first, as every JSON route does (a bad one is 400 for anyone).
       const config = await readJson(c, ConfigPatch);
-      const { userId, runnerId } = owned(c);
-      const link = runners.connectedRunner(userId, runnerId);
+      const { userId, runnerId } = await owned(c);
+      const link = await runners.connectedRunner(userId, runnerId);
       const res = SavedAnswer.safeParse(
         await link.request("sandbox_config", { config }, TIMEOUT_MS),
       );

@@ -68,7 +68,7 @@ export function sessionRoutes(
     ok: "`{sessions, persistedSessions}`: live (`starting`, `running`) and finished, newest " +
       "first; a subagent has `parentId` (its parent session) and `agent` (its role)",
   });
-  app.get("/", listDoc, (c) => {
+  app.get("/", listDoc, async (c) => {
     const { userId, runnerId: bound } = principal(c);
     const q = c.req.query("includePersisted");
     const includePersisted = !(q === "false" || q === "0");
@@ -80,7 +80,7 @@ export function sessionRoutes(
     const version = feed.version(userId);
     let cached = listings.get(key);
     if (!cached || cached.version !== version) {
-      const all = store.sessions.listForUser(userId)
+      const all = (await store.sessions.listForUser(userId))
         .filter((s) => !runnerId || s.runnerId === runnerId)
         .map((s) => sessions.sessionInfo(s));
       const isLive = (s: { status: string }) => s.status === "starting" || s.status === "running";
@@ -105,9 +105,9 @@ export function sessionRoutes(
     auth: "principal",
     ok: "`{pinnedSessions: [...]}`, of any status, newest first",
   });
-  app.get("/pinned", pinnedDoc, (c) => {
+  app.get("/pinned", pinnedDoc, async (c) => {
     const { userId, runnerId } = principal(c);
-    const pinned = store.sessions.listPinned(userId)
+    const pinned = (await store.sessions.listPinned(userId))
       .filter((s) => runnerId === null || s.runnerId === runnerId);
     return c.json(
       {
@@ -123,8 +123,8 @@ export function sessionRoutes(
     ok: "`{session: {...}}`, with `parentId` (null unless a subagent) and `agent`",
     errors: NOT_FOUND,
   });
-  app.get("/:id", getDoc, (c) => {
-    const s = sessions.owned(principal(c).userId, c.req.param("id"));
+  app.get("/:id", getDoc, async (c) => {
+    const s = await sessions.owned(principal(c).userId, c.req.param("id"));
     return c.json({ session: sessions.sessionInfo(s) } satisfies SessionResponse);
   });
 
@@ -140,11 +140,11 @@ export function sessionRoutes(
     const body = await readJson(c, Update);
     const userId = principal(c).userId;
     const id = c.req.param("id");
-    sessions.owned(userId, id);
-    if (body.pinned !== undefined) sessions.setPinned(userId, id, body.pinned);
+    await sessions.owned(userId, id);
+    if (body.pinned !== undefined) await sessions.setPinned(userId, id, body.pinned);
     const session = body.title !== undefined
       ? await sessions.rename(userId, id, body.title)
-      : sessions.sessionInfo(sessions.owned(userId, id));
+      : sessions.sessionInfo(await sessions.owned(userId, id));
     return c.json({ session } satisfies SessionResponse);
   });
 
@@ -172,8 +172,8 @@ export function sessionRoutes(
       ok: `\`{ok: true, isPinned: ${pinned}}\``,
       errors: NOT_FOUND,
     });
-    app[method]("/:id/pin", pinDoc, (c) => {
-      sessions.setPinned(principal(c).userId, c.req.param("id"), pinned);
+    app[method]("/:id/pin", pinDoc, async (c) => {
+      await sessions.setPinned(principal(c).userId, c.req.param("id"), pinned);
       return c.json({ ok: true, isPinned: pinned } satisfies PinResponse);
     });
   }
@@ -225,9 +225,9 @@ export function sessionRoutes(
       "sessionId, events: [...], next, hasMore}`",
     errors: { 400: "`bad_request`: `since` or `limit` out of range", ...NOT_FOUND },
   });
-  app.get("/:id/events", eventsDoc, (c) => {
+  app.get("/:id/events", eventsDoc, async (c) => {
     const id = c.req.param("id");
-    sessions.owned(principal(c).userId, id);
+    await sessions.owned(principal(c).userId, id);
     const since = Number(c.req.query("since") ?? "0");
     const limit = Number(c.req.query("limit") ?? "1000");
     if (!Number.isSafeInteger(since) || since < 0) {

@@ -120,7 +120,7 @@ export function skillRoutes(runners: RunnerRegistry): Hono<RelayEnv> {
     data: unknown,
     ok: (r: T) => boolean,
   ): Promise<T> => {
-    const link = runners.connectedRunner(principal(c).userId, c.req.param("runnerId")!);
+    const link = await runners.connectedRunner(principal(c).userId, c.req.param("runnerId")!);
     let res: unknown;
     try {
       res = await link.request(op, data, DOCS_TIMEOUT_MS);
@@ -157,7 +157,7 @@ export function skillRoutes(runners: RunnerRegistry): Hono<RelayEnv> {
         errors: { 400: CWD_ERRORS, 404: NOT_FOUND, ...RUNNER_ERRORS },
       }),
       async (c) => {
-        owned(c);
+        await owned(c);
         const cwd = cwdOf(c);
         const req: DocsRequest = { kind, action: "list", ...(cwd ? { cwd } : {}) };
         return c.json(listBody(await ask<DocsListAnswer>(c, "docs", req, isList)));
@@ -195,7 +195,7 @@ export function skillRoutes(runners: RunnerRegistry): Hono<RelayEnv> {
         },
       }),
       async (c) => {
-        owned(c);
+        await owned(c);
         const name = checkName(c.req.param("name"));
         const cwd = cwdOf(c);
         const req: DocsRequest = { kind, action: "get", name, ...(cwd ? { cwd } : {}) };
@@ -229,7 +229,7 @@ export function skillRoutes(runners: RunnerRegistry): Hono<RelayEnv> {
         },
       }),
       async (c) => {
-        owned(c);
+        await owned(c);
         const body = await readJson(c, Create);
         const req: DocsRequest = {
           kind,
@@ -257,7 +257,7 @@ export function skillRoutes(runners: RunnerRegistry): Hono<RelayEnv> {
         },
       }),
       async (c) => {
-        owned(c);
+        await owned(c);
         const body = await readJson(c, Update);
         const name = checkName(c.req.param("name"));
         const req: DocsRequest = {
@@ -284,7 +284,7 @@ export function skillRoutes(runners: RunnerRegistry): Hono<RelayEnv> {
         },
       }),
       async (c) => {
-        owned(c);
+        await owned(c);
         const name = checkName(c.req.param("name"));
         const req: DocsRequest = { kind, action: "delete", name };
         return c.json(changeBody((await ask<DocsChangeAnswer>(c, "docs", req, isChange)).names));
@@ -305,7 +305,7 @@ export function skillRoutes(runners: RunnerRegistry): Hono<RelayEnv> {
       errors: { 400: CWD_ERRORS, 404: NOT_FOUND, ...RUNNER_ERRORS },
     });
   const plugins = async (c: Context<RelayEnv>, action: PluginsRequest["action"]) => {
-    owned(c);
+    await owned(c);
     const cwd = cwdOf(c);
     const res = await ask<PluginsResponse>(
       c,

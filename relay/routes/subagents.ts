@@ -22,10 +22,10 @@ export function subagentRoutes(hub: Pick<Hub, "store" | "sessions">): Hono<Relay
     ok: "`{sessions: [...]}`, each with `parentId` set to this session",
     errors: { 404: "`not_found`: no such session, or not the caller's" },
   });
-  app.get("/:id/children", doc, (c) => {
+  app.get("/:id/children", doc, async (c) => {
     const { userId, runnerId } = principal(c);
-    const s = hub.sessions.owned(userId, c.req.param("id"));
-    const children = hub.store.sessions.listChildren(s.sessionId)
+    const s = await hub.sessions.owned(userId, c.req.param("id"));
+    const children = (await hub.store.sessions.listChildren(s.sessionId))
       .filter((k) => k.userId === userId && (runnerId === null || k.runnerId === runnerId));
     return c.json(
       {

@@ -87,7 +87,7 @@ export function terminalRoutes(runners: RunnerRegistry): Hono<RelayEnv> {
   app.post("/terminal", openDoc, async (c) => {
     const userId = onlyFull(c);
     const body = await readJson(c, OpenTerminal);
-    const link = runners.connectedRunner(userId, body.runnerId);
+    const link = await runners.connectedRunner(userId, body.runnerId);
     const { runnerId, ...req } = body;
     const res = await link.request("terminal_open", req, 15_000).catch((err) => {
       if (err instanceof RelayError && err.code === "too_many_terminals") {
@@ -108,7 +108,7 @@ export function terminalRoutes(runners: RunnerRegistry): Hono<RelayEnv> {
   });
   app.get("/:runnerId/terminals", listDoc, async (c) => {
     const userId = onlyFull(c);
-    const link = runners.connectedRunner(userId, c.req.param("runnerId"));
+    const link = await runners.connectedRunner(userId, c.req.param("runnerId"));
     const res = answer(
       z.object({ terminals: z.array(Info).max(MAX_TERMINALS_PER_RUNNER * 4) }),
       await link.request("terminal_list", {}, 10_000),
@@ -126,7 +126,7 @@ export function terminalRoutes(runners: RunnerRegistry): Hono<RelayEnv> {
   });
   app.delete("/:runnerId/terminals/:terminalId", closeDoc, async (c) => {
     const userId = onlyFull(c);
-    const link = runners.connectedRunner(userId, c.req.param("runnerId"));
+    const link = await runners.connectedRunner(userId, c.req.param("runnerId"));
     const terminalId = c.req.param("terminalId");
     if (!TERMINAL_ID.test(terminalId)) throw new HttpError(404, "not_found", "Terminal not found");
     await link.request("terminal_close", { terminalId }, 10_000);

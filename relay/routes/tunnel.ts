@@ -22,7 +22,7 @@ import { type Context, Hono } from "hono";
 import type { Auth, Credential } from "../auth.ts";
 import { HttpError, type RelayEnv } from "../_http.ts";
 import { notFound, RelayError } from "../errors.ts";
-import type { Store } from "../store/mod.ts";
+import type { AsyncStore } from "../store/mod.ts";
 import type { TunnelLink, TunnelRegistry } from "../tunnel_link.ts";
 import { failure, preflight, proxyHttp, TunnelFailure } from "../tunnel_proxy.ts";
 import { isUpgrade, proxyWebSocket } from "../tunnel_ws.ts";
@@ -31,7 +31,7 @@ import { isUpgrade, proxyWebSocket } from "../tunnel_ws.ts";
 export interface TunnelRoutesOptions {
   auth: Pick<Auth, "authenticate" | "principalLive">;
   tunnels: TunnelRegistry;
-  store: Pick<Store, "sessions">;
+  store: Pick<AsyncStore, "sessions">;
   originAllowed: (req: Request) => boolean;
 }
 
@@ -92,7 +92,7 @@ export function tunnelRoutes(o: TunnelRoutesOptions): Hono<RelayEnv> {
     }
     let link: TunnelLink;
     try {
-      link = o.tunnels.connected(grant.userId, grant.runnerId);
+      link = await o.tunnels.connected(grant.userId, grant.runnerId);
     } catch (err) {
       return relayFailure(req, err);
     }
@@ -115,15 +115,15 @@ export function tunnelRoutes(o: TunnelRoutesOptions): Hono<RelayEnv> {
   app.all("/runner/:runnerId/:port/*", async (c) => {
     const p = await ownerOf(c);
     const runnerId = c.req.param("runnerId");
-    const link = o.tunnels.connected(p.userId, runnerId);
+    const link = await o.tunnels.connected(p.userId, runnerId);
     return await direct(c, p, link, `/api/tunnel/runner/${runnerId}`);
   });
   app.all("/:sessionId/:port/*", async (c) => {
     const p = await ownerOf(c);
     const sessionId = c.req.param("sessionId");
-    const session = o.store.sessions.getOwned(p.userId, sessionId);
+    const session = await o.store.sessions.getOwned(p.userId, sessionId);
     if (!session) throw notFound("Session");
-    const link = o.tunnels.connected(p.userId, session.runnerId);
+    const link = await o.tunnels.connected(p.userId, session.runnerId);
     return await direct(c, p, link, `/api/tunnel/${sessionId}`);
   });
 

@@ -83,12 +83,12 @@ export function usageRoutes(runners: RunnerRegistry): Hono<RelayEnv> {
     const userId = principal(c).userId;
     const runnerId = c.req.param("runnerId");
     // Unknown and foreign runners answer 404 whatever the query; a bad range 400 even offline.
-    runners.assertOwned(userId, runnerId);
+    await runners.assertOwned(userId, runnerId);
     const range = c.req.query("range") ?? "90d";
     if (!(USAGE_RANGES as readonly string[]).includes(range)) {
       throw invalid(`range must be one of ${USAGE_RANGES.join(", ")}`);
     }
-    const link = runners.connectedRunner(userId, runnerId);
+    const link = await runners.connectedRunner(userId, runnerId);
     const res = Answer.safeParse(
       await link.request("usage", { range: range as UsageRange }, USAGE_TIMEOUT_MS),
     );

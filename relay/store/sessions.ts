@@ -1,4 +1,4 @@
-import type { Database } from "./db.ts";
+import { type Database, transaction } from "./db.ts";
 import { Statements } from "./_statements.ts";
 import type {
   ModelRef,
@@ -95,8 +95,10 @@ export const COLUMNS: Record<keyof SessionPatch, string> = {
 /** SQL for sessions (the event log itself is in {@linkcode EventsRepo}). */
 export class SessionsRepo {
   readonly #sql: Statements;
+  readonly #db: Database;
 
   constructor(db: Database) {
+    this.#db = db;
     this.#sql = new Statements(db);
   }
 
@@ -209,6 +211,17 @@ export class SessionsRepo {
     this.#sql.sql(
       "UPDATE sessions SET last_seq = ?, event_bytes = ? WHERE id = ? AND last_seq < ?",
     ).run(seq, eventBytes, id, seq);
+  }
+
+  /**
+   * {@linkcode setLastSeq} for several sessions in one transaction (what the
+   * event pipeline writes for the sessions that leave memory, and at shutdown).
+   */
+  setLastSeqs(list: { id: string; seq: number; eventBytes: number }[]): void {
+    if (list.length === 0) return;
+    transaction(this.#db, () => {
+      for (const l of list) this.setLastSeq(l.id, l.seq, l.eventBytes);
+    });
   }
 
   /**

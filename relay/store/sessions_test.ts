@@ -44,3 +44,45 @@ Deno.test("after a crash, each session's last_seq catches up with its stored eve
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("setLastSeqs moves several rows forward in one transaction, never back", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "baton-sessions-" });
+  const db = openDatabase(join(dir, "relay.db"));
+  try {
+    db.exec("PRAGMA foreign_keys = OFF");
+    const put = db.prepare(
+      `INSERT INTO sessions (id, user_id, runner_id, status, created_at, updated_at, last_seq)
+       VALUES (?, 'u', 'r', 'running', 'x', 'x', ?)`,
+    );
+    put.run("a", 1);
+    put.run("b", 9);
+    const sessions = new SessionsRepo(db);
+    sessions.setLastSeqs([]);
+    sessions.setLastSeqs([{ id: "a", seq: 4, eventBytes: 40 }, {
+      id: "b",
+      seq: 5,
+      eventBytes: 50,
+    }]);
+    assert.equal(sessions.get("a")!.lastSeq, 4);
+    assert.equal(sessions.get("a")!.eventBytes, 40);
+    assert.equal(sessions.get("b")!.lastSeq, 9, "a row ahead stays where it is");
+    // A failure part way leaves no row changed.
+    db.exec(
+      `CREATE TRIGGER no_c BEFORE UPDATE ON sessions WHEN NEW.id = 'b'
+       BEGIN SELECT RAISE(ABORT, 'refused'); END`,
+    );
+    assert.throws(
+      () =>
+        sessions.setLastSeqs([{ id: "a", seq: 6, eventBytes: 60 }, {
+          id: "b",
+          seq: 10,
+          eventBytes: 1,
+        }]),
+      /refused/,
+    );
+    assert.equal(sessions.get("a")!.lastSeq, 4, "rolled back");
+  } finally {
+    db.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});

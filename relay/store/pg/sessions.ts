@@ -99,6 +99,15 @@ export class PgSessionsRepo {
     );
   }
 
+  /** Several sessions' last seqs in one transaction, each only moved forward. */
+  setLastSeqs(list: { id: string; seq: number; eventBytes: number }[]): Promise<void> {
+    if (list.length === 0) return Promise.resolve();
+    return this.sql.tx(async (sql) => {
+      const repo = new PgSessionsRepo(sql);
+      for (const l of list) await repo.setLastSeq(l.id, l.seq, l.eventBytes);
+    });
+  }
+
   /** As SessionsRepo's: one index lookup per session for its log's last seq. */
   catchUpLastSeqs(): Promise<number> {
     return this.sql.run(
