@@ -36,6 +36,10 @@ Options:
   --allowed-hosts <list>  Further names browsers use for the relay, comma separated
                      host[:port] or http(s) origins (env BATON_ALLOWED_HOSTS); the
                      base URL's host and localhost, 127.0.0.1, [::1] always are
+  --store <url>      Keep the relay's data in PostgreSQL, postgres://user@host:port/db,
+                     shared by every relay node on it (env BATON_DATABASE_URL, which
+                     may carry the password; else PGPASSWORD; default: SQLite in
+                     <data-dir>/relay.db; see docs/scaling.md)
   --bus <url>        The bus between relay nodes, nats://host:port (env BATON_BUS_URL;
                      default: none, one relay alone; credentials in BATON_BUS_TOKEN or
                      BATON_BUS_USER and BATON_BUS_PASSWORD; see docs/scaling.md)
@@ -84,6 +88,7 @@ export function relaySettings(argv: string[]) {
     "trust-proxy": { type: "boolean", env: "BATON_TRUST_PROXY" },
     "allowed-hosts": { type: "string", env: "BATON_ALLOWED_HOSTS" },
     bus: { type: "string", env: "BATON_BUS_URL" },
+    store: { type: "string" },
   });
   const buffer = Deno.env.get("BATON_RELAY_EVENT_BUFFER_SIZE");
   const connect = Deno.env.get("BATON_WEBHOOK_CONNECT_TIMEOUT_MS");
@@ -135,7 +140,40 @@ export function relaySettings(argv: string[]) {
     ...tunnelOriginFromEnv(),
     ...metricsTokenFromEnv(),
     ...(values.bus ? { bus: busFromEnv(values.bus) } : {}),
+    ...storeFromArgs(values.store),
   };
+}
+
+/**
+ * The PostgreSQL store from `--store` (no password: a flag shows in `ps`;
+ * give it in `PGPASSWORD`) or `BATON_DATABASE_URL` (which may carry one).
+ * Neither: the embedded SQLite file in the data folder.
+ */
+export function storeFromArgs(flag: string | undefined): { databaseUrl?: string } {
+  const fromEnv = Deno.env.get("BATON_DATABASE_URL")?.trim();
+  const value = flag ?? (fromEnv || undefined);
+  if (value === undefined) return {};
+  const what = flag !== undefined ? "--store" : "BATON_DATABASE_URL";
+  let url: URL | null = null;
+  try {
+    url = new URL(value);
+  } catch {
+    // Reported below.
+  }
+  const shown = value.replace(/\/\/([^:@/]*):[^@/]*@/, "//$1:…@");
+  if (
+    !url || !/^postgres(ql)?:$/.test(url.protocol) || !url.hostname && !url.searchParams.has("host")
+  ) {
+    throw new UsageError(
+      `Invalid ${what}: '${shown}' (expected postgres://user@host:port/database)`,
+    );
+  }
+  if (flag !== undefined && url.password) {
+    throw new UsageError(
+      "Invalid --store: a password there shows in ps; give it in PGPASSWORD or the whole URL in BATON_DATABASE_URL",
+    );
+  }
+  return { databaseUrl: value };
 }
 
 /** `BATON_METRICS_TOKEN`: 16 to 256 visible ASCII characters (what a bearer token may hold). */

@@ -16,7 +16,8 @@ import { countingStore } from "./rate_limit.ts";
 
 /** What {@linkcode authConfig} needs from the relay. */
 export interface AuthConfigOptions {
-  db: DatabaseSync;
+  /** The SQLite database (null when `pgPool` is given). */
+  db: DatabaseSync | null;
   /**
    * A `pg` pool on the relay's PostgreSQL store: better-auth then runs there
    * (with transactions) instead of on `db`. Its tables come with the store's
@@ -33,6 +34,12 @@ export interface AuthConfigOptions {
   signupOpen: () => Promise<boolean>;
 }
 
+/** The SQLite database of options that name no PostgreSQL pool. */
+function sqliteOf(options: AuthConfigOptions): DatabaseSync {
+  if (!options.db) throw new Error("better-auth needs the SQLite database or a PostgreSQL pool");
+  return options.db;
+}
+
 /** The relay's better-auth options (the schema of its tables follows from them). */
 export function authConfig(options: AuthConfigOptions) {
   return {
@@ -43,7 +50,7 @@ export function authConfig(options: AuthConfigOptions) {
       // better-auth takes a pg pool as it is (Kysely's PostgresDialect).
       ? options.pgPool as { connect(): Promise<unknown> }
       : {
-        dialect: new NodeSqliteDialect({ database: options.db }),
+        dialect: new NodeSqliteDialect({ database: sqliteOf(options) }),
         type: "sqlite" as const,
         transaction: false,
       },

@@ -6,7 +6,7 @@ import { RUNNER_WS_PATH, VIEWER_WS_PATH } from "../shared/protocol.ts";
 import { TUNNEL_WS_PATH } from "../shared/tunnel_api.ts";
 import { TERMINAL_WS_PATH } from "../shared/terminal_api.ts";
 import { createAuth } from "./auth.ts";
-import { type Database, openDatabase } from "./store/db.ts";
+import type { Database } from "./store/db.ts";
 import { RelayError } from "./errors.ts";
 import type { HealthResponse } from "../shared/api.ts";
 import {
@@ -30,10 +30,8 @@ import { SecretBox } from "./secret_box.ts";
 import { TriggerListeners } from "./trigger_listeners.ts";
 import { Triggers } from "./triggers.ts";
 import { Webhooks } from "./webhooks.ts";
-import { type AsyncStore, asyncStore, Store } from "./store/mod.ts";
-import { reclaimSpace } from "./store/vacuum.ts";
-import { adaptiveCommit, inlineCommit } from "./store/event_writer.ts";
-import { StoreThread } from "./store/store_thread.ts";
+import type { AsyncStore, Store } from "./store/mod.ts";
+import { openRelayStore } from "./relay_store.ts";
 import { socketRoutes, type Upgrader } from "./sockets.ts";
 import { redactGrants } from "./tunnel_grants.ts";
 import { tunnelOriginMiddleware } from "./tunnel_origin.ts";
@@ -93,6 +91,11 @@ export interface RelayOptions {
    */
   store?: (db: Database) => Store;
   /**
+   * A PostgreSQL URL (`--store`, `BATON_DATABASE_URL`): the relay's data
+   * lives there, shared by every relay node on it, instead of in `relay.db`.
+   */
+  databaseUrl?: string;
+  /**
    * The web client, served at every path the API and the channels do not
    * use; without it the relay serves the API alone. The relay does not
    * build it: the CLI passes `webClient()` from `web/mod.ts`.
@@ -130,8 +133,8 @@ export interface Relay {
   hub: Hub;
   /** The relay's data, as its modules use it. */
   store: AsyncStore;
-  /** The SQLite database under it (checkpoints, space, and tests that look inside). */
-  db: Database;
+  /** The SQLite database under it (tests look inside); null on PostgreSQL. */
+  db: Database | null;
   /** The bus between relay nodes (a LocalBus without `busUrl`). */
   bus: Bus;
   /**
@@ -151,41 +154,22 @@ export interface Relay {
 /** Every HTTP API route is under this path; nothing under it is a page of the web client. */
 const API_PREFIX = "/api";
 
-/**
- * Makes the database and its WAL files readable by their owner only: they
- * hold accounts, key hashes and every prompt, and a data folder that already
- * existed (so not made 0700 by us) may be open to others. SQLite gives the
- * WAL files the database's mode when it creates them.
- */
-function ownerOnly(dbPath: string): void {
-  for (const path of [dbPath, `${dbPath}-wal`, `${dbPath}-shm`]) {
-    try {
-      Deno.chmodSync(path, 0o600);
-    } catch (err) {
-      if (!(err instanceof Deno.errors.NotFound)) throw err;
-    }
-  }
-}
-
 /** Builds the relay: opens the store, sets up accounts and wires every route. */
 export async function createRelay(options: RelayOptions): Promise<Relay> {
   // First: a bus that cannot be reached stops the start before anything is opened.
   const bus = await openBus(options.bus, options.log ? { log: options.log } : {});
   // The folder holds the database and the signing secret: owner-only.
   await Deno.mkdir(options.dataDir, { recursive: true, mode: 0o700 });
-  const dbPath = join(options.dataDir, "relay.db");
-  const db: Database = openDatabase(dbPath, options.log);
-  ownerOnly(dbPath);
+  const opened = await openRelayStore({
+    dataDir: options.dataDir,
+    ...(options.databaseUrl ? { databaseUrl: options.databaseUrl } : {}),
+    ...(options.store ? { custom: options.store } : {}),
+    ...(options.log ? { log: options.log } : {}),
+  });
+  const { store } = opened;
   // Older versions left the folder and its files readable by others.
   const fixed = await makePrivate(options.dataDir);
   if (fixed > 0) options.log?.(`made ${fixed} files and folders in the data folder owner-only`);
-  // Checkpoints, and the event log's commits while the relay is busy, run on
-  // one thread of their own, started only while there is such work.
-  const storeThread = new StoreThread(db, dbPath);
-  const sqlite = options.store?.(db) ?? new Store(db);
-  // Everything above the store uses it asynchronously, as it would a store
-  // across the network; the SQLite one answers each call at once.
-  const store = asyncStore(sqlite);
   const baseUrl = options.baseUrl.replace(/\/+$/, "");
   const access = browserAccess({
     baseUrl,
@@ -197,7 +181,8 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   const secret = options.authSecret ?? await loadSecret(options.dataDir);
   const allowSignup = options.allowSignup ?? false;
   const auth = createAuth({
-    db,
+    db: opened.db,
+    ...(opened.pgPool ? { pgPool: opened.pgPool } : {}),
     store,
     baseUrl,
     secret,
@@ -212,20 +197,15 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   const pushAllowedOrigins = new Set(options.pushAllowedOrigins ?? []);
   const pushSender = new PushSender({ keys: vapid, allowedOrigins: pushAllowedOrigins });
   const meter = new RelayMeter();
-  // The event log is written on this thread, or on the store thread while
-  // the relay uses more than a core and for large commits (adaptiveCommit),
-  // unless a custom store must receive the writes (then always on this one).
   const hub = new Hub({
     store,
-    commit: meter.metered(
-      options.store ? inlineCommit(sqlite) : adaptiveCommit(sqlite, storeThread),
-    ),
+    commit: meter.metered(opened.commit),
     eventBufferSize: options.eventBufferSize ?? 1000,
     baseUrl,
     principalLive: auth.principalLive,
     ...(options.retention ? { retention: options.retention } : {}),
-    reclaimSpace: (pages) => reclaimSpace(db, pages),
-    truncateWal: () => storeThread.truncateWal(),
+    ...(opened.reclaimSpace ? { reclaimSpace: opened.reclaimSpace } : {}),
+    ...(opened.truncateWal ? { truncateWal: opened.truncateWal } : {}),
     ...(options.log ? { log: options.log } : {}),
     pushSend: (target, payload, delivery) => pushSender.send(target, payload, delivery),
   });
@@ -265,7 +245,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   const web = options.web;
 
   const app = new Hono<RelayEnv>();
-  const ops = relayOperations(app, { db, hub, meter, options }); // counts every answer: first
+  const ops = relayOperations(app, { storeAnswers: opened.answers, hub, meter, options }); // counts every answer: first
 
   const onError: ErrorHandler<RelayEnv> = (err, c) => {
     if (err instanceof RelayError) return relayErrorResponse(c, err);
@@ -373,7 +353,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     app,
     hub,
     store,
-    db,
+    db: opened.db,
     bus,
     async routes() {
       const all = [...app.routes, ...(await loadApi()).routes];
@@ -396,8 +376,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
       await attachments.close();
       await hub.close();
       await bus.close();
-      await storeThread.close();
-      db.close();
+      await opened.close();
     },
   };
 }

@@ -12,7 +12,10 @@ export const CLIENT_IP_HEADER = "x-baton-client-ip";
 
 /** Options of {@linkcode createAuth}. */
 export interface AuthOptions {
-  db: Database;
+  /** The SQLite database better-auth runs on, or null with `pgPool`. */
+  db: Database | null;
+  /** The PostgreSQL store's `pg` pool: better-auth runs there instead. */
+  pgPool?: unknown;
   store: AsyncStore;
   baseUrl: string;
   secret: string;
@@ -60,6 +63,7 @@ export function createAuth(options: AuthOptions) {
       loaded = {
         auth: await m.startBetterAuth({
           db: options.db,
+          ...(options.pgPool ? { pgPool: options.pgPool } : {}),
           baseUrl: options.baseUrl,
           secret: options.secret,
           trustedOrigins: options.trustedOrigins,

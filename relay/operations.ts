@@ -22,14 +22,13 @@ import type { Hub } from "./hub.ts";
 import { type MetricsExposition, type MetricsSource, RelayMeter } from "./meter.ts";
 import { Readiness } from "./readiness.ts";
 import { isEnded } from "./session_state.ts";
-import type { Database } from "./store/db.ts";
-import { sqliteAnswers } from "./store/health.ts";
 
 export { Readiness, RelayMeter };
 
 /** What {@linkcode relayOperations} is wired to. */
 export interface RelayOperationsOptions {
-  db: Database;
+  /** The store's trivial query: throws when the database cannot answer. */
+  storeAnswers: () => Promise<void>;
   hub: Hub;
   meter: RelayMeter;
   /** The relay's options: its log and `metricsToken`. */
@@ -55,8 +54,8 @@ export interface RelayOperations {
 export function relayOperations(app: Hono<RelayEnv>, o: RelayOperationsOptions): RelayOperations {
   app.use("*", o.meter.countHttp());
   const readiness = new Readiness(o.options.log ? { log: o.options.log } : {});
-  readiness.add("store", () => {
-    sqliteAnswers(o.db);
+  readiness.add("store", async () => {
+    await o.storeAnswers();
     const trouble = o.meter.writeTrouble();
     if (trouble) throw new Error(trouble);
   });

@@ -237,7 +237,14 @@ Deno.test("baton relay loads better-auth, the HTTP API, ws, prom-client, NATS an
   );
   assert.deepEqual(unwanted, []);
   const firstUse = ["relay/_better_auth.ts", "relay/api.ts", "relay/routes/sessions.ts"];
-  for (const module of [...firstUse, "relay/metrics_text.ts", "relay/bus/nats_bus.ts"]) {
+  for (
+    const module of [
+      ...firstUse,
+      "relay/metrics_text.ts",
+      "relay/bus/nats_bus.ts",
+      "relay/store/pg/mod.ts",
+    ]
+  ) {
     assert.ok(later.has(module), `${module} is still there to load on first use`);
   }
   // web-push (and its crypto helpers) comes with the first push notification.

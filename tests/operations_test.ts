@@ -111,7 +111,7 @@ Deno.test("GET /ready answers 200 with the store's check, and 503 naming it once
     assert.equal(health.status, 200);
     await health.body?.cancel();
 
-    relay.db.close();
+    relay.db!.close();
     const res = await relay.app.request("/ready");
     assert.equal(res.status, 503);
     const failed = await res.json();

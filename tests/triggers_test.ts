@@ -448,7 +448,7 @@ Deno.test("session triggers, history, responses, subscriptions, broadcasts and l
           // A history expires after 24 hours without a new entry (the clock is moved by
           // ageing the stored entries).
           const age = (hours: number) =>
-            world.relay.relay.db.prepare(
+            world.relay.relay.db!.prepare(
               "UPDATE trigger_history SET ts = ? WHERE session_id = ?",
             )
               .run(new Date(Date.now() - hours * 3600_000).toISOString(), id);
