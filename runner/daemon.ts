@@ -347,7 +347,8 @@ export class Daemon {
     s.entry.pid = worker.pid;
     this.#saveEntry(s);
     worker.exited.then((st: Deno.CommandStatus) => this.#onWorkerExit(s, worker, st));
-    queueMicrotask(() => this.#refillSpare());
+    // The next spare loads pi once this session has started, not against its start (stop 28).
+    worker.settled.then(() => this.#refillSpare());
   }
 
   #onWorkerMessage(s: DaemonSession, msg: WorkerToDaemon): void {

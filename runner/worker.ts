@@ -35,11 +35,16 @@ import { resolveForSession, SessionSandbox } from "./sandbox/session.ts";
 import { projectNetworkOf, startSessionMcp } from "./mcp/session.ts";
 import { McpServers } from "./mcp/servers.ts";
 import { loadSessionHooks } from "./hooks/load.ts";
+import { HOOK_EVENTS } from "./hooks/session_hooks.ts";
+import { deferredExtension, LateTools, prewarmSpare } from "./worker_startup.ts";
 import { ChildReaper } from "./child_reaper.ts";
 import { SESSION_MARKER_ENV } from "./workspace/ports.ts";
 import { findAgentDefinition, listAgentDefinitions, pickModel, subagentTool } from "./subagents.ts";
 import { NotPendingError, QuestionDesk } from "./questions.ts";
 import { effectivePolicy } from "./approvals/service.ts";
+
+/** A worker without a session this long after `ready` is a spare (see prewarmSpare). */
+const SPARE_IDLE_MS = 200;
 
 /** How often a running tool's partial output is forwarded at most. */
 const TOOL_UPDATE_INTERVAL_MS = 100;
@@ -70,6 +75,9 @@ export async function workerMain(_argv: string[]): Promise<number> {
 
   const worker = new Worker();
   send({ t: "ready" });
+  // A spare waits for its session: what it can do for any session, it does meanwhile (a
+  // worker started for a session has its `start` already waiting on stdin).
+  const spareTimer = setTimeout(prewarmSpare, SPARE_IDLE_MS);
   for await (const line of readLines(Deno.stdin.readable)) {
     let msg: DaemonToWorker;
     try {
@@ -79,6 +87,7 @@ export async function workerMain(_argv: string[]): Promise<number> {
       continue;
     }
     if (msg.t === "start") {
+      clearTimeout(spareTimer);
       worker.start(msg).catch((err) => {
         send({ t: "fatal", message: `Session failed to start: ${errorText(err)}` });
         Deno.exit(3);
@@ -180,35 +189,48 @@ class Worker {
       policy,
       { cwd: msg.cwd, home, report: (v) => this.emit({ type: "sandbox:violation", ...v }) },
     );
-    const sandboxState = await sandbox.start();
-    // MCP servers start while pi loads; hooks and servers run under the sandbox.
-    const reaper = new ChildReaper({ sandboxActive: sandboxState.active });
-    this.#reaper = reaper;
-    const mcpStarting = skip.mcp ? Promise.resolve(new McpServers()) : startSessionMcp({
-      batonDir: agentDir,
-      cwd: msg.cwd,
-      sandbox: sandboxState,
-      reaper,
-      projectNetwork: projectNetworkOf(policy, sandboxState),
-      notify: (n) => this.emit({ type: "mcp:notice", ...n }),
+    // The OS sandbox (the longest step: checks, proxies, bridges) starts while pi loads;
+    // no tool runs before the session has started. Hooks and MCP servers run under it.
+    const sandboxing = sandbox.start().then((state) => {
+      this.#reaper = new ChildReaper({ sandboxActive: state.active });
+      return { state, reaper: this.#reaper };
     });
-    const hooks = skip.hooks ? null : await loadSessionHooks({
-      batonDir: agentDir,
-      cwd: msg.cwd,
-      sessionId: msg.sessionId,
-      sandbox: sandboxState,
-      reaper,
-      notify: (n) => this.emit({ type: "hook:notice", ...n }),
-    });
-    this.questions = new QuestionDesk({
-      emit: (e) => this.emit(e),
-      policy: await effectivePolicy(agentDir, msg.sessionId),
-    });
+    const hooksLoading = skip.hooks
+      ? null
+      : sandboxing.then(({ state, reaper }) =>
+        loadSessionHooks({
+          batonDir: agentDir,
+          cwd: msg.cwd,
+          sessionId: msg.sessionId,
+          sandbox: state,
+          reaper,
+          notify: (n) => this.emit({ type: "hook:notice", ...n }),
+        })
+      );
+    // MCP servers connect in the background: their tools join before the first turn.
+    const mcpStarting = skip.mcp
+      ? Promise.resolve(new McpServers())
+      : sandboxing.then(({ state, reaper }) =>
+        startSessionMcp({
+          batonDir: agentDir,
+          cwd: msg.cwd,
+          sandbox: state,
+          reaper,
+          projectNetwork: projectNetworkOf(policy, state),
+          notify: (n) => this.emit({ type: "mcp:notice", ...n }),
+        })
+      );
+    for (const p of [hooksLoading, mcpStarting]) p?.catch(() => {}); // Awaited below.
+    const folders = { cwd: msg.cwd, agentDir };
+    const [approvals, role, agents] = await Promise.all([
+      effectivePolicy(agentDir, msg.sessionId),
+      // A subagent's role: its definition's prompt, tools and model (runner/subagents.ts).
+      msg.agent ? findAgentDefinition(msg.agent, folders) : null,
+      listAgentDefinitions(folders),
+    ]);
+    this.questions = new QuestionDesk({ emit: (e) => this.emit(e), policy: approvals });
     const authStorage = AuthStorage.create(join(agentDir, "auth.json"));
     const modelRegistry = ModelRegistry.create(authStorage, join(agentDir, "models.json"));
-    // A subagent's role: its definition's prompt, tools and model (runner/subagents.ts).
-    const folders = { cwd: msg.cwd, agentDir };
-    const role = msg.agent ? await findAgentDefinition(msg.agent, folders) : null;
     if (msg.agent && !role) throw new Error(`Unknown agent definition: '${msg.agent}'`);
     const roleModel = pickModel(role?.model, modelRegistry.getAvailable());
     const model = roleModel ??
@@ -218,6 +240,7 @@ class Worker {
       ? SessionManager.open(msg.resumeFile!)
       : SessionManager.create(msg.cwd);
     const settingsManager = SettingsManager.create(msg.cwd, agentDir);
+    const lateTools = new LateTools();
     const resourceLoader = new DefaultResourceLoader({
       cwd: msg.cwd,
       agentDir,
@@ -226,12 +249,17 @@ class Worker {
       extensionFactories: [
         sandbox.gate(),
         this.questions.gate(),
-        ...(hooks?.count ? [hooks.extension()] : []),
+        ...(hooksLoading
+          ? [deferredExtension(
+            hooksLoading.then((h) => h.count ? h.extension() : null),
+            HOOK_EVENTS,
+          )]
+          : []),
+        lateTools.extension(),
       ],
       ...(role?.systemPrompt ? { appendSystemPrompt: [role.systemPrompt] } : {}),
     });
     await resourceLoader.reload();
-    const mcp = await mcpStarting;
     const { session, modelFallbackMessage } = await createAgentSession({
       cwd: msg.cwd,
       agentDir,
@@ -246,17 +274,16 @@ class Worker {
         subagentTool(
           this.call,
           folders,
-          (await listAgentDefinitions(folders)).map((a) =>
-            `${a.name}: ${a.description.slice(0, 200)}`
-          ),
+          agents.map((a) => `${a.name}: ${a.description.slice(0, 200)}`),
         ),
         this.questions.askUserTool(),
-        ...mcp.tools,
       ],
       ...(role?.tools ? { tools: role.tools } : {}),
       ...(model ? { model } : {}),
     });
     this.#session = session;
+    const { state: sandboxState } = await sandboxing;
+    const hooks = await hooksLoading;
     const usable = modelRegistry.getAvailable().length > 0;
     const active = session.model && usable
       ? { provider: session.model.provider, id: session.model.id }
@@ -269,7 +296,6 @@ class Worker {
       resumed: msg.resumed,
       tools: session.agent.state.tools.map((t) => t.name),
       skip,
-      ...(mcp.status.length ? { mcp: mcp.status } : {}),
       ...(msg.woke ? { woke: true } : {}),
       // What the agent still has of the conversation: a viewer marks what it
       // showed after the last remembered prompt as forgotten (pi saves a
@@ -289,7 +315,19 @@ class Worker {
       }
     });
     if (session.sessionFile) await makePathPrivate(agentDir, session.sessionFile);
-    if (hooks?.count) await hooks.sessionStart(msg.resumed ? "resume" : "startup");
+    // The first turn (and every input, which waits for this start) sees the MCP tools.
+    const [mcp] = await Promise.all([
+      mcpStarting,
+      hooks?.count ? hooks.sessionStart(msg.resumed ? "resume" : "startup") : null,
+    ]);
+    lateTools.add(mcp.tools);
+    if (mcp.status.length) {
+      this.emit({
+        type: "mcp:ready",
+        mcp: mcp.status,
+        tools: session.agent.state.tools.map((t) => t.name),
+      });
+    }
     if (!usable) {
       // pi would answer every prompt with advice for its own terminal (/login).
       this.#noModel = `No model is configured on this runner: set a provider's API key (for ` +

@@ -22,8 +22,13 @@ export { testServer };
 /** The stdio server script. */
 export const STDIO_SERVER = join(ROOT, "tests", "testdata", "mcp_stdio_server.ts");
 
-/** The `mcpServers` entry that starts the stdio server (`hang`: it never answers). */
-export function stdioEntry(o: { label: string; tag: string; hang?: boolean; marker?: string }) {
+/**
+ * The `mcpServers` entry that starts the stdio server (`hang`: it never
+ * answers; `gate`: it answers once that file exists).
+ */
+export function stdioEntry(
+  o: { label: string; tag: string; hang?: boolean; marker?: string; gate?: string },
+) {
   return {
     command: Deno.execPath(),
     args: [
@@ -36,8 +41,8 @@ export function stdioEntry(o: { label: string; tag: string; hang?: boolean; mark
       STDIO_SERVER,
       o.label,
       o.tag,
-      o.hang ? "hang" : "serve",
-      ...(o.marker ? [o.marker] : []),
+      o.hang ? "hang" : o.gate ? "gate" : "serve",
+      ...(o.gate ? [o.gate] : o.marker ? [o.marker] : []),
     ],
   };
 }
@@ -161,10 +166,10 @@ export function noticesOf(events: SessionEvent[]): string[] {
   );
 }
 
-/** The tools the session's agent has. */
+/** The tools the session's agent has (MCP servers' tools join with `mcp:ready`). */
 export function toolNamesOf(events: SessionEvent[]): string[] {
-  const start = events.find((e) => e.e.type === "session_start");
-  return (start?.e.tools as string[] | undefined) ?? [];
+  const last = events.findLast((e) => e.e.type === "mcp:ready" || e.e.type === "session_start");
+  return (last?.e.tools as string[] | undefined) ?? [];
 }
 
 /** Whether a path exists. */
