@@ -162,7 +162,8 @@ export class SessionWorkers {
     s.entry.pid = worker.pid;
     this.save(s);
     worker.exited.then((st: Deno.CommandStatus) => this.#onWorkerExit(s, worker, st));
-    queueMicrotask(() => this.refillSpare());
+    // The next spare loads pi once this session has started, not against its start (stop 28).
+    worker.settled.then(() => this.refillSpare());
   }
 
   #onWorkerMessage(s: DaemonSession, msg: WorkerToDaemon): void {

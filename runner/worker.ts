@@ -3,6 +3,11 @@
  * newline-delimited JSON with the daemon on stdin/stdout; everything else it
  * (or pi) prints goes to stderr.
  *
+ * Over 450 lines: `#start` orders a session's start-up in one place (the
+ * sandbox, hooks and MCP servers in the background while pi loads, then the
+ * gates and tools in the order pi must see them); splitting it again into
+ * a tools builder is left for when that order settles (stop 28).
+ *
  * @module
  */
 import type { ImageInput } from "../shared/attachments_api.ts";
@@ -29,14 +34,22 @@ import type {
   WorkerToDaemon,
   WorkerTrigger,
 } from "../shared/protocol.ts";
-import { triggerMessage } from "./trigger_tools.ts";
+import { triggerMessage, triggerTools } from "./trigger_tools.ts";
 import { readLines } from "./_lines.ts";
 import { resolveForSession, SessionSandbox } from "./sandbox/session.ts";
+import { projectNetworkOf, startSessionMcp } from "./mcp/session.ts";
+import { McpServers } from "./mcp/servers.ts";
+import { loadSessionHooks } from "./hooks/load.ts";
+import { HOOK_EVENTS } from "./hooks/session_hooks.ts";
+import { deferredExtension, LateTools, prewarmSpare } from "./worker_startup.ts";
 import { ChildReaper } from "./child_reaper.ts";
 import { SESSION_MARKER_ENV } from "./workspace/ports.ts";
-import { findAgentDefinition, pickModel } from "./subagents.ts";
-import { NotPendingError, type QuestionDesk } from "./questions.ts";
-import { sessionTools } from "./session_tools.ts";
+import { findAgentDefinition, listAgentDefinitions, pickModel, subagentTool } from "./subagents.ts";
+import { NotPendingError, QuestionDesk } from "./questions.ts";
+import { effectivePolicy } from "./approvals/service.ts";
+
+/** A worker without a session this long after `ready` is a spare (see prewarmSpare). */
+const SPARE_IDLE_MS = 200;
 
 /** How often a running tool's partial output is forwarded at most. */
 const TOOL_UPDATE_INTERVAL_MS = 100;
@@ -67,6 +80,9 @@ export async function workerMain(_argv: string[]): Promise<number> {
 
   const worker = new Worker();
   send({ t: "ready" });
+  // A spare waits for its session: what it can do for any session, it does meanwhile (a
+  // worker started for a session has its `start` already waiting on stdin).
+  const spareTimer = setTimeout(prewarmSpare, SPARE_IDLE_MS);
   for await (const line of readLines(Deno.stdin.readable)) {
     let msg: DaemonToWorker;
     try {
@@ -76,6 +92,7 @@ export async function workerMain(_argv: string[]): Promise<number> {
       continue;
     }
     if (msg.t === "start") {
+      clearTimeout(spareTimer);
       worker.start(msg).catch((err) => {
         send({ t: "fatal", message: `Session failed to start: ${errorText(err)}` });
         Deno.exit(3);
@@ -177,29 +194,48 @@ class Worker {
       policy,
       { cwd: msg.cwd, home, report: (v) => this.emit({ type: "sandbox:violation", ...v }) },
     );
-    const sandboxState = await sandbox.start();
-    // What the session's MCP servers and hooks start ends with the worker.
-    const reaper = new ChildReaper({ sandboxActive: sandboxState.active });
-    this.#reaper = reaper;
-    const built = await sessionTools({
-      sessionId: msg.sessionId,
-      cwd: msg.cwd,
-      agentDir,
-      skip,
-      policy,
-      sandbox,
-      sandboxState,
-      reaper,
-      emit: (e) => this.emit(e),
-      call: this.call,
+    // The OS sandbox (the longest step: checks, proxies, bridges) starts while pi loads;
+    // no tool runs before the session has started. Hooks and MCP servers run under it.
+    const sandboxing = sandbox.start().then((state) => {
+      this.#reaper = new ChildReaper({ sandboxActive: state.active });
+      return { state, reaper: this.#reaper };
     });
-    const { hooks } = built;
-    this.questions = built.questions;
+    const hooksLoading = skip.hooks
+      ? null
+      : sandboxing.then(({ state, reaper }) =>
+        loadSessionHooks({
+          batonDir: agentDir,
+          cwd: msg.cwd,
+          sessionId: msg.sessionId,
+          sandbox: state,
+          reaper,
+          notify: (n) => this.emit({ type: "hook:notice", ...n }),
+        })
+      );
+    // MCP servers connect in the background: their tools join before the first turn.
+    const mcpStarting = skip.mcp
+      ? Promise.resolve(new McpServers())
+      : sandboxing.then(({ state, reaper }) =>
+        startSessionMcp({
+          batonDir: agentDir,
+          cwd: msg.cwd,
+          sandbox: state,
+          reaper,
+          projectNetwork: projectNetworkOf(policy, state),
+          notify: (n) => this.emit({ type: "mcp:notice", ...n }),
+        })
+      );
+    for (const p of [hooksLoading, mcpStarting]) p?.catch(() => {}); // Awaited below.
+    const folders = { cwd: msg.cwd, agentDir };
+    const [approvals, role, agents] = await Promise.all([
+      effectivePolicy(agentDir, msg.sessionId),
+      // A subagent's role: its definition's prompt, tools and model (runner/subagents.ts).
+      msg.agent ? findAgentDefinition(msg.agent, folders) : null,
+      listAgentDefinitions(folders),
+    ]);
+    this.questions = new QuestionDesk({ emit: (e) => this.emit(e), policy: approvals });
     const authStorage = AuthStorage.create(join(agentDir, "auth.json"));
     const modelRegistry = ModelRegistry.create(authStorage, join(agentDir, "models.json"));
-    // A subagent's role: its definition's prompt, tools and model (runner/subagents.ts).
-    const folders = { cwd: msg.cwd, agentDir };
-    const role = msg.agent ? await findAgentDefinition(msg.agent, folders) : null;
     if (msg.agent && !role) throw new Error(`Unknown agent definition: '${msg.agent}'`);
     const roleModel = pickModel(role?.model, modelRegistry.getAvailable());
     const model = roleModel ??
@@ -209,16 +245,26 @@ class Worker {
       ? SessionManager.open(msg.resumeFile!)
       : SessionManager.create(msg.cwd);
     const settingsManager = SettingsManager.create(msg.cwd, agentDir);
+    const lateTools = new LateTools();
     const resourceLoader = new DefaultResourceLoader({
       cwd: msg.cwd,
       agentDir,
       settingsManager,
       noExtensions: skip.plugins,
-      extensionFactories: built.extensions,
+      extensionFactories: [
+        sandbox.gate(),
+        this.questions.gate(),
+        ...(hooksLoading
+          ? [deferredExtension(
+            hooksLoading.then((h) => h.count ? h.extension() : null),
+            HOOK_EVENTS,
+          )]
+          : []),
+        lateTools.extension(),
+      ],
       ...(role?.systemPrompt ? { appendSystemPrompt: [role.systemPrompt] } : {}),
     });
     await resourceLoader.reload();
-    const { tools, mcpStatus } = await built.tools(folders);
     const { session, modelFallbackMessage } = await createAgentSession({
       cwd: msg.cwd,
       agentDir,
@@ -227,11 +273,22 @@ class Worker {
       sessionManager,
       settingsManager,
       resourceLoader,
-      customTools: tools,
+      customTools: [
+        ...triggerTools(this.call),
+        sandbox.bashTool(),
+        subagentTool(
+          this.call,
+          folders,
+          agents.map((a) => `${a.name}: ${a.description.slice(0, 200)}`),
+        ),
+        this.questions.askUserTool(),
+      ],
       ...(role?.tools ? { tools: role.tools } : {}),
       ...(model ? { model } : {}),
     });
     this.#session = session;
+    const { state: sandboxState } = await sandboxing;
+    const hooks = await hooksLoading;
     const usable = modelRegistry.getAvailable().length > 0;
     const active = session.model && usable
       ? { provider: session.model.provider, id: session.model.id }
@@ -244,7 +301,6 @@ class Worker {
       resumed: msg.resumed,
       tools: session.agent.state.tools.map((t) => t.name),
       skip,
-      ...(mcpStatus.length ? { mcp: mcpStatus } : {}),
       ...(msg.woke ? { woke: true } : {}),
       // What the agent still has of the conversation: a viewer marks what it
       // showed after the last remembered prompt as forgotten (pi saves a
@@ -264,7 +320,19 @@ class Worker {
       }
     });
     if (session.sessionFile) await makePathPrivate(agentDir, session.sessionFile);
-    if (hooks?.count) await hooks.sessionStart(msg.resumed ? "resume" : "startup");
+    // The first turn (and every input, which waits for this start) sees the MCP tools.
+    const [mcp] = await Promise.all([
+      mcpStarting,
+      hooks?.count ? hooks.sessionStart(msg.resumed ? "resume" : "startup") : null,
+    ]);
+    lateTools.add(mcp.tools);
+    if (mcp.status.length) {
+      this.emit({
+        type: "mcp:ready",
+        mcp: mcp.status,
+        tools: session.agent.state.tools.map((t) => t.name),
+      });
+    }
     if (!usable) {
       // pi would answer every prompt with advice for its own terminal (/login).
       this.#noModel = `No model is configured on this runner: set a provider's API key (for ` +

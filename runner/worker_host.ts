@@ -33,6 +33,8 @@ export class WorkerProcess {
   /** Resolves when the worker has loaded pi and waits for `start`. */
   readonly ready: Promise<void>;
   readonly exited: Promise<Deno.CommandStatus>;
+  /** Resolves once the worker's session has started (or the worker has exited). */
+  readonly settled: Promise<void>;
   onMessage: (msg: WorkerToDaemon) => void = () => {};
   label = "";
   #child: Deno.ChildProcess;
@@ -45,6 +47,8 @@ export class WorkerProcess {
     this.#writer = child.stdin.getWriter();
     let markReady!: () => void;
     this.ready = new Promise((r) => markReady = r);
+    let markStarted!: () => void;
+    const started = new Promise<void>((r) => markStarted = r);
     const stdoutDone = (async () => {
       for await (const line of readLines(child.stdout)) {
         let msg: WorkerToDaemon;
@@ -55,7 +59,10 @@ export class WorkerProcess {
           continue;
         }
         if (msg.t === "ready") markReady();
-        else this.onMessage(msg);
+        else {
+          if (msg.t === "started") markStarted();
+          this.onMessage(msg);
+        }
       }
     })().catch(() => {});
     (async () => {
@@ -66,6 +73,7 @@ export class WorkerProcess {
       await stdoutDone;
       return st;
     });
+    this.settled = Promise.race([started, this.exited.then(() => {})]);
   }
 
   static spawn(options: WorkerSpawnOptions): WorkerProcess {

@@ -93,8 +93,8 @@ Deno.test("stdio and streamable HTTP MCP servers: their tools reach the agent an
           toolMsgs.some((t) => t.includes("Words: 3 (from stdio-server)")),
           toolMsgs.join(),
         );
-        const start = events.find((e) => e.e.type === "session_start")!.e;
-        const status = start.mcp as { name: string; ok: boolean; tools: number }[];
+        const ready = events.find((e) => e.e.type === "mcp:ready")!.e;
+        const status = ready.mcp as { name: string; ok: boolean; tools: number }[];
         assert.deepEqual(
           status.map((s) => [s.name, s.ok, s.tools]).sort(),
           [["remote", true, 3], ["words", true, 3]],
@@ -237,4 +237,44 @@ Deno.test("without the sandbox a stdio server runs as itself and ends when its w
       await viewer.close();
     }
   });
+});
+
+Deno.test("a session starts before its MCP servers answer, and its first prompt still sees their tools", async () => {
+  const tag = `mcp-late-${crypto.randomUUID()}`;
+  const gateDir = await tempDir("baton-mcp-gate-");
+  const gate = join(gateDir, "release");
+  try {
+    await withWorld(
+      { mcpServers: { late: stdioEntry({ label: "late", tag, gate }) } },
+      async (w) => {
+        w.llm.enqueue({ text: "Hello." });
+        const { sessionId, viewer } = await spawnIn(w);
+        try {
+          // The server answers nothing until the gate opens: the session has started anyway,
+          // and its first prompt has not gone to the model.
+          await viewer.waitForEvent(sessionId, "session_start", 60_000);
+          const before = viewer.eventsOf(sessionId).map((e) => e.e.type);
+          assert.ok(!before.includes("mcp:ready"), before.join());
+          assert.ok(!before.includes("agent_start"), before.join());
+          assert.equal(w.llm.requests.length, 0);
+          assert.ok(!toolNamesOf(viewer.eventsOf(sessionId)).some((n) => n.startsWith("mcp__")));
+          await Deno.writeTextFile(gate, "go\n");
+          await viewer.waitForEvent(sessionId, "agent_end", 60_000);
+          const events = viewer.eventsOf(sessionId);
+          const types = events.map((e) => e.e.type);
+          assert.ok(types.indexOf("mcp:ready") < types.indexOf("agent_start"), types.join());
+          const first = (w.llm.requests[0]!.tools ?? []).map((t) => t.function.name);
+          assert.ok(first.includes("mcp__late__word_count"), `tools: ${first}`);
+          assert.ok(toolNamesOf(events).includes("mcp__late__word_count"));
+          const ready = events.find((e) => e.e.type === "mcp:ready")!.e;
+          const status = ready.mcp as { name: string; ok: boolean; tools: number }[];
+          assert.deepEqual(status.map((s) => [s.name, s.ok, s.tools]), [["late", true, 3]]);
+        } finally {
+          await viewer.close();
+        }
+      },
+    );
+  } finally {
+    await Deno.remove(gateDir, { recursive: true }).catch(() => {});
+  }
 });

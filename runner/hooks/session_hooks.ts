@@ -111,6 +111,9 @@ export async function runHook(
   });
 }
 
+/** The pi events {@linkcode SessionHooks.extension} listens to. */
+export const HOOK_EVENTS: readonly string[] = ["tool_call", "tool_result", "agent_end"];
+
 /** The hooks of one session. */
 export class SessionHooks {
   readonly #hooks: Hook[];
@@ -180,7 +183,10 @@ export class SessionHooks {
     await this.run("sessionStart", { source });
   }
 
-  /** A pi extension: `preToolUse`, `postToolUse` and `stop` around the agent's work. */
+  /**
+   * A pi extension: `preToolUse`, `postToolUse` and `stop` around the agent's
+   * work. It listens to {@linkcode HOOK_EVENTS} only.
+   */
   extension(): ExtensionFactory {
     return (pi) => {
       pi.on("tool_call", async (event) => {

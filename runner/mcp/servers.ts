@@ -8,9 +8,9 @@
  *
  * @module
  */
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import type { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { ToolDefinition } from "@mariozechner/pi-coding-agent";
 import type { ChildReaper } from "../child_reaper.ts";
@@ -46,6 +46,33 @@ export interface McpStartOptions {
   reaper: ChildReaper;
   /** Timers (replaceable in tests). */
   setTimeout?: typeof setTimeout;
+}
+
+/** The MCP client's classes, loaded on first use (see {@linkcode loadMcpClient}). */
+interface McpClientModules {
+  Client: typeof Client;
+  StdioClientTransport: typeof StdioClientTransport;
+  StreamableHTTPClientTransport: typeof StreamableHTTPClientTransport;
+}
+
+let mcpClient: Promise<McpClientModules> | null = null;
+
+/**
+ * The SDK's client modules, imported once when a session has a server (or a
+ * spare worker waits): they cost a cold worker half a second here, and most
+ * sessions have none.
+ */
+export function loadMcpClient(): Promise<McpClientModules> {
+  mcpClient ??= Promise.all([
+    import("@modelcontextprotocol/sdk/client/index.js"),
+    import("@modelcontextprotocol/sdk/client/stdio.js"),
+    import("@modelcontextprotocol/sdk/client/streamableHttp.js"),
+  ]).then(([index, stdio, http]) => ({
+    Client: index.Client,
+    StdioClientTransport: stdio.StdioClientTransport,
+    StreamableHTTPClientTransport: http.StreamableHTTPClientTransport,
+  }));
+  return mcpClient;
 }
 
 /** The most of a server's stderr kept to explain a failure. */
@@ -148,13 +175,14 @@ export class McpServers {
     const limit = settings.timeoutMs;
     const abort = new AbortController();
     let stderr = "";
-    const { transport, pid } = await this.#transport(server, o, abort.signal, (chunk) => {
+    const sdk = await loadMcpClient();
+    const { transport, pid } = await this.#transport(sdk, server, o, abort.signal, (chunk) => {
       stderr = (stderr + chunk).slice(-STDERR_TAIL);
       for (const line of chunk.split("\n")) {
         if (line.trim()) console.error(`mcp ${server.name}: ${line}`);
       }
     });
-    const client = new Client({ name: "baton", version: "0.1.0" });
+    const client = new sdk.Client({ name: "baton", version: "0.1.0" });
     // A server that exits is no longer the reaper's (its pid may be reused).
     client.onclose = () => {
       const p = pid();
@@ -201,13 +229,14 @@ export class McpServers {
   }
 
   async #transport(
+    sdk: McpClientModules,
     server: McpServerConfig,
     o: McpStartOptions,
     signal: AbortSignal,
     onStderr: (chunk: string) => void,
   ): Promise<{ transport: Transport; pid: () => number | null }> {
     if (server.type === "http") {
-      const transport = new StreamableHTTPClientTransport(new URL(server.url), {
+      const transport = new sdk.StreamableHTTPClientTransport(new URL(server.url), {
         requestInit: { headers: server.headers },
       });
       return { transport, pid: () => null };
@@ -218,7 +247,7 @@ export class McpServers {
     // Under the sandbox the server runs inside the runtime's bubblewrap (or
     // Seatbelt) invocation; without it, the command itself, as other clients do.
     const direct = wrapped === line;
-    const transport = new StdioClientTransport({
+    const transport = new sdk.StdioClientTransport({
       command: direct ? server.command : shell.cmd,
       args: direct ? server.args : [shell.flag, wrapped],
       env: { ...o.env, ...server.env },

@@ -76,6 +76,26 @@ export async function resolveForSession(o: {
   });
 }
 
+/** A clean dependency check made before the session (by a spare worker), or null. */
+let checkedClean = false;
+
+/**
+ * Runs the sandbox runtime's dependency checks ahead of a session (a spare
+ * worker, while it waits): the runtime keeps bubblewrap's version and
+ * user-namespace probes and the seccomp helper's path for the process, and
+ * a clean result spares the session its own check (the runtime's
+ * `initialize` checks again anyway). A failed one is not kept: the session
+ * checks afresh, since the programs may have been installed meanwhile.
+ */
+export function primeSandboxChecks(): void {
+  if (Deno.build.os === "windows" || Deno.env.get(SANDBOX_ENV.off) === "1") return;
+  try {
+    checkedClean = SandboxManager.checkDependencies().errors.length === 0;
+  } catch {
+    checkedClean = false;
+  }
+}
+
 /** What a session's sandbox turned out to be. */
 export interface SandboxState {
   mode: SandboxMode;
@@ -147,7 +167,7 @@ export class SessionSandbox {
       runtime.filesystem.denyWrite = runtime.filesystem.denyWrite.filter((p) =>
         /[*?[\]]/.test(p) || existsSync(p)
       );
-      const deps = SandboxManager.checkDependencies();
+      const deps = checkedClean ? { errors: [] } : SandboxManager.checkDependencies();
       if (deps.errors.length > 0) throw new Error(deps.errors.join("; "));
       // deno-lint-ignore no-explicit-any
       await SandboxManager.initialize(runtime as any, undefined, true);

@@ -101,10 +101,10 @@ export function noticesOf(events: SessionEvent[]): string[] {
   );
 }
 
-/** The tools the session's agent has. */
+/** The tools the session's agent has (MCP servers' tools join with `mcp:ready`). */
 export function toolNamesOf(events: SessionEvent[]): string[] {
-  const start = events.find((e) => e.e.type === "session_start");
-  return (start?.e.tools as string[] | undefined) ?? [];
+  const last = events.findLast((e) => e.e.type === "mcp:ready" || e.e.type === "session_start");
+  return (last?.e.tools as string[] | undefined) ?? [];
 }
 
 /** Whether a path exists. */

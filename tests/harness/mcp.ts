@@ -17,8 +17,13 @@ export { testServer };
 /** The stdio server script. */
 export const STDIO_SERVER = join(ROOT, "tests", "testdata", "mcp_stdio_server.ts");
 
-/** The `mcpServers` entry that starts the stdio server (`hang`: it never answers). */
-export function stdioEntry(o: { label: string; tag: string; hang?: boolean; marker?: string }) {
+/**
+ * The `mcpServers` entry that starts the stdio server (`hang`: it never
+ * answers; `gate`: it answers once that file exists).
+ */
+export function stdioEntry(
+  o: { label: string; tag: string; hang?: boolean; marker?: string; gate?: string },
+) {
   return {
     command: Deno.execPath(),
     args: [
@@ -31,8 +36,8 @@ export function stdioEntry(o: { label: string; tag: string; hang?: boolean; mark
       STDIO_SERVER,
       o.label,
       o.tag,
-      o.hang ? "hang" : "serve",
-      ...(o.marker ? [o.marker] : []),
+      o.hang ? "hang" : o.gate ? "gate" : "serve",
+      ...(o.gate ? [o.gate] : o.marker ? [o.marker] : []),
     ],
   };
 }
