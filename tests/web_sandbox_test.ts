@@ -63,14 +63,13 @@ Deno.test("sandbox in the browser: violations inline, /sandbox answered, setting
             label === "desktop" ? "/sandbox" : "/sandbox violations",
           );
           await page.getByLabel("Message").press("Enter");
-          const info = page.locator(".msg.sandbox.info").last();
+          // The desktop step's answer stays in the conversation: wait for this step's own.
+          const expected = label === "desktop"
+            ? /mode basic, active, platform linux, 2 violations/
+            : /\/etc\/baton-demo/;
+          const info = page.locator(".msg.sandbox.info").filter({ hasText: expected }).last();
           await info.waitFor();
-          assert.match(
-            await info.innerText(),
-            label === "desktop"
-              ? /mode basic, active, platform linux, 2 violations/
-              : /\/etc\/baton-demo/,
-          );
+          assert.match(await info.innerText(), expected);
           await keep(page, `sandbox-session-${label}`);
 
           await page.goto(`${s.relay.url}/settings/runners/${s.runnerId}`);
