@@ -13,7 +13,6 @@ import { type Database, openDatabase } from "./store/db.ts";
 import { type CommitEvents, inlineCommit } from "./store/event_writer.ts";
 import { adaptiveCommit } from "./store/event_writer.ts";
 import { type AsyncStore, asyncStore, Store } from "./store/mod.ts";
-import { isPostgresUrl } from "./store/open.ts";
 import { StoreThread } from "./store/store_thread.ts";
 import { reclaimSpace } from "./store/vacuum.ts";
 
@@ -33,6 +32,11 @@ export interface RelayStore {
   /** Throws when the database cannot answer a trivial query (GET /ready). */
   answers(): Promise<void>;
   close(): Promise<void>;
+}
+
+/** Whether `target` names a PostgreSQL database (`postgres://`, `postgresql://`). */
+export function isPostgresUrl(target: string): boolean {
+  return /^postgres(ql)?:\/\//i.test(target);
 }
 
 /** Options of {@linkcode openRelayStore}. */

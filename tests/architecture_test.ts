@@ -222,7 +222,7 @@ async function loadedAtStart(root: string): Promise<{ start: Set<string>; later:
 }
 
 Deno.test("baton relay loads better-auth, the HTTP API, ws, prom-client, NATS and pg only on first use, and never the runner", async () => {
-  // pg (the PostgreSQL client) only with a PostgreSQL URL (relay/store/open.ts).
+  // pg (the PostgreSQL client) only with a PostgreSQL URL (relay/relay_store.ts).
   // Each would be memory an idle relay holds for nothing (docs/performance.md,
   // "Idle relay memory"): better-auth ~30 MB, the API's routes with zod and
   // hono-openapi ~13 MB, ws ~3 MB, the runner's daemon (through cli/_args.ts

@@ -13,7 +13,7 @@ import { type CommitEvents, inlineCommit } from "../relay/store/event_writer.ts"
 import type { SessionRecord, StoredEvent } from "../relay/store/mod.ts";
 import { openPgStore, PG_MIGRATIONS, type PgStore } from "../relay/store/pg/mod.ts";
 import { authConfig, type AuthConfigOptions, startBetterAuth } from "../relay/_better_auth.ts";
-import { openStore } from "../relay/store/open.ts";
+import { openRelayStore } from "../relay/relay_store.ts";
 import { postgresAvailable, type PostgresServer, startPostgres } from "./harness/postgres.ts";
 
 /** One store under test, with a way to reach its tables directly. */
@@ -916,10 +916,10 @@ Deno.test("the store behaves alike on SQLite and PostgreSQL", async (t) => {
       },
     );
 
-    await t.step("openStore opens PostgreSQL for a URL and SQLite for a path", async () => {
-      const pg = await openStore(await server.createDatabase());
+    await t.step("the relay opens PostgreSQL for a URL and SQLite in its folder", async () => {
       const dir = await Deno.makeTempDir({ prefix: "baton-conformance-" });
-      const lite = await openStore(join(dir, "relay.db"));
+      const pg = await openRelayStore({ dataDir: dir, databaseUrl: await server.createDatabase() });
+      const lite = await openRelayStore({ dataDir: dir });
       try {
         assert.equal(pg.store.dialect, "postgres");
         assert.equal(lite.store.dialect, "sqlite");

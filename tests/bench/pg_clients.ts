@@ -21,8 +21,8 @@ import pg from "pg";
 // Measured only, never used by the relay: not in the import map.
 // deno-lint-ignore no-import-prefix
 import postgres from "npm:postgres@3.4.9";
-import { join } from "node:path";
-import { openStore } from "../../relay/store/open.ts";
+import { openRelayStore } from "../../relay/relay_store.ts";
+import { Store } from "../../relay/store/mod.ts";
 import type { EventCommit } from "../../relay/store/event_writer.ts";
 import { startPostgres } from "../harness/postgres.ts";
 
@@ -139,11 +139,16 @@ try {
   try {
     for (
       const [name, target] of [
-        ["SQLite (inline commit)", join(dir, "relay.db")],
+        ["SQLite (inline commit)", null],
         ["PostgreSQL (PgStore.commit)", await server.createDatabase()],
       ] as const
     ) {
-      const opened = await openStore(target);
+      // A custom SQLite store commits on this thread (inline), as the measurement wants.
+      const opened = await openRelayStore(
+        target === null
+          ? { dataDir: dir, custom: (db) => new Store(db) }
+          : { dataDir: dir, databaseUrl: target },
+      );
       const seqs = new Map<string, number>();
       const batch = (): EventCommit[] =>
         ["a", "b", "c", "d"].map((sessionId) => {
