@@ -6,7 +6,8 @@
  *
  * @module
  */
-import { connect, errors, type Msg, type NatsConnection } from "@nats-io/transport-node";
+import { errors, type Msg, type NatsConnection } from "@nats-io/transport-node";
+import { connectGuarded } from "./_nats_connect.ts";
 import { offline, rejected, RelayError } from "../errors.ts";
 import { MAX_WS_MESSAGE_BYTES } from "../../shared/protocol.ts";
 import {
@@ -115,7 +116,7 @@ export class NatsBus implements Bus {
     const nodeId = newNodeId();
     let nc: NatsConnection;
     try {
-      nc = await connect({
+      nc = await connectGuarded({
         servers: url.split(","),
         ...(token ? { token } : {}),
         ...(user ? { user, pass: password ?? "" } : {}),
