@@ -75,6 +75,10 @@ Deno.test("subagents in the browser: the tool call links its children, a child l
     const kids = (await (await s.user.api(`/api/sessions/${sessionId}/children`)).json())
       .sessions as { sessionId: string; title: string }[];
     assert.equal(kids.length, 2);
+    // Both children start at once: pick each by its task, not by the listing's order.
+    const lexer = kids.find((k) => /lexer/.test(k.title));
+    const parser = kids.find((k) => /parser/.test(k.title));
+    assert.ok(lexer && parser, `one child per task: ${kids.map((k) => k.title)}`);
 
     const browser = await launchBrowser();
     try {
@@ -91,7 +95,7 @@ Deno.test("subagents in the browser: the tool call links its children, a child l
           assert.match(await links.nth(1).innerText(), /reviewer/);
           assert.equal(
             await links.nth(0).getAttribute("href"),
-            `/session/${kids[0]!.sessionId}`,
+            `/session/${lexer.sessionId}`,
           );
           if (label === "desktop") {
             // The sidebar lists the children under their parent, not on their own.
@@ -103,7 +107,7 @@ Deno.test("subagents in the browser: the tool call links its children, a child l
           await keep(page, `subagents-parent-${label}`);
 
           await links.nth(1).click();
-          await page.waitForURL(`**/session/${kids[1]!.sessionId}`);
+          await page.waitForURL(`**/session/${parser.sessionId}`);
           const back = page.locator(".subagent-parent");
           await back.waitFor();
           assert.match(await back.innerText(), /Subagent \(reviewer\) of Review the lexer/);
