@@ -208,6 +208,8 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     ...(opened.truncateWal ? { truncateWal: opened.truncateWal } : {}),
     ...(options.log ? { log: options.log } : {}),
     pushSend: (target, payload, delivery) => pushSender.send(target, payload, delivery),
+    // One node alone needs no bus: its LocalBus stays out of the hub's paths.
+    ...(options.bus ? { bus } : {}),
   });
   await hub.start();
   const triggers = new Triggers({ store, sessions: hub.sessions });
