@@ -21,13 +21,34 @@ export interface ClusterOptions {
   feed: Pick<StateFeed, "apply" | "bump">;
   /** Whether this node holds the runner's control socket (it then ingests its sessions). */
   holds: (runnerId: string) => boolean;
+  /** Takes what a runner held elsewhere sent on its own (ServiceRouter.fromNode). */
+  services?: {
+    fromNode(runner: { runnerId: string; userId: string }, msg: Record<string, unknown>): void;
+  };
   /** Wakes the waits on a session whose row changed (SessionService.statusChanged). */
   statusChanged?: (sessionId: string) => void;
   log?: (line: string) => void;
 }
 
-/** A feed change as it crosses the bus, with the node it came from. */
-type SharedChange = FeedChange & { from: string };
+/** A runner's own `service_message` (a progress or status notice), for viewers on every node. */
+interface ServiceNotice {
+  t: "service";
+  userId: string;
+  runnerId: string;
+  msg: Record<string, unknown>;
+}
+
+/** What crosses `baton.state.<user>`, with the node it came from. */
+type SharedChange = (FeedChange | ServiceNotice) & { from: string };
+
+/** Most bytes of a runner's notice that is handed on to other nodes (bigger ones stay here). */
+const MAX_SHARED_NOTICE = 256 * 1024;
+
+function isServiceNotice(v: unknown): v is ServiceNotice {
+  const c = v as Record<string, unknown> | null;
+  return c?.t === "service" && typeof c.userId === "string" &&
+    typeof c.runnerId === "string" && typeof c.msg === "object" && c.msg !== null;
+}
 
 /** Keeps this node's viewers and feeds in step with the other nodes'. */
 export class Cluster {
@@ -56,6 +77,23 @@ export class Cluster {
   share(change: FeedChange): void {
     const shared: SharedChange = { ...change, from: this.#o.bus.nodeId };
     this.#o.bus.publishState(change.userId, shared);
+  }
+
+  /** Hands a runner's own notice on to the other nodes' viewers of its user. */
+  shareService(runner: { runnerId: string; userId: string }, msg: Record<string, unknown>): void {
+    const notice: ServiceNotice & { from: string } = {
+      t: "service",
+      userId: runner.userId,
+      runnerId: runner.runnerId,
+      msg,
+      from: this.#o.bus.nodeId,
+    };
+    const body = JSON.stringify(notice);
+    if (body.length > MAX_SHARED_NOTICE) {
+      this.#log(`a notice of runner ${runner.runnerId} is too large for other nodes`);
+      return;
+    }
+    this.#o.bus.publishState(runner.userId, notice);
   }
 
   /**
@@ -123,7 +161,8 @@ export class Cluster {
     }
     const stop = this.#o.bus.subscribeState(userId, {
       onState: (state) => {
-        if (isFeedChange(state) && state.userId === userId) this.#changed(state as SharedChange);
+        const ok = isFeedChange(state) || isServiceNotice(state);
+        if (ok && state.userId === userId) this.#changed(state as SharedChange);
         else this.#log(`a malformed feed change on the bus for user ${userId}`);
       },
       onGap: () => this.#log(`the feed of user ${userId} may have missed changes (bus outage)`),
@@ -141,6 +180,10 @@ export class Cluster {
 
   #changed(change: SharedChange): void {
     if (change.from === this.#o.bus.nodeId) return;
+    if (change.t === "service") {
+      this.#o.services?.fromNode(change, change.msg);
+      return;
+    }
     if (change.t === "deleted") {
       this.#o.events.drop(change.sessionId);
       this.#o.fanout.sessionDeleted(change.userId, change.sessionId);

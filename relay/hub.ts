@@ -150,6 +150,7 @@ export class Hub implements RunnerHub, ViewerHub {
       runners: this.runners,
       viewersOf: (userId) => this.fanout.viewersOf(userId),
       log: this.#log,
+      ...(options.bus ? { share: (runner, msg) => this.cluster?.shareService(runner, msg) } : {}),
     });
     this.credentials = new CredentialSweeps({
       links: () => [...this.runners.links(), ...this.tunnels.links()],
@@ -193,6 +194,7 @@ export class Hub implements RunnerHub, ViewerHub {
         events: this.events,
         fanout: this.fanout,
         feed: this.feed,
+        services: this.services,
         holds: (runnerId) => this.runners.link(runnerId) !== undefined,
         statusChanged: (sessionId) => this.sessions.statusChanged(sessionId),
         log: this.#log,

@@ -107,7 +107,7 @@ type ServiceReply = Extract<RelayToViewer, { t: "service_message" }> & {
 
 Deno.test({
   name:
-    "a runner on node A is driven through node B: spawn, every event live and in order, input, files, git and the feed",
+    "a runner on node A is driven through node B: spawn, every event live and in order, input, files, git with its live notices, and the feed",
   ignore: !HAS_PG || !NATS_SERVER,
   async fn() {
     const c = await twoNodes();
@@ -191,6 +191,15 @@ Deno.test({
       assert.equal(status.ok, true, `${status.code}: ${status.message}`);
       assert.match(JSON.stringify(status.data), /a\.txt/);
       assert.ok((await git(repo, "status", "--porcelain")).includes("a.txt"));
+      // The runner's own notice (a file changed) reaches B's viewer through the bus.
+      await Deno.writeTextFile(join(repo, "live.txt"), "new\n");
+      const pushed = await v.waitFor<ServiceReply>(
+        (m) =>
+          m.t === "service_message" && m.requestId === undefined &&
+          JSON.stringify((m as ServiceReply).data ?? null).includes("live.txt"),
+        15_000,
+      );
+      assert.equal(pushed.sessionId, id);
 
       // A runner no node holds is offline on B, as on one node.
       await c.runner.stop();
