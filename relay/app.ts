@@ -248,6 +248,13 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
 
   const app = new Hono<RelayEnv>();
   const ops = relayOperations(app, { storeAnswers: opened.answers, hub, meter, options }); // counts every answer: first
+  // A node cut off from the bus serves only its own runners and viewers: not ready for a balancer.
+  if (options.bus) {
+    ops.readiness.add("bus", async () => {
+      if (!bus.connected) throw new Error("Cut off from the bus");
+      await bus.flush();
+    });
+  }
 
   const onError: ErrorHandler<RelayEnv> = (err, c) => {
     if (err instanceof RelayError) return relayErrorResponse(c, err);

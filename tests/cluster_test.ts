@@ -223,7 +223,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "with the bus down mid-stream, node B's viewer catches up from PostgreSQL once it is back: every event once, in order",
+    "with the bus down mid-stream, node B is not ready, and its viewer catches up from PostgreSQL once the bus is back: every event once, in order",
   ignore: !HAS_PG || !NATS_SERVER,
   async fn() {
     const c = await twoNodes();
@@ -246,7 +246,18 @@ Deno.test({
         const stored = await storedEvents(c.user, id);
         return stored.length > during + 20 || undefined;
       }, 20_000);
+      // Cut off, B tells a balancer it is not ready, naming the bus.
+      await eventually("B not ready without the bus", async () => {
+        const res = await fetch(`${c.b.url}/ready`);
+        const body = await res.text();
+        return (res.status === 503 && body.includes('"bus"')) || undefined;
+      }, 15_000);
       await c.nats.restart();
+      await eventually("B ready again", async () => {
+        const res = await fetch(`${c.b.url}/ready`);
+        await res.body?.cancel();
+        return res.status === 200 || undefined;
+      }, 15_000);
 
       await v.waitForEvent(id, "agent_end", 60_000);
       const all = v.eventsOf(id);
