@@ -201,6 +201,19 @@ Deno.test({
       );
       assert.equal(pushed.sessionId, id);
 
+      // B's metrics count what crossed the bus (B is scraped from loopback: allowed).
+      const metrics = await (await fetch(`${c.b.url}/metrics`)).text();
+      const sample = (name: string) =>
+        Number(new RegExp(`^${name} (\\S+)$`, "m").exec(metrics)?.[1] ?? NaN);
+      assert.equal(sample("baton_bus_connected"), 1, metrics);
+      // (Events committed before B's viewer subscribed came from the log, not the bus.)
+      assert.ok(sample("baton_bus_events_received_total") > 0, metrics);
+      const onA = await (await fetch(`${c.a.url}/metrics`)).text();
+      const published = Number(/^baton_bus_events_published_total (\S+)$/m.exec(onA)?.[1]);
+      assert.ok(published >= all.length, `A published ${published} of ${all.length}`);
+      assert.ok(sample("baton_bus_request_duration_seconds_count") > 3, metrics);
+      assert.equal(sample("baton_runners"), 0, "the runner's link is on A, not B");
+
       // A runner no node holds is offline on B, as on one node.
       await c.runner.stop();
       await eventually("node B sees the runner gone", async () => {
