@@ -57,8 +57,11 @@ export class Cluster {
   readonly #sessions = new Map<string, EventSubscription>();
   /** Sessions whose subscription is being set up: a second watcher waits for it. */
   readonly #starting = new Map<string, Promise<void>>();
-  /** Per user with viewers here: how many, and the stop of their state subscription. */
-  readonly #users = new Map<string, { viewers: number; stop: () => void }>();
+  /**
+   * Per user with viewers or runners here: how many, and the stop of their
+   * state subscription (a runner's node must hear of its sessions' deletion).
+   */
+  readonly #users = new Map<string, { count: number; stop: () => void }>();
 
   constructor(options: ClusterOptions) {
     this.#o = options;
@@ -152,11 +155,14 @@ export class Cluster {
     }
   }
 
-  /** A viewer of `userId` connected here: its feed follows the other nodes' changes. */
-  viewerJoined(userId: string): void {
+  /**
+   * A viewer or runner of `userId` connected here: this node follows the
+   * other nodes' changes for that user until the last one leaves.
+   */
+  followUser(userId: string): void {
     const user = this.#users.get(userId);
     if (user) {
-      user.viewers++;
+      user.count++;
       return;
     }
     const stop = this.#o.bus.subscribeState(userId, {
@@ -167,13 +173,13 @@ export class Cluster {
       },
       onGap: () => this.#log(`the feed of user ${userId} may have missed changes (bus outage)`),
     });
-    this.#users.set(userId, { viewers: 1, stop });
+    this.#users.set(userId, { count: 1, stop });
   }
 
-  viewerLeft(userId: string): void {
+  unfollowUser(userId: string): void {
     const user = this.#users.get(userId);
     if (!user) return;
-    if (--user.viewers > 0) return;
+    if (--user.count > 0) return;
     user.stop();
     this.#users.delete(userId);
   }

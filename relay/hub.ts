@@ -240,14 +240,16 @@ export class Hub implements RunnerHub, ViewerHub {
     acked: Record<string, number>;
     ended: string[];
   }> {
-    this.runners.attach(link);
+    if (this.runners.attach(link)) this.cluster?.followUser(link.userId);
     const answer = await this.sessions.reconcileRunner(link, sessions);
     this.feed.runnerChanged(link.userId, link.runnerId);
     return answer;
   }
 
   detachRunner(link: RunnerConnection): void {
-    if (this.runners.detach(link)) this.feed.runnerChanged(link.userId, link.runnerId);
+    if (!this.runners.detach(link)) return;
+    this.cluster?.unfollowUser(link.userId);
+    this.feed.runnerChanged(link.userId, link.runnerId);
   }
 
   ingest(link: RunnerConnection, msg: EventsMessage): void | Promise<void> {
@@ -270,7 +272,7 @@ export class Hub implements RunnerHub, ViewerHub {
 
   addViewer(v: Viewer): void {
     this.fanout.addViewer(v);
-    this.cluster?.viewerJoined(v.principal.userId);
+    this.cluster?.followUser(v.principal.userId);
   }
 
   removeViewer(v: Viewer): void {
@@ -278,7 +280,7 @@ export class Hub implements RunnerHub, ViewerHub {
     const known = this.fanout.viewersOf(v.principal.userId).has(v);
     this.fanout.removeViewer(v);
     if (!this.cluster || !known) return;
-    this.cluster.viewerLeft(v.principal.userId);
+    this.cluster.unfollowUser(v.principal.userId);
     for (const sessionId of watched) this.cluster.unwatchSession(sessionId);
   }
 

@@ -53,10 +53,14 @@ export class RunnerRegistry implements RunnerPresence {
     this.#bus = options.bus;
   }
 
-  /** Registers an authenticated link, closing an older one of the same runner. */
-  attach(link: RunnerConnection): void {
+  /**
+   * Registers an authenticated link, closing an older one of the same runner;
+   * true when the runner was not held here before (not a replacement).
+   */
+  attach(link: RunnerConnection): boolean {
     const old = this.#links.get(link.runnerId);
-    if (old && old !== link) old.close(CloseCode.replaced, "Replaced by a newer connection");
+    if (old === link) return false;
+    if (old) old.close(CloseCode.replaced, "Replaced by a newer connection");
     this.#links.set(link.runnerId, link);
     if (this.#bus && !this.#serving.has(link.runnerId)) {
       const { runnerId } = link;
@@ -68,6 +72,7 @@ export class RunnerRegistry implements RunnerPresence {
         ),
       );
     }
+    return old === undefined;
   }
 
   /** Forgets a link that closed; false when a newer one had replaced it already. */

@@ -208,11 +208,26 @@ Deno.test({
       assert.equal(sample("baton_bus_connected"), 1, metrics);
       // (Events committed before B's viewer subscribed came from the log, not the bus.)
       assert.ok(sample("baton_bus_events_received_total") > 0, metrics);
-      const onA = await (await fetch(`${c.a.url}/metrics`)).text();
-      const published = Number(/^baton_bus_events_published_total (\S+)$/m.exec(onA)?.[1]);
+      const metricsA = await (await fetch(`${c.a.url}/metrics`)).text();
+      const published = Number(/^baton_bus_events_published_total (\S+)$/m.exec(metricsA)?.[1]);
       assert.ok(published >= all.length, `A published ${published} of ${all.length}`);
       assert.ok(sample("baton_bus_request_duration_seconds_count") > 3, metrics);
       assert.equal(sample("baton_runners"), 0, "the runner's link is on A, not B");
+
+      // Deleted through B: a viewer on A hears of it through the bus, and A no longer lists it.
+      const viewerA = await Viewer.connect(c.a.url, { apiKey: c.user.apiKey });
+      try {
+        viewerA.send({ t: "watch" });
+        await viewerA.waitFor((m) => m.t === "runners");
+        const del = await c.onB(`/api/sessions/${id}`, { method: "DELETE" });
+        assert.ok(del.status < 300, `delete answered ${del.status}`);
+        await del.body?.cancel();
+        await viewerA.waitFor((m) => m.t === "session_deleted" && m.sessionId === id, 10_000);
+        const listed = await (await c.user.api("/api/sessions")).json();
+        assert.ok(!listed.sessions.some((s: { sessionId: string }) => s.sessionId === id));
+      } finally {
+        await viewerA.close();
+      }
 
       // A runner no node holds is offline on B, as on one node.
       await c.runner.stop();
