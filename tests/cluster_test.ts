@@ -15,6 +15,7 @@ import {
   type User,
   Viewer,
 } from "./harness/client.ts";
+import { Balancer } from "./harness/balancer.ts";
 import { git, makeRepo } from "./harness/git_repo.ts";
 import { MockLlm, MODEL } from "./harness/mock_llm.ts";
 import { NATS_SERVER, NatsServer } from "./harness/nats.ts";
@@ -44,18 +45,22 @@ interface TwoNodes {
   close(): Promise<void>;
 }
 
-async function twoNodes(): Promise<TwoNodes> {
+/** Starts the cluster; the runner dials node A, or `balancer` when given (set to A, then B). */
+async function twoNodes(balancer?: Balancer): Promise<TwoNodes> {
   const pg = await startPostgres();
   const nats = await NatsServer.start();
   const llm = MockLlm.start();
   const url = await pg.createDatabase("baton_cluster");
-  const env = { BATON_DATABASE_URL: url, BATON_BUS_URL: nats.url };
+  const env: Record<string, string> = { BATON_DATABASE_URL: url, BATON_BUS_URL: nats.url };
+  if (balancer) env.BATON_ALLOWED_HOSTS = balancer.host;
   const a = await RelayProcess.start({ env });
   const b = await RelayProcess.start({ env });
+  if (balancer) balancer.targets = [a, b].map((n) => Number(new URL(n.url).port));
   const user = await signUp(a.url);
   const home = await tempDir();
   await llm.writeModelsJson(home);
-  const runner = await startRunner({ relayUrl: a.url, apiKey: user.apiKey, home });
+  const relayUrl = balancer?.url ?? a.url;
+  const runner = await startRunner({ relayUrl, apiKey: user.apiKey, home });
   const [r] = await (await user.api("/api/runners")).json();
   const onB = (path: string, init: RequestInit = {}) =>
     fetch(`${b.url}${path}`, {
@@ -294,6 +299,48 @@ Deno.test({
       assert.equal(textOf(all), pieces.join(""));
     } catch (err) {
       console.error(c.a.proc.output(), c.b.proc.output());
+      throw err;
+    } finally {
+      await v?.close();
+      await c.close();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "node A killed with SIGKILL mid-stream: its runner reconnects to B through the balancer, and B's viewer sees every acknowledged event once",
+  ignore: !HAS_PG || !NATS_SERVER,
+  async fn() {
+    await using balancer = Balancer.start();
+    const c = await twoNodes(balancer);
+    let v: Viewer | undefined;
+    try {
+      const pieces = Array.from({ length: 120 }, (_, i) => `k${i} `);
+      c.llm.enqueue({ text: pieces, chunkDelayMs: 30 });
+      const spawned = await c.onB(
+        "/api/runners/spawn",
+        json("POST", { runnerId: c.runnerId, cwd: c.home, model: MODEL, prompt: "survive A" }),
+      );
+      assert.equal(spawned.status, 200, await spawned.clone().text());
+      const { sessionId: id } = await spawned.json();
+      v = await Viewer.connect(c.b.url, { apiKey: c.user.apiKey });
+      v.subscribe(id);
+      await v.until(() => v!.eventsOf(id).length > 20, "the first events at B");
+      const throughB = { ...c.user, api: c.onB };
+      const ackedBefore = (await storedEvents(throughB, id)).length;
+
+      await c.a.kill("SIGKILL");
+      await c.runner.connected(2);
+      await v.waitForEvent(id, "agent_end", 60_000);
+      const all = v.eventsOf(id);
+      assertContiguous(all);
+      const stored = await storedEvents(throughB, id);
+      assert.ok(stored.length >= ackedBefore, "no acknowledged event was lost");
+      assert.deepEqual(all, stored, "B's viewer saw exactly the stored log");
+      assert.equal(textOf(all), pieces.join(""), "every piece once, none twice");
+    } catch (err) {
+      console.error(c.a.proc.output(), c.b.proc.output(), c.runner.proc.output());
       throw err;
     } finally {
       await v?.close();
