@@ -19,6 +19,11 @@ Start a runner: a supervisor that keeps the runner daemon alive. The daemon
 dials out to the relay and starts one agent worker per session.
 
 Options:
+  --relay <url[,url…]>
+                   Relay address, http(s):// or ws(s)://; several relay nodes
+                   comma-separated or the flag repeated (env BATON_RELAY_URL, config
+                   relayUrl or relayUrls). The runner uses one node at a time and moves
+                   to the next when its node fails (docs/scaling.md)
   --name <name>    Runner name shown in the UI (env BATON_RUNNER_NAME, config runnerName,
                    default the hostname)
   --safe-mode      Skip MCP servers, plugins, hooks and runner services, ~/.baton/services
@@ -35,7 +40,8 @@ Options:
   -h, --help       Show this help
 
 Environment (those naming a config key fall back to ~/.baton/config.json):
-  BATON_RELAY_URL        Relay address, http(s):// or ws(s):// (config: relayUrl)
+  BATON_RELAY_URL        Relay address, or several nodes comma-separated (config: relayUrl,
+                         or relayUrls as an array)
   BATON_API_KEY          Runner token or API key (config: apiKey, preferred: keep the key
                          in ~/.baton/config.json, mode 0600; given here, the runner
                          restarts itself without it so no process environment holds it)
@@ -75,7 +81,7 @@ export async function runnerMain(argv: string[]): Promise<number> {
     );
   }
   if (!config.relayUrl) {
-    throw new UsageError("No relay: set BATON_RELAY_URL or run 'baton setup'");
+    throw new UsageError("No relay: give --relay, set BATON_RELAY_URL or run 'baton setup'");
   }
   if (!config.apiKey) {
     throw new UsageError("No API key: set BATON_API_KEY or run 'baton setup'");
@@ -97,7 +103,9 @@ export async function runnerMain(argv: string[]): Promise<number> {
   if (warning) console.error(`Warning: ${warning}`);
   const stop = new AbortController();
   untilSignal().then(() => stop.abort());
-  console.log(`baton runner ${runnerId} (${config.name}) connecting to ${config.relayUrl}`);
+  console.log(
+    `baton runner ${runnerId} (${config.name}) connecting to ${config.relayUrls.join(", ")}`,
+  );
   return await supervise({
     daemonArgs: argv,
     apiKey: config.apiKey,
