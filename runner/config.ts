@@ -302,7 +302,9 @@ function relayUrlsFrom(
   if (skip.relay) return [];
   if (flags.relay !== undefined) return parseRelayUrls(flags.relay, "--relay");
   const fromEnv = env("BATON_RELAY_URL");
-  if (fromEnv !== undefined && fromEnv.trim() !== "") {
+  // Set but empty, it still hides the config file's (docs/configuration.md).
+  if (fromEnv !== undefined) {
+    if (fromEnv.trim() === "") return [];
     if (fromEnv.trim().toLowerCase() === "off") return (skip.relay = true, []);
     return parseRelayUrls(fromEnv, "BATON_RELAY_URL");
   }

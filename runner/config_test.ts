@@ -106,3 +106,19 @@ Deno.test("a bad relay URL anywhere in the list is a one-line configuration erro
     await Deno.remove(home, { recursive: true });
   }
 });
+
+Deno.test("an empty BATON_RELAY_URL still hides the config file's relay", async () => {
+  const home = await Deno.makeTempDir();
+  try {
+    await Deno.mkdir(`${home}/.baton`);
+    await Deno.writeTextFile(
+      `${home}/.baton/config.json`,
+      JSON.stringify({ relayUrls: ["http://a:1"] }),
+    );
+    const cfg = await loadRunnerConfig((k) => ({ HOME: home, BATON_RELAY_URL: "" })[k]);
+    assert.deepEqual(cfg.relayUrls, []);
+    assert.equal(cfg.relayUrl, null);
+  } finally {
+    await Deno.remove(home, { recursive: true });
+  }
+});
