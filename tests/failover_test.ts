@@ -5,7 +5,7 @@
  * passed over; a bad URL in the list stops `baton runner` with one line.
  */
 import assert from "node:assert/strict";
-import { assertContiguous, storedEvents, type User, Viewer } from "./harness/client.ts";
+import { assertContiguous, signIn, storedEvents, type User, Viewer } from "./harness/client.ts";
 import { twoNodes, withRunner } from "./harness/cluster.ts";
 import { MockLlm } from "./harness/mock_llm.ts";
 import { postgresAvailable, startPostgres } from "./harness/postgres.ts";
@@ -43,18 +43,34 @@ function deadUrl(): string {
 
 Deno.test({
   name:
-    "a runner whose relay node is SIGKILLed mid-stream moves to the other node and the session's log has every seq once",
+    "a runner whose relay node is SIGKILLed mid-stream moves to the other node with its tunnel, and the session's log has every seq once",
   ignore: !HAS_PG,
   async fn() {
     const pg = await startPostgres();
     const llm = MockLlm.start();
     const nodes = await twoNodes(pg);
     const { a, b } = nodes;
+    // A service on the runner's machine, reached through the tunnel.
+    const service = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen() {} },
+      () => new Response("from the runner's machine"),
+    );
     let world: Awaited<ReturnType<typeof withRunner>> | undefined;
     try {
       world = await withRunner(a, llm, { relayUrl: `${a.url},${b.url}` });
-      const { user, runner } = world;
+      const { user, runner, runnerId } = world;
       assert.match(runner.proc.output(), new RegExp(`connecting to ${a.url}, ${b.url}`));
+      /** A GET of the service through a node's tunnel, signed in there as a browser is. */
+      const throughTunnel = async (node: RelayProcess) => {
+        const cookie = await signIn(node.url, user.email, user.password);
+        const res = await fetch(
+          `${node.url}/api/tunnel/runner/${runnerId}/${service.addr.port}/`,
+          { headers: { cookie } },
+        );
+        return `${res.status} ${await res.text()}`;
+      };
+      await runner.proc.waitFor(new RegExp(`tunnel connected to ${a.url}`), 20_000);
+      assert.equal(await throughTunnel(a), "200 from the runner's machine");
 
       const pieces = Array.from({ length: 80 }, (_, i) => `p${i} `);
       llm.enqueue({ text: pieces, chunkDelayMs: 25 });
@@ -101,8 +117,13 @@ Deno.test({
       } finally {
         await onB.close();
       }
+
+      // The tunnel followed the control channel to B.
+      await runner.proc.waitFor(new RegExp(`tunnel connected to ${b.url}`), 20_000);
+      assert.equal(await throughTunnel(b), "200 from the runner's machine");
     } finally {
       await world?.runner.stop();
+      await service.shutdown();
       await nodes.stop();
       await llm.close();
       await pg.stop();
