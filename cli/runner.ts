@@ -2,6 +2,7 @@ import {
   ConfigError,
   ensureRunnerId,
   loadRunnerConfig,
+  parseRelayUrls,
   RUNNER_FLAGS,
   runnerFlags,
   sandboxDependencyWarning,
@@ -61,7 +62,7 @@ ${SERVICE_HELP("runner")}`;
 /** `baton runner`. */
 export async function runnerMain(argv: string[]): Promise<number> {
   if (argv[0] && SERVICE_ACTIONS.has(argv[0])) {
-    return await serviceMain("runner", argv, { validate: (a) => void parseFlags(a, RUNNER_FLAGS) });
+    return await serviceMain("runner", argv, { validate: validateRunnerArgs });
   }
   const { values } = parseFlags(argv, RUNNER_FLAGS);
   // Set when this is the copy of `baton runner` started without the key in
@@ -112,4 +113,16 @@ export async function runnerMain(argv: string[]): Promise<number> {
     log: (line) => console.error(`[runner] ${line}`),
     signal: stop.signal,
   });
+}
+
+/** The checks of `baton runner`'s own flags that an installed service would fail on at start. */
+function validateRunnerArgs(argv: string[]): void {
+  const { values } = parseFlags(argv, RUNNER_FLAGS);
+  if (values.relay === undefined) return;
+  try {
+    parseRelayUrls(values.relay, "--relay");
+  } catch (err) {
+    if (err instanceof ConfigError) throw new UsageError(err.message);
+    throw err;
+  }
 }

@@ -172,6 +172,8 @@ Deno.test("baton runner refuses a bad URL anywhere in its relay list with one li
     [["--relay", "http://127.0.0.1:1", "--relay", "not a url"], {}, /'not a url' in --relay/],
     [[], { BATON_RELAY_URL: "http://127.0.0.1:1,http://[bad" }, /in BATON_RELAY_URL/],
     [["--relay", " , "], {}, /Invalid --relay: no relay URL/],
+    // Nor is a service unit written that could not start.
+    [["install", "--dry-run", "--relay", "http://127.0.0.1:1,ws//x"], {}, /'ws\/\/x' in --relay/],
   ];
   for (const [args, extra, message] of cases) {
     const out = await baton(["runner", ...args], { ...env, ...extra });
