@@ -5,7 +5,16 @@
  * passed over; a bad URL in the list stops `baton runner` with one line.
  */
 import assert from "node:assert/strict";
-import { assertContiguous, signIn, storedEvents, type User, Viewer } from "./harness/client.ts";
+import {
+  assertContiguous,
+  json,
+  signIn,
+  signUp,
+  storedEvents,
+  type User,
+  Viewer,
+} from "./harness/client.ts";
+import { FakeRunner } from "./harness/fake_runner.ts";
 import { twoNodes, withRunner } from "./harness/cluster.ts";
 import { MockLlm } from "./harness/mock_llm.ts";
 import { postgresAvailable, startPostgres } from "./harness/postgres.ts";
@@ -126,6 +135,81 @@ Deno.test({
       await service.shutdown();
       await nodes.stop();
       await llm.close();
+      await pg.stop();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "events node A stored but never acknowledged, re-sent to node B that holds the session from before, are stored and shown once",
+  ignore: !HAS_PG,
+  async fn() {
+    // The window a real runner hits by chance (A commits, dies before its
+    // ack leaves), driven on purpose with a runner that speaks the protocol;
+    // B loaded the session earlier for a viewer, so its own idea of the
+    // session's last seq is behind the log.
+    const pg = await startPostgres();
+    const nodes = await twoNodes(pg);
+    const { a, b } = nodes;
+    const delta = (seq: number) => ({
+      seq,
+      ts: Date.now(),
+      e: {
+        type: "message_update",
+        assistantMessageEvent: { type: "text_delta", delta: `d${seq} ` },
+      },
+    });
+    const seqs = (from: number, to: number) =>
+      Array.from({ length: to - from + 1 }, (_, i) => delta(from + i));
+    const viewers: Viewer[] = [];
+    try {
+      const user = await signUp(a.url);
+      const onA = await FakeRunner.connect(a.url, { apiKey: user.apiKey });
+      const spawned = await user.api(
+        "/api/runners/spawn",
+        json("POST", { runnerId: onA.runnerId, cwd: "/fake", prompt: "x" }),
+      );
+      const { sessionId: id } = await spawned.json();
+      onA.sendEvents(id, seqs(1, 10));
+      await onA.waitForAck(id, 10);
+      const early = await Viewer.connect(b.url, { apiKey: user.apiKey });
+      viewers.push(early);
+      early.subscribe(id);
+      await early.until(() => early.eventsOf(id).length >= 10, "B's viewer caught up to 10");
+      onA.sendEvents(id, seqs(11, 20));
+      await onA.waitForAck(id, 20);
+      await a.kill("SIGKILL");
+      await onA.closed;
+
+      // As a runner that never got the acks of 16..20: it sends them again.
+      const onB = await FakeRunner.connect(b.url, {
+        apiKey: user.apiKey,
+        runnerId: onA.runnerId,
+        sessions: [id],
+      });
+      assert.ok((onB.welcome.acked[id] ?? 0) <= 20);
+      onB.sendEvents(id, seqs(16, 25));
+      await onB.waitForAck(id, 25);
+      const stored = await storedEvents(on(b, user), id);
+      assertContiguous(stored);
+      assert.equal(stored.length, 25);
+      assert.equal(
+        streamedText(stored),
+        seqs(1, 25).map((e) => e.e.assistantMessageEvent.delta).join(""),
+      );
+      await early.until(() => early.eventsOf(id).length >= 25, "B's first viewer has 25");
+      const late = await Viewer.connect(b.url, { apiKey: user.apiKey });
+      viewers.push(late);
+      late.subscribe(id);
+      await late.until(() => late.eventsOf(id).length >= 25, "a new viewer on B has 25");
+      await onB.barrier();
+      assert.deepEqual(early.eventsOf(id), stored, "the viewer on B from before saw each seq once");
+      assert.deepEqual(late.eventsOf(id), stored);
+      await onB.close();
+    } finally {
+      for (const v of viewers) await v.close();
+      await nodes.stop();
       await pg.stop();
     }
   },
