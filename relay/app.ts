@@ -37,6 +37,7 @@ import { redactGrants } from "./tunnel_grants.ts";
 import { tunnelOriginMiddleware } from "./tunnel_origin.ts";
 import { loadSecret } from "./relay_secret.ts";
 import { type Bus, type BusConfig, openBus } from "./bus/mod.ts";
+import { BusMeter } from "./bus_meter.ts";
 import { type Readiness, RelayMeter, relayOperations } from "./operations.ts";
 
 /** Options of {@linkcode createRelay}. */
@@ -167,8 +168,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     ...(options.log ? { log: options.log } : {}),
   });
   const { store } = opened;
-  // Older versions left the folder and its files readable by others.
-  const fixed = await makePrivate(options.dataDir);
+  const fixed = await makePrivate(options.dataDir); // older versions left files readable by others
   if (fixed > 0) options.log?.(`made ${fixed} files and folders in the data folder owner-only`);
   const baseUrl = options.baseUrl.replace(/\/+$/, "");
   const access = browserAccess({
@@ -194,9 +194,10 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     options.vapidKeys ?? null,
     options.vapidSubject,
   );
-  const pushAllowedOrigins = new Set(options.pushAllowedOrigins ?? []);
-  const pushSender = new PushSender({ keys: vapid, allowedOrigins: pushAllowedOrigins });
+  const allowedOrigins = new Set(options.pushAllowedOrigins ?? []);
+  const pushSender = new PushSender({ keys: vapid, allowedOrigins });
   const meter = new RelayMeter();
+  const busMeter = options.bus ? new BusMeter(bus) : null; // alone, the hub never sees the bus
   const hub = new Hub({
     store,
     commit: meter.metered(opened.commit),
@@ -208,6 +209,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     ...(opened.truncateWal ? { truncateWal: opened.truncateWal } : {}),
     ...(options.log ? { log: options.log } : {}),
     pushSend: (target, payload, delivery) => pushSender.send(target, payload, delivery),
+    ...(busMeter ? { bus: busMeter.metered() } : {}),
   });
   await hub.start();
   const triggers = new Triggers({ store, sessions: hub.sessions });
@@ -245,7 +247,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   const web = options.web;
 
   const app = new Hono<RelayEnv>();
-  const ops = relayOperations(app, { storeAnswers: opened.answers, hub, meter, options }); // counts every answer: first
+  const ops = relayOperations(app, { storeAnswers: opened.answers, hub, meter, busMeter, options }); // counts every answer: first
 
   const onError: ErrorHandler<RelayEnv> = (err, c) => {
     if (err instanceof RelayError) return relayErrorResponse(c, err);
@@ -326,7 +328,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
         attachments,
         onError,
         health,
-        push: { publicKey: vapid.publicKey, allowedOrigins: pushAllowedOrigins },
+        push: { publicKey: vapid.publicKey, allowedOrigins },
       })
     ).catch((err) => {
       api = null;

@@ -276,6 +276,45 @@ export class EventPipeline {
   }
 
   /**
+   * Takes events another relay node committed (its runner is held there):
+   * the tail moves to them and they are answered for from memory. Answers
+   * the ones new here (none while this node ingests the session itself: its
+   * own commits come back over the bus too). A jump past the tail empties
+   * the ring, so viewers read what is between from the log.
+   */
+  mirror(sessionId: string, events: readonly StoredEvent[]): StoredEvent[] {
+    const live = this.#live.get(sessionId);
+    if (!live || live.pending.length > 0 || live.receivedSeq !== live.lastSeq) return [];
+    const fresh = events.filter((e) => e.seq > live.lastSeq);
+    if (fresh.length === 0) return [];
+    if (fresh[0]!.seq !== live.lastSeq + 1) live.ring.clear();
+    for (const e of fresh) {
+      live.ring.push(e);
+      live.eventBytes += e.json.length;
+    }
+    live.lastSeq = live.receivedSeq = fresh[fresh.length - 1]!.seq;
+    live.touchedAt = this.#clock.now();
+    return fresh;
+  }
+
+  /**
+   * Moves a session's tail up to its log (another node committed events this
+   * one did not hear of); true when it moved. Not while this node ingests it.
+   */
+  async catchUp(sessionId: string): Promise<boolean> {
+    const live = this.#live.get(sessionId);
+    if (!live) return false;
+    const maxSeq = await this.#opts.store.events.maxSeq(sessionId);
+    if (this.#live.get(sessionId) !== live) return false;
+    if (live.pending.length > 0 || live.receivedSeq !== live.lastSeq) return false;
+    if (maxSeq <= live.lastSeq) return false;
+    live.ring.clear();
+    live.lastSeq = live.receivedSeq = maxSeq;
+    live.touchedAt = this.#clock.now();
+    return true;
+  }
+
+  /**
    * Sets the title a session shows once its events are committed, over one
    * its first prompt would give it; false when the session is not in memory.
    */

@@ -493,3 +493,42 @@ Deno.test("a session that takes events while its row is written on eviction stay
   assert.equal(w.pipeline.get("s2"), undefined, "s2 leaves");
   assert.equal(w.store.sessions.get("s2")!.lastSeq, 1, "its row written first");
 });
+
+/** Events as another relay node committed and published them. */
+function stored(from: number, to: number) {
+  return events(from, to).map((e) => ({ seq: e.seq, json: JSON.stringify(e) }));
+}
+
+Deno.test("events another node committed move the tail; a jump empties the ring so viewers read the log", async () => {
+  await using w = await world();
+  const live = (await w.pipeline.open(record("s1")))!;
+  assert.deepEqual(w.pipeline.mirror("s1", stored(1, 3)).map((e) => e.seq), [1, 2, 3]);
+  assert.equal(live.lastSeq, 3);
+  assert.deepEqual(live.ring.after(0, 10)?.map((e) => e.seq), [1, 2, 3]);
+  // Seen already (or this node's own, back over the bus): nothing new.
+  assert.deepEqual(w.pipeline.mirror("s1", stored(2, 3)), []);
+  // 4..6 never arrived: the ring no longer answers from before 7.
+  assert.deepEqual(w.pipeline.mirror("s1", stored(7, 8)).map((e) => e.seq), [7, 8]);
+  assert.equal(live.lastSeq, 8);
+  assert.equal(live.ring.after(3, 10), null, "what is missing comes from the log");
+  // A session not in memory takes nothing.
+  assert.deepEqual(w.pipeline.mirror("s2", stored(1, 1)), []);
+});
+
+Deno.test("a session this node ingests ignores mirrored events, and its tail catches up with the log only when idle", async () => {
+  await using w = await world();
+  await w.send("s1", events(1, 2));
+  // Received, not committed yet: this node is the one writing the session.
+  assert.deepEqual(w.pipeline.mirror("s1", stored(1, 5)), []);
+  assert.equal(await w.pipeline.catchUp("s1"), false);
+  await settled(w);
+  assert.equal(w.pipeline.get("s1")!.lastSeq, 2);
+  // Another node wrote 3..5 to the log (the runner moved there): the tail follows.
+  w.store.events.appendMany("s1", stored(3, 5));
+  assert.equal(await w.pipeline.catchUp("s1"), true);
+  assert.equal(w.pipeline.get("s1")!.lastSeq, 5);
+  // The runner comes back and resends 4..6: only 6 is new.
+  await w.send("s1", events(4, 6));
+  await settled(w);
+  assert.deepEqual(w.stored("s1"), [1, 2, 3, 4, 5, 6], "nothing stored twice");
+});

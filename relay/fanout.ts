@@ -305,6 +305,21 @@ export class Fanout<V extends FanoutViewer = FanoutViewer> {
     }
   }
 
+  /**
+   * The session's tail moved without events handed here (another relay node
+   * committed them): its live viewers behind it catch up from the log.
+   */
+  tailMoved(sessionId: string): void {
+    const tail = this.#opts.tail(sessionId);
+    if (!tail) return;
+    for (const sub of this.#subs.get(sessionId) ?? []) {
+      if (sub.live && sub.sent < tail.lastSeq) {
+        sub.live = false;
+        this.#addLagging(sub);
+      }
+    }
+  }
+
   #spend(bytes: number): void {
     this.#turnBytes += bytes;
     if (this.#turnResetScheduled) return;

@@ -17,6 +17,8 @@ import {
 } from "../shared/protocol.ts";
 import { type Clock, systemClock } from "./_clock.ts";
 import type { Credential } from "./auth.ts";
+import type { Bus } from "./bus/mod.ts";
+import { Cluster } from "./cluster.ts";
 import { CredentialSweeps } from "./credential_sweeps.ts";
 import { TunnelRegistry } from "./tunnel_link.ts";
 import { type Committed, EventPipeline } from "./event_pipeline.ts";
@@ -62,6 +64,12 @@ export interface HubOptions {
   clock?: Clock;
   /** Sends push messages (PushSender.send); without it no notification goes out. */
   pushSend?: PushNotifierOptions["send"];
+  /**
+   * The bus between relay nodes (`--bus`): given, this node serves the
+   * runners it holds to the others, reaches theirs, and its viewers follow
+   * what every node commits (cluster.ts). Without it the relay is one node.
+   */
+  bus?: Bus;
 }
 
 /** How long a runner may take to forget a deleted session (ms); nothing waits for it. */
@@ -85,6 +93,8 @@ export class Hub implements RunnerHub, ViewerHub {
   readonly push: PushNotifier | null;
   /** Child sessions started by agents (their `subagent` tool). */
   readonly subagents: Subagents;
+  /** This node's part in a cluster of relay nodes; null without a bus. */
+  readonly cluster: Cluster | null;
   readonly #log: (line: string) => void;
   #closed = false;
 
@@ -93,7 +103,12 @@ export class Hub implements RunnerHub, ViewerHub {
     const clock = options.clock ?? systemClock;
     this.store = store;
     this.#log = options.log ?? (() => {});
-    this.runners = new RunnerRegistry({ store, clock, log: this.#log });
+    this.runners = new RunnerRegistry({
+      store,
+      clock,
+      log: this.#log,
+      ...(options.bus ? { bus: options.bus } : {}),
+    });
     this.tunnels = new TunnelRegistry(store);
     this.fanout = new Fanout<Viewer>({
       tail: (id) => this.events.get(id),
@@ -117,6 +132,7 @@ export class Hub implements RunnerHub, ViewerHub {
       runnerInfo: (id) => this.runners.runnerInfo(id),
       sessionInfo: (s) => this.sessions.sessionInfo(s),
       log: this.#log,
+      ...(options.bus ? { share: (change) => this.cluster?.share(change) } : {}),
     });
     this.sessions = new SessionService({
       store,
@@ -134,6 +150,7 @@ export class Hub implements RunnerHub, ViewerHub {
       runners: this.runners,
       viewersOf: (userId) => this.fanout.viewersOf(userId),
       log: this.#log,
+      ...(options.bus ? { share: (runner, msg) => this.cluster?.shareService(runner, msg) } : {}),
     });
     this.credentials = new CredentialSweeps({
       links: () => [...this.runners.links(), ...this.tunnels.links()],
@@ -145,7 +162,12 @@ export class Hub implements RunnerHub, ViewerHub {
     this.retention = new Retention({
       store,
       events: this.events,
-      fanout: this.fanout,
+      fanout: {
+        sessionDeleted: (userId, sessionId) => {
+          this.fanout.sessionDeleted(userId, sessionId);
+          this.cluster?.share({ t: "deleted", userId, sessionId });
+        },
+      },
       feed: this.feed,
       ...(options.retention ? { policy: options.retention } : {}),
       ...(options.reclaimSpace ? { reclaimSpace: options.reclaimSpace } : {}),
@@ -166,6 +188,18 @@ export class Hub implements RunnerHub, ViewerHub {
       })
       : null;
     this.subagents = new Subagents({ store, sessions: this.sessions, log: this.#log, clock });
+    this.cluster = options.bus
+      ? new Cluster({
+        bus: options.bus,
+        events: this.events,
+        fanout: this.fanout,
+        feed: this.feed,
+        services: this.services,
+        holds: (runnerId) => this.runners.link(runnerId) !== undefined,
+        statusChanged: (sessionId) => this.sessions.statusChanged(sessionId),
+        log: this.#log,
+      })
+      : null;
   }
 
   /** Catches stored last seqs up with the log and starts the services' timers. */
@@ -183,6 +217,7 @@ export class Hub implements RunnerHub, ViewerHub {
   #committed({ sessionId, userId, runnerId, events, patch }: Committed): void {
     this.feed.bump(userId);
     if (events.length > 0) this.fanout.broadcast(sessionId, events);
+    if (events.length > 0) this.cluster?.committed(userId, sessionId, events);
     if (events.length > 0) this.push?.committed({ sessionId, userId, runnerId, events, patch });
     this.subagents.committed({ sessionId, userId, runnerId, events, patch });
     if (!patch) return;
@@ -235,16 +270,24 @@ export class Hub implements RunnerHub, ViewerHub {
 
   addViewer(v: Viewer): void {
     this.fanout.addViewer(v);
+    this.cluster?.viewerJoined(v.principal.userId);
   }
 
   removeViewer(v: Viewer): void {
+    const watched = [...v.subs.keys()];
+    const known = this.fanout.viewersOf(v.principal.userId).has(v);
     this.fanout.removeViewer(v);
+    if (!this.cluster || !known) return;
+    this.cluster.viewerLeft(v.principal.userId);
+    for (const sessionId of watched) this.cluster.unwatchSession(sessionId);
   }
 
   /** Subscribes a viewer to a session of its user from `since` (404 for foreign or unknown). */
   async subscribe(v: Viewer, sessionId: string, since: number): Promise<Subscription> {
     const rec = await this.sessions.owned(v.principal.userId, sessionId);
     let live = await this.events.open(rec);
+    // What other relay nodes commit reaches this one from now on.
+    if (this.cluster) await this.cluster.watchSession(sessionId);
     // Evicted in the turn between its load and now (eviction spares watched sessions only).
     for (let i = 0; i < 3 && live && this.events.get(sessionId) !== live; i++) {
       live = await this.events.open(rec);
@@ -256,6 +299,7 @@ export class Hub implements RunnerHub, ViewerHub {
 
   unsubscribe(sub: Subscription): void {
     this.fanout.unsubscribe(sub);
+    this.cluster?.unwatchSession(sub.sessionId);
   }
 
   input(
@@ -298,8 +342,8 @@ export class Hub implements RunnerHub, ViewerHub {
    * it reconnects (the session is then in the welcome's `ended`).
    */
   #tellRunnerDeleted(runnerId: string, sessionId: string): void {
-    const link = this.runners.link(runnerId);
-    if (!link) return;
+    if (!this.runners.isConnected(runnerId)) return;
+    const link = this.runners.connected(runnerId);
     const failed = (err: unknown) => this.#log(`telling runner of deleted ${sessionId}: ${err}`);
     link.request("delete_session", { sessionId }, RUNNER_FORGET_MS).catch((err) => {
       if ((err as { code?: string }).code !== "unknown_op") return failed(err);
@@ -335,6 +379,7 @@ export class Hub implements RunnerHub, ViewerHub {
     await this.events.close();
     this.#closed = true;
     this.push?.close();
+    this.cluster?.close();
     this.fanout.close();
     this.credentials.close();
     this.runners.closeAll(CloseCode.goingAway, "Relay shutting down");

@@ -69,6 +69,13 @@ export interface MetricsSource {
   sessions(): { live: number; pendingEvents: number };
   /** Events handed to viewer sockets so far. */
   eventsSent(): number;
+  /** What crossed the bus between relay nodes; null for a relay alone (no `--bus`). */
+  bus?: {
+    connected(): boolean;
+    requests: PlainHistogram;
+    eventsPublished(): number;
+    eventsReceived(): number;
+  } | null;
 }
 
 /** The Prometheus text of a relay, built by ./metrics_text.ts on the first scrape. */

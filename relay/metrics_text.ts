@@ -90,6 +90,27 @@ export function metricsExposition(src: MetricsSource): MetricsExposition {
     "Time each commit of the event log took",
     src.meter.commits,
   ));
+  const bus = src.bus;
+  if (bus) {
+    gauge("baton_bus_connected", "1 while this node is connected to the bus", () => {
+      return bus.connected() ? 1 : 0;
+    });
+    counter(
+      "baton_bus_events_published_total",
+      "Committed events this node published to the other nodes",
+      () => bus.eventsPublished(),
+    );
+    counter(
+      "baton_bus_events_received_total",
+      "Events from other nodes for the sessions this node's viewers watch",
+      () => bus.eventsReceived(),
+    );
+    registry.registerMetric(histogram(
+      "baton_bus_request_duration_seconds",
+      "Time each request to a runner held by another node took, answer included",
+      bus.requests,
+    ));
+  }
   const lag = new PlainHistogram(LAG_BUCKETS);
   registry.registerMetric(histogram(
     "baton_event_loop_lag_seconds",

@@ -18,6 +18,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import { type Context, type Handler, Hono } from "hono";
 import { METRICS_CONTENT_TYPE, type ReadyResponse } from "../shared/operations_api.ts";
 import { errorResponse, type RelayEnv } from "./_http.ts";
+import type { BusMeter } from "./bus_meter.ts";
 import type { Hub } from "./hub.ts";
 import { type MetricsExposition, type MetricsSource, RelayMeter } from "./meter.ts";
 import { Readiness } from "./readiness.ts";
@@ -31,6 +32,8 @@ export interface RelayOperationsOptions {
   storeAnswers: () => Promise<void>;
   hub: Hub;
   meter: RelayMeter;
+  /** What crossed the bus between relay nodes (with `--bus` only). */
+  busMeter?: BusMeter | null;
   /** The relay's options: its log and `metricsToken`. */
   options: { log?: (line: string) => void; metricsToken?: string };
 }
@@ -59,9 +62,17 @@ export function relayOperations(app: Hono<RelayEnv>, o: RelayOperationsOptions):
     const trouble = o.meter.writeTrouble();
     if (trouble) throw new Error(trouble);
   });
+  // A node cut off from the bus serves only its own runners and viewers: not ready for a balancer.
+  const bus = o.busMeter?.bus;
+  if (bus) {
+    readiness.add("bus", async () => {
+      if (!bus.connected) throw new Error("Cut off from the bus");
+      await bus.flush();
+    });
+  }
   const handlers = operationRoutes({
     readiness,
-    source: hubMetrics(o.hub, o.meter),
+    source: hubMetrics(o.hub, o.meter, o.busMeter ?? null),
     ...(o.options.metricsToken ? { metricsToken: o.options.metricsToken } : {}),
   });
   const routes = new Hono<RelayEnv>();
@@ -166,9 +177,15 @@ export function operationRoutes(options: OperationOptions): OperationRoutes {
 }
 
 /** What the metrics read of the hub at scrape time (nothing is counted per event here). */
-export function hubMetrics(hub: Hub, meter: RelayMeter): MetricsSource {
+export function hubMetrics(hub: Hub, meter: RelayMeter, bus: BusMeter | null): MetricsSource {
   return {
     meter,
+    bus: bus && {
+      connected: () => bus.bus.connected,
+      requests: bus.requests,
+      eventsPublished: () => bus.eventsPublished,
+      eventsReceived: () => bus.eventsReceived,
+    },
     viewerQueues() {
       let viewers = 0;
       let queuedBytes = 0;

@@ -93,7 +93,7 @@ export function questionState(
 /** Options of {@linkcode Questions}. */
 export interface QuestionsOptions {
   store: Pick<AsyncStore, "settings" | "events" | "sessions">;
-  runners: Pick<RunnerRegistry, "assertOwned" | "connectedRunner" | "link">;
+  runners: Pick<RunnerRegistry, "assertOwned" | "connectedRunner" | "isConnected" | "connected">;
   /** A session of `userId` (404 for foreign and unknown ids alike). */
   owned: (userId: string, sessionId: string) => Promise<SessionRecord>;
 }
@@ -157,7 +157,10 @@ export class Questions {
     if (kind === "approval" && !a.cookie) {
       throw new RelayError("forbidden", "cookie_required", "Approvals need a browser session");
     }
-    const link = this.#o.runners.link(s.runnerId);
+    // Held here or by another relay node.
+    const link = this.#o.runners.isConnected(s.runnerId)
+      ? this.#o.runners.connected(s.runnerId)
+      : null;
     if (!link) {
       throw new RelayError(
         "rejected",

@@ -38,6 +38,11 @@ export interface ServiceRouterOptions<V extends ServiceViewer> {
   runners: RunnerPresence;
   viewersOf: (userId: string) => Iterable<V>;
   log: (line: string) => void;
+  /**
+   * Hands what a runner held here sends on its own to the other relay nodes
+   * (cluster.ts), whose viewers may be the ones watching or asking.
+   */
+  share?: (runner: { runnerId: string; userId: string }, msg: Record<string, unknown>) => void;
 }
 
 /** How long the relay waits for a runner's answer: push talks to a remote, the rest is local. */
@@ -58,6 +63,8 @@ export class ServiceRouter<V extends ServiceViewer> {
   readonly #inFlight = new Map<string, InFlight<V>>();
   readonly #count = new WeakMap<V, number>();
   #next = 1;
+  /** Request ids unique across relay nodes: a runner's progress notice may come back through another. */
+  readonly #prefix = `s${crypto.randomUUID().slice(0, 8)}-`;
 
   constructor(options: ServiceRouterOptions<V>) {
     this.#opts = options;
@@ -127,7 +134,7 @@ export class ServiceRouter<V extends ServiceViewer> {
       }
       assertNotEnded(s);
       const link = this.#opts.runners.connected(s.runnerId);
-      const relayId = `s${this.#next++}`;
+      const relayId = `${this.#prefix}${this.#next++}`;
       this.#inFlight.set(relayId, {
         viewer: v,
         requestId,
@@ -160,6 +167,23 @@ export class ServiceRouter<V extends ServiceViewer> {
    * sessions (sent to the viewers subscribed to it). Anything else is dropped.
    */
   fromRunner(link: { runnerId: string; userId: string }, msg: Record<string, unknown>): void {
+    if (this.#deliver(link, msg) === false) this.#opts.share?.(link, msg);
+  }
+
+  /** What a runner held by another relay node sent (cluster.ts): told to the viewers here. */
+  fromNode(runner: { runnerId: string; userId: string }, msg: Record<string, unknown>): void {
+    this.#deliver(runner, msg);
+  }
+
+  /**
+   * Hands a runner's message to the viewer that asked (true) or to the
+   * session's viewers here (false: other nodes may have some too); nothing
+   * for a malformed one.
+   */
+  #deliver(
+    link: { runnerId: string; userId: string },
+    msg: Record<string, unknown>,
+  ): boolean | undefined {
     const { sessionId, serviceId, op } = msg;
     if (typeof sessionId !== "string" || typeof serviceId !== "string" || typeof op !== "string") {
       return;
@@ -167,7 +191,8 @@ export class ServiceRouter<V extends ServiceViewer> {
     const data = msg.data ?? null;
     if (typeof msg.requestId === "string") {
       const f = this.#inFlight.get(msg.requestId);
-      if (!f || f.runnerId !== link.runnerId || f.sessionId !== sessionId) return;
+      if (!f) return false;
+      if (f.runnerId !== link.runnerId || f.sessionId !== sessionId) return;
       f.viewer.send({
         t: "service_message",
         serviceId: f.serviceId,
@@ -176,13 +201,14 @@ export class ServiceRouter<V extends ServiceViewer> {
         op: op.slice(0, 100),
         data,
       });
-      return;
+      return true;
     }
     const s = this.#opts.session(sessionId);
-    if (!s || s.runnerId !== link.runnerId || s.userId !== link.userId) return;
-    for (const v of this.#opts.viewersOf(s.userId)) {
-      if (!v.subs.has(sessionId)) continue;
+    if (s && (s.runnerId !== link.runnerId || s.userId !== link.userId)) return;
+    for (const v of this.#opts.viewersOf(link.userId)) {
+      if (!s || !v.subs.has(sessionId)) continue;
       v.send({ t: "service_message", serviceId, sessionId, op: op.slice(0, 100), data });
     }
+    return false;
   }
 }

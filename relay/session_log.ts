@@ -41,6 +41,13 @@ export class EventRing {
     }
   }
 
+  /** Forgets every event held (what follows does not continue them). */
+  clear(): void {
+    this.#items = [];
+    this.#start = 0;
+    this.#bytes = 0;
+  }
+
   /** The oldest seq held, or Infinity when empty. */
   get firstSeq(): number {
     return this.#items[this.#start]?.seq ?? Infinity;

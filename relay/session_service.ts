@@ -64,7 +64,10 @@ export interface SessionControl {
 export interface SessionServiceOptions {
   store: AsyncStore;
   runners: Pick<RunnerRegistry, "connected" | "connectedRunner" | "assertOwned">;
-  events: Pick<EventPipeline, "lastSeq" | "statusOf" | "inject" | "retitle" | "drop" | "inFlight">;
+  events: Pick<
+    EventPipeline,
+    "lastSeq" | "statusOf" | "inject" | "retitle" | "drop" | "inFlight" | "catchUp"
+  >;
   feed: Pick<StateFeed, "sessionChanged" | "runnerChanged" | "bump">;
   /** Public address of the relay, for share URLs. */
   baseUrl: string;
@@ -255,6 +258,9 @@ export class SessionService implements SessionControl {
       else if (isEnded(s.status)) ended.push(id);
       else mine.set(id, s);
     }
+    // A tail in memory may lag the log when another relay node held the
+    // runner until now: the runner must resend only what the log lacks.
+    for (const id of mine.keys()) await this.#opts.events.catchUp(id);
     // Read once the rows are in, so a commit meanwhile counts (a last seq only moves forward).
     for (const [id, s] of mine) acked[id] = this.#opts.events.lastSeq(s);
     for (const s of await this.#store.sessions.listLiveForRunner(link.runnerId)) {

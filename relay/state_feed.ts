@@ -14,6 +14,20 @@ export interface FeedViewer {
   send(msg: RelayToViewer): void;
 }
 
+/** A change the feeds of other relay nodes hear of (cluster.ts carries it). */
+export type FeedChange =
+  | { t: "runner"; userId: string; runnerId: string }
+  | { t: "session"; userId: string; sessionId: string }
+  | { t: "deleted"; userId: string; sessionId: string };
+
+/** Whether a value off the bus is a {@linkcode FeedChange}. */
+export function isFeedChange(v: unknown): v is FeedChange {
+  const c = v as Record<string, unknown> | null;
+  if (typeof c?.userId !== "string") return false;
+  if (c.t === "runner") return typeof c.runnerId === "string";
+  return (c.t === "session" || c.t === "deleted") && typeof c.sessionId === "string";
+}
+
 /** Options of {@linkcode StateFeed}. */
 export interface StateFeedOptions {
   store: Pick<AsyncStore, "sessions">;
@@ -23,6 +37,8 @@ export interface StateFeedOptions {
   sessionInfo: (s: SessionRecord) => SessionInfo;
   /** Receives one line per notable incident (a failed read). */
   log?: (line: string) => void;
+  /** Hands each change made here on to the other relay nodes' feeds (cluster.ts). */
+  share?: (change: FeedChange) => void;
 }
 
 /** Tells each user's watching viewers what changed, and counts changes per user. */
@@ -41,8 +57,19 @@ export class StateFeed {
     this.#opts = options;
   }
 
-  /** Sends the runner's current state to its owner's watching viewers. */
+  /** Sends the runner's current state to its owner's watching viewers, here and on other nodes. */
   runnerChanged(userId: string, runnerId: string): void {
+    this.#opts.share?.({ t: "runner", userId, runnerId });
+    this.#runner(userId, runnerId);
+  }
+
+  /** A change another relay node made: told to the viewers here. */
+  apply(change: FeedChange): void {
+    if (change.t === "runner") this.#runner(change.userId, change.runnerId);
+    else if (change.t === "session") this.#session(change.sessionId, change.userId, false);
+  }
+
+  #runner(userId: string, runnerId: string): void {
     if (this.#opts.viewersOf(userId).size === 0) return;
     this.#newest(`r\n${runnerId}`, () => this.#opts.runnerInfo(runnerId), (runner) => {
       if (!runner) return;
@@ -57,10 +84,18 @@ export class StateFeed {
    * Give its owner when known: the listings' version moves at once then.
    */
   sessionChanged(sessionId: string, userId?: string): void {
+    this.#session(sessionId, userId, true);
+  }
+
+  #session(sessionId: string, userId: string | undefined, share: boolean): void {
     if (userId !== undefined) this.bump(userId);
+    if (share && userId !== undefined) this.#opts.share?.({ t: "session", userId, sessionId });
     this.#newest(`s\n${sessionId}`, () => this.#opts.store.sessions.get(sessionId), (s) => {
       if (!s) return;
-      if (userId === undefined) this.bump(s.userId);
+      if (userId === undefined) {
+        this.bump(s.userId);
+        if (share) this.#opts.share?.({ t: "session", userId: s.userId, sessionId });
+      }
       const viewers = this.#opts.viewersOf(s.userId);
       if (viewers.size === 0) return;
       const session = this.#opts.sessionInfo(s);

@@ -1,8 +1,8 @@
 /**
  * `baton relay --bus nats://…` (`BATON_BUS_URL`): the relay joins the bus at
  * start and leaves it at shutdown; a bad URL is a usage error and a bus that
- * cannot be reached stops the start with one line. Nothing else crosses the
- * bus yet (docs/scaling.md).
+ * cannot be reached stops the start with one line. What crosses it between
+ * two nodes is tested in cluster_test.ts.
  */
 import assert from "node:assert/strict";
 import { LocalBus } from "../relay/bus/mod.ts";
