@@ -2,6 +2,7 @@ import {
   ConfigError,
   ensureRunnerId,
   loadRunnerConfig,
+  parseRelayUrls,
   RUNNER_FLAGS,
   runnerFlags,
   sandboxDependencyWarning,
@@ -19,6 +20,11 @@ Start a runner: a supervisor that keeps the runner daemon alive. The daemon
 dials out to the relay and starts one agent worker per session.
 
 Options:
+  --relay <url[,url…]>
+                   Relay address, http(s):// or ws(s)://; several relay nodes
+                   comma-separated or the flag repeated (env BATON_RELAY_URL, config
+                   relayUrl or relayUrls). The runner uses one node at a time and moves
+                   to the next when its node fails (docs/scaling.md)
   --name <name>    Runner name shown in the UI (env BATON_RUNNER_NAME, config runnerName,
                    default the hostname)
   --safe-mode      Skip MCP servers, plugins, hooks and runner services, ~/.baton/services
@@ -35,7 +41,8 @@ Options:
   -h, --help       Show this help
 
 Environment (those naming a config key fall back to ~/.baton/config.json):
-  BATON_RELAY_URL        Relay address, http(s):// or ws(s):// (config: relayUrl)
+  BATON_RELAY_URL        Relay address, or several nodes comma-separated (config: relayUrl,
+                         or relayUrls as an array)
   BATON_API_KEY          Runner token or API key (config: apiKey, preferred: keep the key
                          in ~/.baton/config.json, mode 0600; given here, the runner
                          restarts itself without it so no process environment holds it)
@@ -55,7 +62,7 @@ ${SERVICE_HELP("runner")}`;
 /** `baton runner`. */
 export async function runnerMain(argv: string[]): Promise<number> {
   if (argv[0] && SERVICE_ACTIONS.has(argv[0])) {
-    return await serviceMain("runner", argv, { validate: (a) => void parseFlags(a, RUNNER_FLAGS) });
+    return await serviceMain("runner", argv, { validate: validateRunnerArgs });
   }
   const { values } = parseFlags(argv, RUNNER_FLAGS);
   // Set when this is the copy of `baton runner` started without the key in
@@ -75,7 +82,7 @@ export async function runnerMain(argv: string[]): Promise<number> {
     );
   }
   if (!config.relayUrl) {
-    throw new UsageError("No relay: set BATON_RELAY_URL or run 'baton setup'");
+    throw new UsageError("No relay: give --relay, set BATON_RELAY_URL or run 'baton setup'");
   }
   if (!config.apiKey) {
     throw new UsageError("No API key: set BATON_API_KEY or run 'baton setup'");
@@ -97,11 +104,25 @@ export async function runnerMain(argv: string[]): Promise<number> {
   if (warning) console.error(`Warning: ${warning}`);
   const stop = new AbortController();
   untilSignal().then(() => stop.abort());
-  console.log(`baton runner ${runnerId} (${config.name}) connecting to ${config.relayUrl}`);
+  console.log(
+    `baton runner ${runnerId} (${config.name}) connecting to ${config.relayUrls.join(", ")}`,
+  );
   return await supervise({
     daemonArgs: argv,
     apiKey: config.apiKey,
     log: (line) => console.error(`[runner] ${line}`),
     signal: stop.signal,
   });
+}
+
+/** The checks of `baton runner`'s own flags that an installed service would fail on at start. */
+function validateRunnerArgs(argv: string[]): void {
+  const { values } = parseFlags(argv, RUNNER_FLAGS);
+  if (values.relay === undefined) return;
+  try {
+    parseRelayUrls(values.relay, "--relay");
+  } catch (err) {
+    if (err instanceof ConfigError) throw new UsageError(err.message);
+    throw err;
+  }
 }

@@ -27,8 +27,18 @@ export interface RunnerConfig {
   home: string;
   /** `<home>/.baton`: pi's agent dir and baton's runner files. */
   batonDir: string;
-  /** The relay's http(s) base URL, or null when the relay is turned off. */
+  /**
+   * The first relay node's http(s) base URL, or null when the relay is
+   * turned off: what calls the relay without following the control channel
+   * uses (services' `BATON_RELAY_URL`, `baton doctor`).
+   */
   relayUrl: string | null;
+  /**
+   * Every relay node the runner may use, in order (`--relay URL[,URL…]`):
+   * the control channel moves on to the next one when its node fails
+   * (runner/relay_nodes.ts). Empty when the relay is turned off.
+   */
+  relayUrls: string[];
   apiKey: string | null;
   /** Workspace roots as configured (unresolved), or null to accept any cwd. */
   roots: string[] | null;
@@ -140,6 +150,31 @@ export function normalizeRelayUrl(raw: string): string {
   return `${proto}//${url.host}${path}`;
 }
 
+/**
+ * The relay nodes of a comma-separated list (`--relay`, `BATON_RELAY_URL`,
+ * config `relayUrl`) or of config `relayUrls`, each normalized, duplicates
+ * dropped; `what` names the source in the one-line error.
+ */
+export function parseRelayUrls(raw: string | readonly unknown[], what: string): string[] {
+  const entries = typeof raw === "string" ? raw.split(",") : raw;
+  const urls: string[] = [];
+  for (const entry of entries) {
+    if (typeof entry !== "string") {
+      throw new ConfigError(`Invalid ${what}: expected relay URLs as strings`);
+    }
+    if (entry.trim() === "") continue;
+    let url: string;
+    try {
+      url = normalizeRelayUrl(entry.trim());
+    } catch (err) {
+      throw new ConfigError(`${(err as Error).message} in ${what}`);
+    }
+    if (!urls.includes(url)) urls.push(url);
+  }
+  if (urls.length === 0) throw new ConfigError(`Invalid ${what}: no relay URL in it`);
+  return urls;
+}
+
 /** The control WebSocket URL for a relay base URL. */
 export function controlUrl(relayUrl: string): string {
   return relayUrl.replace(/^http/, "ws") + RUNNER_WS_PATH;
@@ -148,6 +183,8 @@ export function controlUrl(relayUrl: string): string {
 /** Flags of `baton runner` that change the configuration. */
 export interface RunnerFlags {
   name?: string;
+  /** `--relay URL[,URL…]` (repeatable): the relay nodes, over `BATON_RELAY_URL` and the config. */
+  relay?: string;
   safeMode?: boolean;
   noMcp?: boolean;
   noPlugins?: boolean;
@@ -160,6 +197,7 @@ export interface RunnerFlags {
 /** The flags of `baton runner`, which the supervisor passes on to its daemon. */
 export const RUNNER_FLAGS = {
   name: { type: "string" },
+  relay: { type: "string", multiple: true },
   "safe-mode": { type: "boolean" },
   "no-mcp": { type: "boolean" },
   "no-plugins": { type: "boolean" },
@@ -171,6 +209,7 @@ export const RUNNER_FLAGS = {
 /** {@linkcode RunnerFlags} from the parsed values of {@linkcode RUNNER_FLAGS}. */
 export function runnerFlags(values: {
   name?: string;
+  relay?: string;
   "safe-mode"?: boolean;
   "no-mcp"?: boolean;
   "no-plugins"?: boolean;
@@ -180,6 +219,7 @@ export function runnerFlags(values: {
 }): RunnerFlags {
   return {
     ...(values.name !== undefined ? { name: values.name } : {}),
+    ...(values.relay !== undefined ? { relay: values.relay } : {}),
     ...(values.sandbox !== undefined ? { sandbox: values.sandbox } : {}),
     safeMode: values["safe-mode"] ?? false,
     noMcp: values["no-mcp"] ?? false,
@@ -210,12 +250,7 @@ export async function loadRunnerConfig(
     services: safe,
     relay: (flags.noRelay ?? false) || on("BATON_NO_RELAY"),
   };
-  const rawUrl = env("BATON_RELAY_URL") ??
-    (typeof file.relayUrl === "string" ? file.relayUrl : undefined);
-  if (rawUrl !== undefined && rawUrl.trim().toLowerCase() === "off") skip.relay = true;
-  const relayUrl = skip.relay || rawUrl === undefined || rawUrl.trim() === ""
-    ? null
-    : normalizeRelayUrl(rawUrl);
+  const relayUrls = relayUrlsFrom(env, file, flags, skip);
   const apiKey = env("BATON_API_KEY") || env("BATON_RUNNER_API_KEY") ||
     (typeof file.apiKey === "string" ? file.apiKey : null) || null;
   const { roots, source } = rootsFromEnv(env);
@@ -241,7 +276,8 @@ export async function loadRunnerConfig(
     sandboxMode,
     home,
     batonDir,
-    relayUrl,
+    relayUrl: relayUrls[0] ?? null,
+    relayUrls,
     apiKey,
     roots,
     rootsSource: source,
@@ -249,6 +285,38 @@ export async function loadRunnerConfig(
     skip,
     sleepAfterMs,
   };
+}
+
+/**
+ * The relay nodes: `--relay` > `BATON_RELAY_URL` > config `relayUrls` (an
+ * array) > config `relayUrl` (a string, commas allowed). "off" in the
+ * variable or `relayUrl` turns the relay off (`skip.relay`); so does
+ * `--no-relay`, before any URL is read.
+ */
+function relayUrlsFrom(
+  env: EnvGetter,
+  file: Record<string, unknown>,
+  flags: RunnerFlags,
+  skip: SkipOptions,
+): string[] {
+  if (skip.relay) return [];
+  if (flags.relay !== undefined) return parseRelayUrls(flags.relay, "--relay");
+  const fromEnv = env("BATON_RELAY_URL");
+  // Set but empty, it still hides the config file's (docs/configuration.md).
+  if (fromEnv !== undefined) {
+    if (fromEnv.trim() === "") return [];
+    if (fromEnv.trim().toLowerCase() === "off") return (skip.relay = true, []);
+    return parseRelayUrls(fromEnv, "BATON_RELAY_URL");
+  }
+  if (file.relayUrls !== undefined) {
+    if (!Array.isArray(file.relayUrls)) {
+      throw new ConfigError("Invalid relayUrls in config.json: expected an array of URLs");
+    }
+    return parseRelayUrls(file.relayUrls, "relayUrls in config.json");
+  }
+  if (typeof file.relayUrl !== "string" || file.relayUrl.trim() === "") return [];
+  if (file.relayUrl.trim().toLowerCase() === "off") return (skip.relay = true, []);
+  return parseRelayUrls(file.relayUrl, "relayUrl in config.json");
 }
 
 /** `<home>/.baton/runner.json`'s runner id, created on first use and kept after. */

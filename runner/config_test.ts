@@ -43,3 +43,82 @@ Deno.test("--safe-mode and BATON_SAFE_MODE skip the runner's services too, --no-
     await Deno.remove(home, { recursive: true });
   }
 });
+
+Deno.test("relay nodes come from --relay, BATON_RELAY_URL (commas) or config relayUrls/relayUrl, in that order", async () => {
+  const home = await Deno.makeTempDir();
+  try {
+    const env = (vars: Record<string, string>) => (k: string) => ({ HOME: home, ...vars })[k];
+    const urls = async (vars: Record<string, string>, relay?: string) =>
+      (await loadRunnerConfig(env(vars), relay === undefined ? {} : { relay })).relayUrls;
+    assert.deepEqual(await urls({}), []);
+    await Deno.mkdir(`${home}/.baton`);
+    const config = (v: unknown) =>
+      Deno.writeTextFile(`${home}/.baton/config.json`, JSON.stringify(v));
+    await config({ relayUrl: "https://a.example/" });
+    assert.deepEqual(await urls({}), ["https://a.example"]);
+    await config({
+      relayUrl: "https://a.example",
+      relayUrls: ["wss://b.example/_runner", "http://c:7420"],
+    });
+    assert.deepEqual(await urls({}), ["https://b.example", "http://c:7420"]);
+    assert.deepEqual(
+      await urls({ BATON_RELAY_URL: " http://x:1 , ws://y:2/ ,,http://x:1" }),
+      ["http://x:1", "http://y:2"],
+      "trimmed, normalized, empty entries and duplicates dropped",
+    );
+    assert.deepEqual(await urls({ BATON_RELAY_URL: "http://x:1" }, "http://p:1,http://q:2"), [
+      "http://p:1",
+      "http://q:2",
+    ]);
+    const cfg = await loadRunnerConfig(env({}), { relay: "http://p:1,http://q:2" });
+    assert.equal(cfg.relayUrl, "http://p:1", "relayUrl is the first node");
+    assert.equal((await loadRunnerConfig(env({ BATON_RELAY_URL: "off" }))).skip.relay, true);
+  } finally {
+    await Deno.remove(home, { recursive: true });
+  }
+});
+
+Deno.test("a bad relay URL anywhere in the list is a one-line configuration error", async () => {
+  const home = await Deno.makeTempDir();
+  try {
+    const env = (vars: Record<string, string>) => (k: string) => ({ HOME: home, ...vars })[k];
+    const bad = async (vars: Record<string, string>, relay: string | undefined, re: RegExp) =>
+      await assert.rejects(
+        loadRunnerConfig(env(vars), relay === undefined ? {} : { relay }),
+        (err: Error) =>
+          err instanceof ConfigError && re.test(err.message) && !err.message.includes("\n"),
+      );
+    await bad({}, "http://ok:1,ftp://no", /Invalid relay URL: 'ftp:\/\/no'.* in --relay/);
+    await bad({}, " , ", /Invalid --relay: no relay URL/);
+    await bad({ BATON_RELAY_URL: "http://ok:1,not a url" }, undefined, /in BATON_RELAY_URL/);
+    await Deno.mkdir(`${home}/.baton`);
+    await Deno.writeTextFile(
+      `${home}/.baton/config.json`,
+      JSON.stringify({ relayUrls: "http://a" }),
+    );
+    await bad({}, undefined, /relayUrls in config.json: expected an array/);
+    await Deno.writeTextFile(
+      `${home}/.baton/config.json`,
+      JSON.stringify({ relayUrls: ["http://a", 7] }),
+    );
+    await bad({}, undefined, /relayUrls in config.json: expected relay URLs as strings/);
+  } finally {
+    await Deno.remove(home, { recursive: true });
+  }
+});
+
+Deno.test("an empty BATON_RELAY_URL still hides the config file's relay", async () => {
+  const home = await Deno.makeTempDir();
+  try {
+    await Deno.mkdir(`${home}/.baton`);
+    await Deno.writeTextFile(
+      `${home}/.baton/config.json`,
+      JSON.stringify({ relayUrls: ["http://a:1"] }),
+    );
+    const cfg = await loadRunnerConfig((k) => ({ HOME: home, BATON_RELAY_URL: "" })[k]);
+    assert.deepEqual(cfg.relayUrls, []);
+    assert.equal(cfg.relayUrl, null);
+  } finally {
+    await Deno.remove(home, { recursive: true });
+  }
+});

@@ -15,6 +15,8 @@ import {
 } from "../shared/protocol.ts";
 import { READ_WINDOW_CHUNKS } from "../shared/workspace_files_api.ts";
 import { OPEN, openRelaySocket, type RelaySocket } from "./relay_socket.ts";
+import { controlUrl } from "./config.ts";
+import type { RelayNodes } from "./relay_nodes.ts";
 
 /** The relay refused the runner for good (bad key, foreign runner id): retrying cannot help. */
 export class RelayRejectedError extends Error {
@@ -26,8 +28,11 @@ export class RelayRejectedError extends Error {
 
 /** Callbacks and settings of {@linkcode ControlLink}. */
 export interface ControlLinkOptions {
-  /** `ws(s)://host/_runner`. */
-  url: string;
+  /**
+   * The relay nodes: each dial goes to `current` (`ws(s)://node/_runner`),
+   * and a failed dial or a lost connection moves on to the next node.
+   */
+  relay: RelayNodes;
   /** Builds the hello for each (re)connection, with the sessions held right now. */
   hello: () => Omit<RunnerHello, "t" | "v">;
   onWelcome: (welcome: RelayWelcome) => void;
@@ -54,7 +59,8 @@ export class RequestError extends Error {
 
 /**
  * The runner's end of the control channel: dials out, says hello, answers
- * requests and reconnects with jittered backoff whenever the link drops.
+ * requests and reconnects with jittered backoff whenever the link drops,
+ * to the next relay node when there are several.
  */
 export class ControlLink {
   readonly #opts: ControlLinkOptions;
@@ -149,12 +155,16 @@ export class ControlLink {
   async run(signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
       const started = Date.now();
-      const outcome = await this.#connectOnce(signal);
+      const { relay } = this.#opts;
+      const node = relay.current;
+      const outcome = await this.#connectOnce(node, signal);
       if (outcome.rejected) throw outcome.rejected;
       if (signal.aborted) return;
+      relay.failed(node);
       if (Date.now() - started > 30_000) this.#backoff.reset();
       const wait = this.#backoff.next();
-      this.#opts.log(`relay link lost (${outcome.reason}); reconnecting in ${wait} ms`);
+      const moved = relay.current === node ? "" : ` to ${relay.current}`;
+      this.#opts.log(`relay link lost (${outcome.reason}); reconnecting${moved} in ${wait} ms`);
       try {
         await delay(wait, signal);
       } catch {
@@ -163,14 +173,17 @@ export class ControlLink {
     }
   }
 
-  #connectOnce(signal: AbortSignal): Promise<{ reason: string; rejected?: RelayRejectedError }> {
+  #connectOnce(
+    node: string,
+    signal: AbortSignal,
+  ): Promise<{ reason: string; rejected?: RelayRejectedError }> {
     return new Promise((resolve) => {
       let socket: RelaySocket;
       // The key goes in the handshake too: the relay checks it there, and a
       // hello listing many sessions may then be larger than an unknown one's.
       const hello = this.#opts.hello();
       try {
-        socket = openRelaySocket(this.#opts.url, this.#opts.handshakeMs, {
+        socket = openRelaySocket(controlUrl(node), this.#opts.handshakeMs, {
           "x-api-key": hello.apiKey,
         });
       } catch (err) {
@@ -215,7 +228,7 @@ export class ControlLink {
         } catch {
           return;
         }
-        this.#handle(socket, msg, (err) => rejected = err);
+        this.#handle(socket, node, msg, (err) => rejected = err);
       });
       // A failed dial or a broken socket: "close" follows with code 1006.
       socket.on("error", () => {});
@@ -254,12 +267,14 @@ export class ControlLink {
 
   #handle(
     socket: RelaySocket,
+    node: string,
     msg: { t?: string; [k: string]: unknown },
     reject: (err: RelayRejectedError) => void,
   ): void {
     switch (msg.t) {
       case "welcome":
         this.#welcomed = true;
+        this.#opts.relay.welcomed(node);
         this.#opts.onWelcome(msg as unknown as RelayWelcome);
         return;
       case "ack":

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { ControlLink } from "./control_link.ts";
+import { RelayNodes } from "./relay_nodes.ts";
 
 Deno.test("a relay that accepts the connection but never answers the upgrade is dialled again", async () => {
   // A TCP server that takes connections and says nothing, like a hung proxy.
@@ -15,7 +16,7 @@ Deno.test("a relay that accepts the connection but never answers the upgrade is 
   const timer = setTimeout(() => secondDial.reject(new Error("No second dial in 10 s")), 10_000);
   const lines: string[] = [];
   const link = new ControlLink({
-    url: `ws://127.0.0.1:${listener.addr.port}/_runner`,
+    relay: new RelayNodes([`http://127.0.0.1:${listener.addr.port}`]),
     hello: () => ({
       apiKey: "brt_x",
       runnerId: "r",
@@ -86,7 +87,7 @@ async function withFakeRelay(
     });
   });
   const link = new ControlLink({
-    url: `ws://127.0.0.1:${(server.address() as { port: number }).port}/_runner`,
+    relay: new RelayNodes([`http://127.0.0.1:${(server.address() as { port: number }).port}`]),
     hello: () => ({
       apiKey: "brt_x",
       runnerId: "r",

@@ -20,7 +20,6 @@ import denoJson from "../deno.json" with { type: "json" };
 import { parseFlags } from "../shared/flags.ts";
 import {
   ConfigError,
-  controlUrl,
   ensureRunnerId,
   loadRunnerConfig,
   RUNNER_FLAGS,
@@ -29,6 +28,7 @@ import {
 } from "./config.ts";
 import { ControlLink, RelayRejectedError, type ReplyStream, RequestError } from "./control_link.ts";
 import { runTunnel } from "./tunnel.ts";
+import { RelayNodes } from "./relay_nodes.ts";
 import { SessionRegistry } from "./registry.ts";
 import { resolveRoots } from "./roots.ts";
 import { takeSecrets } from "./_secrets.ts";
@@ -77,6 +77,7 @@ export class Daemon {
   readonly #sessions: Map<string, DaemonSession>;
   readonly #requests: SessionRequests;
   readonly #link: ControlLink;
+  readonly #relay: RelayNodes;
   readonly #stop = new AbortController();
   #exitCode: number = DaemonExit.stopped;
   #flushTimer: ReturnType<typeof setTimeout> | null = null;
@@ -95,6 +96,7 @@ export class Daemon {
       noSandbox: Deno.env.get("BATON_NO_SANDBOX") === "1",
     });
     const registry = new SessionRegistry(options.config.batonDir);
+    const relay = this.#relay = new RelayNodes(options.config.relayUrls);
     this.#workers = new SessionWorkers({
       config: options.config,
       registry,
@@ -107,7 +109,13 @@ export class Daemon {
     });
     this.#sessions = this.#workers.sessions;
     this.#requests = new SessionRequests({
-      config: options.config,
+      // Attachments come from the node the control channel is on: the one that asked.
+      config: {
+        ...options.config,
+        get relayUrl() {
+          return relay.current;
+        },
+      },
       roots: options.roots,
       registry,
       workers: this.#workers,
@@ -148,7 +156,7 @@ export class Daemon {
       onChange: () => this.#announce().catch((e) => options.log(`announcing failed: ${e}`)),
     });
     this.#link = new ControlLink({
-      url: controlUrl(options.config.relayUrl!),
+      relay,
       hello: () => ({
         apiKey: options.config.apiKey!,
         runnerId: options.runnerId,
@@ -176,6 +184,7 @@ export class Daemon {
     this.#workspace.previews.start();
     this.#services.start();
     const tunnel = runTunnel(this.#opts.config, this.#opts.runnerId, {
+      relay: this.#relay,
       log: this.#opts.log,
       ready: () => this.#link.connected,
       signal: this.#stop.signal,
@@ -377,7 +386,7 @@ export async function daemonMain(argv: string[]): Promise<number> {
     Deno.addSignalListener(sig, () => daemon.stop(DaemonExit.stopped));
   }
   log(
-    `runner ${runnerId} (${config.name}) → ${config.relayUrl}; roots: ${
+    `runner ${runnerId} (${config.name}) → ${config.relayUrls.join(", ")}; roots: ${
       roots ? roots.join(", ") : "any folder"
     }; pid ${Deno.pid}`,
   );

@@ -11,6 +11,7 @@ export {
   ensureRunnerId,
   loadRunnerConfig,
   normalizeRelayUrl,
+  parseRelayUrls,
   readUserConfig,
   RUNNER_FLAGS,
   type RunnerConfig,

@@ -1,6 +1,7 @@
 /**
- * The runner's end of the tunnel channel (`/_tunnel`): dials the relay with
- * the control channel's backoff, registers with the runner's key, and
+ * The runner's end of the tunnel channel (`/_tunnel`): dials the relay node
+ * the control channel is on, with the control channel's backoff, registers
+ * with the runner's key, and
  * answers the streams the relay opens. An HTTP stream is forwarded to
  * `127.0.0.1:{port}` only (the head names a port, never a host), its
  * request and response bodies streamed with the stream layer's credit.
@@ -23,11 +24,15 @@ import type { TerminalStreamHead } from "../shared/terminal_api.ts";
 import WebSocket from "ws";
 import type { TunnelWsHead } from "../shared/tunnel_ws_api.ts";
 import { serveWebSocket } from "./tunnel_ws.ts";
+import { RelayNodes } from "./relay_nodes.ts";
 
 /** Options of {@linkcode TunnelClient}. */
 export interface TunnelClientOptions {
-  /** The relay's http(s) address. */
-  relayUrl: string;
+  /**
+   * The relay's http(s) address, or its nodes: then the tunnel dials the
+   * node the control channel is welcomed on (see {@linkcode TunnelClient}).
+   */
+  relay: string | RelayNodes;
   apiKey: string;
   runnerId: string;
   log: (line: string) => void;
@@ -53,6 +58,8 @@ export function runTunnel(
   config: { relayUrl?: string | null; apiKey?: string | null },
   runnerId: string,
   options: {
+    /** The relay nodes the control channel moves between (default: `config.relayUrl` alone). */
+    relay?: RelayNodes;
     log: (line: string) => void;
     ready: () => boolean;
     signal: AbortSignal;
@@ -65,7 +72,7 @@ export function runTunnel(
   signal.addEventListener("abort", onAbort, { once: true });
   const running = config.relayUrl && config.apiKey
     ? new TunnelClient({
-      relayUrl: config.relayUrl,
+      relay: options.relay ?? config.relayUrl,
       apiKey: config.apiKey,
       runnerId,
       log,
@@ -110,14 +117,46 @@ export function tunnelMask(
   return url.protocol === "wss:" || loopback ? (mask) => mask.fill(0) : undefined;
 }
 
-/** Keeps the runner's tunnel connected until stopped or refused for good. */
+/**
+ * Failed dials of the control channel's node after which the tunnel tries
+ * the other nodes in turn (a node whose `/_tunnel` a proxy does not pass,
+ * say): a tunnel on another node still serves, streams reach it over the bus.
+ */
+const TUNNEL_STRAY_AFTER = 3;
+
+/**
+ * Keeps the runner's tunnel connected until stopped or refused for good.
+ * With several relay nodes it dials the one the control channel is welcomed
+ * on, and when the control channel moves to another node it closes its
+ * socket and follows (streams open at that moment are reset, as at any drop).
+ */
 export class TunnelClient {
   readonly #opts: TunnelClientOptions;
+  readonly #nodes: RelayNodes;
   readonly #backoff = new Backoff({ initialMs: 500, maxMs: 15_000 });
   #mux: StreamMux | null = null;
+  /** The control channel's node when last dialled, and the tunnel's failed dials there. */
+  #home: string | null = null;
+  #misses = 0;
 
   constructor(options: TunnelClientOptions) {
     this.#opts = options;
+    this.#nodes = typeof options.relay === "string"
+      ? new RelayNodes([options.relay])
+      : options.relay;
+  }
+
+  /** The node to dial now: the control channel's, unless it kept refusing the tunnel. */
+  #target(): string {
+    const nodes = this.#nodes;
+    const home = nodes.connected ?? nodes.current;
+    if (home !== this.#home) {
+      this.#home = home;
+      this.#misses = 0;
+    }
+    const others = nodes.urls.filter((u) => u !== home);
+    if (this.#misses < TUNNEL_STRAY_AFTER || others.length === 0) return home;
+    return others[(this.#misses - TUNNEL_STRAY_AFTER) % others.length]!;
   }
 
   /** Streams open now (for tests and logs). */
@@ -138,8 +177,9 @@ export class TunnelClient {
         return;
       }
       const started = Date.now();
-      const { code, reason } = await this.#connectOnce(signal);
+      const { code, reason, registered } = await this.#connectOnce(this.#target(), signal);
       if (signal.aborted) return;
+      this.#misses = registered ? 0 : this.#misses + 1;
       if (
         code === CloseCode.unauthorized || code === CloseCode.revoked ||
         code === CloseCode.replaced
@@ -162,20 +202,23 @@ export class TunnelClient {
     }
   }
 
-  #connectOnce(signal: AbortSignal): Promise<{ code: number; reason: string }> {
+  #connectOnce(
+    node: string,
+    signal: AbortSignal,
+  ): Promise<{ code: number; reason: string; registered: boolean }> {
     return new Promise((resolve) => {
       const { apiKey, runnerId } = this.#opts;
       let socket: WebSocket;
       try {
-        socket = new WebSocket(tunnelUrl(this.#opts.relayUrl), {
+        socket = new WebSocket(tunnelUrl(node), {
           headers: { "x-api-key": apiKey },
           perMessageDeflate: false,
           handshakeTimeout: this.#opts.handshakeMs ?? 15_000,
           maxPayload: MAX_TUNNEL_MESSAGE_BYTES,
-          generateMask: tunnelMask(this.#opts.relayUrl),
+          generateMask: tunnelMask(node),
         });
       } catch (err) {
-        resolve({ code: 0, reason: String(err) });
+        resolve({ code: 0, reason: String(err), registered: false });
         return;
       }
       let mux: StreamMux | null = null;
@@ -191,6 +234,14 @@ export class TunnelClient {
         cut = setTimeout(() => socket.terminate(), 2000);
       };
       signal.addEventListener("abort", onAbort, { once: true });
+      // The control channel settled on another node: follow it there.
+      const unfollow = this.#nodes.onChange((connected) => {
+        if (connected === null || connected === node) return;
+        if (socket.readyState === WebSocket.CONNECTING) return socket.terminate();
+        if (socket.readyState !== WebSocket.OPEN) return;
+        socket.close(CloseCode.goingAway, "Following the control channel");
+        cut ??= setTimeout(() => socket.terminate(), 2000);
+      });
       socket.on("open", () => {
         socket.send(JSON.stringify({ t: "register", apiKey, runnerId }));
       });
@@ -218,18 +269,21 @@ export class TunnelClient {
             onStream: (stream, header) => serveStream(stream, header, this.#opts),
           });
           this.#mux = mux;
-          this.#opts.log("tunnel connected");
+          this.#opts.log(
+            this.#nodes.urls.length > 1 ? `tunnel connected to ${node}` : "tunnel connected",
+          );
         }
       });
       socket.on("error", () => {});
       socket.on("close", (code, reasonBytes) => {
         clearInterval(heartbeat);
         clearTimeout(cut);
+        unfollow();
         signal.removeEventListener("abort", onAbort);
         // Streams open at the drop are reset: the service's response is cancelled.
         mux?.close("tunnel lost");
         if (this.#mux === mux) this.#mux = null;
-        resolve({ code, reason: reasonBytes.toString() });
+        resolve({ code, reason: reasonBytes.toString(), registered: mux !== null });
       });
     });
   }

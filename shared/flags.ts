@@ -20,6 +20,8 @@ export interface FlagSpec {
   /** Environment variable read when the flag is absent. */
   env?: string;
   short?: string;
+  /** The flag may be given several times; its values come joined with commas. */
+  multiple?: boolean;
 }
 
 /**
@@ -34,9 +36,16 @@ export function parseFlags<S extends Record<string, FlagSpec>>(
   values: { [K in keyof S]?: S[K]["type"] extends "boolean" ? boolean : string };
   positionals: string[];
 } {
-  const parseSpec: Record<string, { type: "string" | "boolean"; short?: string }> = {};
+  const parseSpec: Record<
+    string,
+    { type: "string" | "boolean"; short?: string; multiple?: boolean }
+  > = {};
   for (const [name, f] of Object.entries(spec)) {
-    parseSpec[name] = f.short ? { type: f.type, short: f.short } : { type: f.type };
+    parseSpec[name] = {
+      type: f.type,
+      ...(f.short ? { short: f.short } : {}),
+      ...(f.multiple ? { multiple: true } : {}),
+    };
   }
   let parsed;
   try {
@@ -52,7 +61,10 @@ export function parseFlags<S extends Record<string, FlagSpec>>(
   if (parsed.positionals.length > (options.positionals ?? 0)) {
     throw new UsageError(`Unexpected argument: '${parsed.positionals[options.positionals ?? 0]}'`);
   }
-  const values: Record<string, string | boolean | undefined> = { ...parsed.values };
+  const values: Record<string, string | boolean | undefined> = {};
+  for (const [name, v] of Object.entries(parsed.values)) {
+    values[name] = Array.isArray(v) ? v.join(",") : v;
+  }
   for (const [name, f] of Object.entries(spec)) {
     if (values[name] !== undefined || !f.env) continue;
     const raw = Deno.env.get(f.env);
