@@ -188,6 +188,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     secret,
     allowSignup,
     trustedOrigins: access.origins,
+    authRateLimits: opened.limits.authStorage(),
   });
   const vapid = await loadVapidKeys(
     options.dataDir,
@@ -233,6 +234,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     baseUrl,
     connectTimeoutMs: options.webhookConnectTimeoutMs ?? 15_000,
     ...(options.webhookFiresPerMinute ? { firesPerMinute: options.webhookFiresPerMinute } : {}),
+    limits: opened.limits,
   });
   const attachments = new Attachments({
     store,
@@ -322,6 +324,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
         runnerServices,
         allowSignup,
         trustProxy,
+        limits: opened.limits,
         originAllowed,
         attachments,
         onError,

@@ -3,6 +3,7 @@ import type { KeyScope } from "../shared/api.ts";
 import type { Database } from "./store/db.ts";
 import type { AsyncStore } from "./store/mod.ts";
 import { hashKey, looksLikeKey } from "./keys.ts";
+import type { AuthRateStorage } from "./limits.ts";
 
 /** How long a checked session cookie is trusted without checking it again. */
 const COOKIE_CACHE_MS = 10_000;
@@ -23,6 +24,8 @@ export interface AuthOptions {
   allowSignup: boolean;
   /** Every origin that may call the auth endpoints (see browserAccess). */
   trustedOrigins: string[];
+  /** Where better-auth counts sign-ins and sign-ups (default: this relay's memory). */
+  authRateLimits?: AuthRateStorage;
 }
 
 /** Who made a request, and with what. */
@@ -67,6 +70,7 @@ export function createAuth(options: AuthOptions) {
           baseUrl: options.baseUrl,
           secret: options.secret,
           trustedOrigins: options.trustedOrigins,
+          ...(options.authRateLimits ? { rateLimitStorage: options.authRateLimits } : {}),
           clientIpHeader: CLIENT_IP_HEADER,
           signupOpen: async () => options.allowSignup || await store.accounts.count() === 0,
         }),

@@ -12,7 +12,7 @@ import {
   type RelayEnv,
 } from "../_http.ts";
 import type { Hub } from "../hub.ts";
-import { RateLimiter } from "../rate_limit.ts";
+import { type Limits, memoryLimits } from "../limits.ts";
 import type { AsyncStore } from "../store/mod.ts";
 import { createKey } from "../keys.ts";
 import { requestSchema, routeDoc } from "./_openapi.ts";
@@ -31,6 +31,8 @@ export interface AccountRoutesOptions {
   hub: Pick<Hub, "closeLapsed" | "carryOverSession">;
   allowSignup: boolean;
   trustProxy: boolean;
+  /** Where registrations are counted (default: this process's memory); see limits.ts. */
+  limits?: Limits;
 }
 
 /**
@@ -40,7 +42,10 @@ export interface AccountRoutesOptions {
  */
 export function accountRoutes(options: AccountRoutesOptions): Hono<RelayEnv> {
   const { auth, store, hub, allowSignup, trustProxy } = options;
-  const registerLimit = new RateLimiter({ limit: 5, windowMs: 15 * 60_000 });
+  const registerLimit = (options.limits ?? memoryLimits()).limiter("register", {
+    limit: 5,
+    windowMs: 15 * 60_000,
+  });
   const app = new Hono<RelayEnv>();
 
   // better-auth owns /api/auth/*; it sees the real peer address for its limits.
@@ -119,7 +124,7 @@ export function accountRoutes(options: AccountRoutesOptions): Hono<RelayEnv> {
     },
   });
   app.post("/register", registerDoc, async (c) => {
-    const limited = registerLimit.hit(clientIp(c, trustProxy));
+    const limited = await registerLimit.hit(clientIp(c, trustProxy));
     if (!limited.ok) {
       throw new HttpError(429, "rate_limited", "Too many registration attempts; try again later", {
         "retry-after": String(limited.retryAfterSeconds),
