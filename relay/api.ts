@@ -15,7 +15,6 @@ import type { Hub } from "./hub.ts";
 import { requirePrincipal } from "./principal.ts";
 import { RecentFolders } from "./recent_folders.ts";
 import { scopeGuard } from "./scopes.ts";
-import type { Limits } from "./limits.ts";
 import type { AsyncStore } from "./store/mod.ts";
 import type { TriggerListeners } from "./trigger_listeners.ts";
 import type { Triggers } from "./triggers.ts";
@@ -61,8 +60,6 @@ export interface ApiOptions {
   attachments: Attachments;
   allowSignup: boolean;
   trustProxy: boolean;
-  /** Where the rate limits are counted (see limits.ts). */
-  limits?: Limits;
   originAllowed: (req: Request) => boolean;
   /** The relay's error answers, shared with the routes outside /api. */
   onError: ErrorHandler<RelayEnv>;
@@ -91,7 +88,6 @@ export function apiRoutes(o: ApiOptions): Hono<RelayEnv> {
       hub: o.hub,
       allowSignup: o.allowSignup,
       trustProxy: o.trustProxy,
-      ...(o.limits ? { limits: o.limits } : {}),
     }),
   );
   // Webhook senders prove themselves with a signature, not a cookie or key.

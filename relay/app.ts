@@ -188,7 +188,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     secret,
     allowSignup,
     trustedOrigins: access.origins,
-    authRateLimits: opened.limits.authStorage(),
+    limits: opened.limits,
   });
   const vapid = await loadVapidKeys(
     options.dataDir,
@@ -324,7 +324,6 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
         runnerServices,
         allowSignup,
         trustProxy,
-        limits: opened.limits,
         originAllowed,
         attachments,
         onError,

@@ -12,7 +12,6 @@ import {
   type RelayEnv,
 } from "../_http.ts";
 import type { Hub } from "../hub.ts";
-import { type Limits, memoryLimits } from "../limits.ts";
 import type { AsyncStore } from "../store/mod.ts";
 import { createKey } from "../keys.ts";
 import { requestSchema, routeDoc } from "./_openapi.ts";
@@ -31,8 +30,6 @@ export interface AccountRoutesOptions {
   hub: Pick<Hub, "closeLapsed" | "carryOverSession">;
   allowSignup: boolean;
   trustProxy: boolean;
-  /** Where registrations are counted (default: this process's memory); see limits.ts. */
-  limits?: Limits;
 }
 
 /**
@@ -42,7 +39,7 @@ export interface AccountRoutesOptions {
  */
 export function accountRoutes(options: AccountRoutesOptions): Hono<RelayEnv> {
   const { auth, store, hub, allowSignup, trustProxy } = options;
-  const registerLimit = (options.limits ?? memoryLimits()).limiter("register", {
+  const registerLimit = auth.limits.limiter("register", {
     limit: 5,
     windowMs: 15 * 60_000,
   });
