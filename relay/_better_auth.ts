@@ -13,6 +13,7 @@ import { getMigrations } from "better-auth/db/migration";
 import { NodeSqliteDialect } from "@better-auth/kysely-adapter/node-sqlite-dialect";
 import type { DatabaseSync } from "node:sqlite";
 import { countingStore } from "./rate_limit.ts";
+import type { AuthRateStorage } from "./limits.ts";
 
 /** What {@linkcode authConfig} needs from the relay. */
 export interface AuthConfigOptions {
@@ -30,6 +31,11 @@ export interface AuthConfigOptions {
   trustedOrigins: string[];
   /** The header that carries the client's address (the relay sets it, dropping a client's copy). */
   clientIpHeader: string;
+  /**
+   * Where sign-ins and sign-ups are counted: the database relay nodes share
+   * (limits.ts); without it, this relay's own memory.
+   */
+  rateLimitStorage?: AuthRateStorage;
   /** Whether one more account may sign up now. */
   signupOpen: () => Promise<boolean>;
 }
@@ -78,8 +84,10 @@ export function authConfig(options: AuthConfigOptions) {
     },
     rateLimit: {
       enabled: true,
-      // This relay's own counts (better-auth's memory store is process-wide).
-      customStorage: countingStore(),
+      // This relay's own counts (better-auth's memory store is process-wide),
+      // or on PostgreSQL every node's: one atomic step per request, so two
+      // nodes cannot both take a key's last slot (store/rate_limits.ts).
+      customStorage: options.rateLimitStorage ?? countingStore(),
       window: 60,
       max: 300,
       customRules: {

@@ -188,6 +188,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     secret,
     allowSignup,
     trustedOrigins: access.origins,
+    limits: opened.limits,
   });
   const vapid = await loadVapidKeys(
     options.dataDir,
@@ -235,6 +236,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     baseUrl,
     connectTimeoutMs: options.webhookConnectTimeoutMs ?? 15_000,
     ...(options.webhookFiresPerMinute ? { firesPerMinute: options.webhookFiresPerMinute } : {}),
+    limits: opened.limits,
   });
   const attachments = new Attachments({
     store,

@@ -3,6 +3,7 @@ import type { KeyScope } from "../shared/api.ts";
 import type { Database } from "./store/db.ts";
 import type { AsyncStore } from "./store/mod.ts";
 import { hashKey, looksLikeKey } from "./keys.ts";
+import { type Limits, memoryLimits } from "./limits.ts";
 
 /** How long a checked session cookie is trusted without checking it again. */
 const COOKIE_CACHE_MS = 10_000;
@@ -23,6 +24,11 @@ export interface AuthOptions {
   allowSignup: boolean;
   /** Every origin that may call the auth endpoints (see browserAccess). */
   trustedOrigins: string[];
+  /**
+   * Where sign-ins, sign-ups and registrations are counted (default: this
+   * relay's memory; on PostgreSQL, the database every node shares).
+   */
+  limits?: Limits;
 }
 
 /** Who made a request, and with what. */
@@ -50,6 +56,7 @@ export type Auth = ReturnType<typeof createAuth>;
 /** The relay's accounts: better-auth on the relay's database (loaded on first use). */
 export function createAuth(options: AuthOptions) {
   const { store } = options;
+  const limits = options.limits ?? memoryLimits();
   // better-auth itself is loaded when a request first needs it: a cookie to
   // check, a sign-in or sign-up, /api/auth/*. An idle relay, and one only
   // runners and API keys talk to, never does (about 30 MB less: once loaded,
@@ -67,6 +74,7 @@ export function createAuth(options: AuthOptions) {
           baseUrl: options.baseUrl,
           secret: options.secret,
           trustedOrigins: options.trustedOrigins,
+          rateLimitStorage: limits.authStorage(),
           clientIpHeader: CLIENT_IP_HEADER,
           signupOpen: async () => options.allowSignup || await store.accounts.count() === 0,
         }),
@@ -266,6 +274,8 @@ export function createAuth(options: AuthOptions) {
     userIdByEmail,
     forgetSessions,
     principalLive,
+    /** Where the account routes count their own limits (registration). */
+    limits,
   };
 }
 

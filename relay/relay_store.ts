@@ -9,6 +9,7 @@
  * @module
  */
 import { join } from "node:path";
+import { type Limits, memoryLimits, storeLimits } from "./limits.ts";
 import { type Database, openDatabase } from "./store/db.ts";
 import { type CommitEvents, inlineCommit } from "./store/event_writer.ts";
 import { adaptiveCommit } from "./store/event_writer.ts";
@@ -29,6 +30,11 @@ export interface RelayStore {
   truncateWal?: () => void;
   /** The `pg` pool, for better-auth to run on the same database. */
   pgPool?: unknown;
+  /**
+   * Where the relay counts its rate limits: in memory on SQLite (one
+   * process), in the database on PostgreSQL, which every node shares.
+   */
+  limits: Limits;
   /** Throws when the database cannot answer a trivial query (GET /ready). */
   answers(): Promise<void>;
   close(): Promise<void>;
@@ -69,6 +75,7 @@ export async function openRelayStore(o: RelayStoreOptions): Promise<RelayStore> 
       commit: pg.commit,
       db: null,
       pgPool: pg.pool,
+      limits: storeLimits(pg.rateLimits, o.log ? { log: o.log } : {}),
       answers: async () => {
         await pg.pool.query("SELECT 1");
       },
@@ -93,6 +100,7 @@ export async function openRelayStore(o: RelayStoreOptions): Promise<RelayStore> 
     db,
     reclaimSpace: (pages) => reclaimSpace(db, pages),
     truncateWal: () => storeThread.truncateWal(),
+    limits: memoryLimits(),
     answers: () => {
       db.prepare("SELECT 1").get();
       return Promise.resolve();

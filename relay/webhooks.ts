@@ -20,7 +20,7 @@ import {
   RelayError,
   timeout,
 } from "./errors.ts";
-import { RateLimiter } from "./rate_limit.ts";
+import { type Limiter, type Limits, memoryLimits } from "./limits.ts";
 import { replayKey } from "./webhook_replay.ts";
 import type { RunnerPresence } from "./runner_registry.ts";
 import type { SecretBox } from "./secret_box.ts";
@@ -58,6 +58,8 @@ export interface WebhooksOptions {
   connectTimeoutMs: number;
   /** Signed fires each webhook takes per minute (default 60); more get 429. */
   firesPerMinute?: number;
+  /** Where fires are counted (default: this process's memory); see limits.ts. */
+  limits?: Limits;
   clock?: Clock;
 }
 
@@ -73,8 +75,11 @@ export class Webhooks {
   #noncesPrunedAt = 0;
   /** Deliveries (by webhook and delivery id) whose session is still starting. */
   readonly #inflight = new Map<string, Promise<FireResult>>();
-  /** Fires per webhook in the last minute (in memory: a restart forgets a minute at most). */
-  readonly #fires: RateLimiter;
+  /**
+   * Fires per webhook in the last minute: in memory on SQLite (a restart
+   * forgets a minute at most), in the database that relay nodes share.
+   */
+  readonly #fires: Limiter;
   readonly #firesPerMinute: number;
 
   readonly store: AsyncStore;
@@ -86,7 +91,7 @@ export class Webhooks {
     this.store = options.store;
     this.#clock = options.clock ?? systemClock;
     this.#firesPerMinute = options.firesPerMinute ?? DEFAULT_WEBHOOK_FIRES_PER_MINUTE;
-    this.#fires = new RateLimiter({
+    this.#fires = (options.limits ?? memoryLimits()).limiter("webhook_fire", {
       limit: this.#firesPerMinute,
       windowMs: 60_000,
       now: () => this.#clock.now(),
@@ -204,7 +209,7 @@ export class Webhooks {
     const v = await verifyWebhook(await this.#secret(w), headers, raw, now);
     if (!v.ok) throw new RelayError("unauthorized", "bad_signature", v.message);
     const bodyKey = replayKey(w, v, headers);
-    const limited = this.#fires.hit(w.id);
+    const limited = await this.#fires.hit(w.id);
     if (!limited.ok) {
       throw new RateLimited(
         "rate_limited",

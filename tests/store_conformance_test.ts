@@ -786,6 +786,36 @@ const BEHAVIOURS: Record<string, (s: Subject, d: Dialect) => Promise<void>> = {
     assert.deepEqual(inbound?.response, response);
   },
 
+  "rate limits: a window's hits up to the limit, then refused until it ends; swept when ended":
+    async (s) => {
+      const { rateLimits } = s.store;
+      const hits = [];
+      for (let i = 0; i < 4; i++) hits.push(await rateLimits.hit("a", 3, 1000, 1000 + i));
+      assert.deepEqual(hits, [
+        { allowed: true, resetsAt: 2000 },
+        { allowed: true, resetsAt: 2000 },
+        { allowed: true, resetsAt: 2000 },
+        { allowed: false, resetsAt: 2000 },
+      ], "the window starts at the first hit");
+      assert.deepEqual(await rateLimits.hit("a", 3, 1000, 1999), {
+        allowed: false,
+        resetsAt: 2000,
+      });
+      assert.deepEqual(await rateLimits.hit("b", 3, 1000, 1500), { allowed: true, resetsAt: 2500 });
+      // The window ended: a new one starts with this hit, with its whole limit.
+      assert.deepEqual(await rateLimits.hit("a", 3, 1000, 2000), { allowed: true, resetsAt: 3000 });
+      assert.equal((await rateLimits.hit("a", 3, 1000, 2001)).allowed, true);
+      assert.equal((await rateLimits.hit("a", 3, 1000, 2002)).allowed, true);
+      assert.equal((await rateLimits.hit("a", 3, 1000, 2003)).allowed, false);
+      // A refused hit does not count: a raised limit lets the next one through.
+      assert.equal((await rateLimits.hit("a", 4, 1000, 2004)).allowed, true);
+      await assert.rejects(rateLimits.hit("a", 0, 1000, 2005), RangeError);
+      assert.equal(await rateLimits.sweep(2499), 0);
+      assert.equal(await rateLimits.sweep(2500), 1, "b's window ended");
+      const rows = await s.exec("SELECT key, hits FROM rate_limits");
+      assert.deepEqual(rows.map((r) => [r.key, Number(r.hits)]), [["a", 4]]);
+    },
+
   "the event committer: one transaction per batch, re-sends skipped, state with it": async (s) => {
     const { sessions, events } = s.store;
     await sessions.insert(session("a"));
@@ -1029,6 +1059,27 @@ Deno.test("the store behaves alike on SQLite and PostgreSQL", async (t) => {
         }
       },
     );
+
+    await t.step("two nodes hitting one key at once pass exactly its limit", async () => {
+      const url = await server.createDatabase(undefined, { template: "baton_template" });
+      const [a, b] = await Promise.all([openPgStore(url), openPgStore(url)]);
+      try {
+        const now = Date.now();
+        for (const round of [1, 2, 3]) {
+          const hits = await Promise.all(
+            Array.from(
+              { length: 60 },
+              (_, i) => (i % 2 ? a : b).rateLimits.hit(`k${round}`, 25, 60_000, now + i),
+            ),
+          );
+          assert.equal(hits.filter((h) => h.allowed).length, 25, `round ${round}`);
+          assert.ok(hits.every((h) => h.resetsAt === hits[0]!.resetsAt), "one window");
+        }
+      } finally {
+        await a.close();
+        await b.close();
+      }
+    });
 
     await t.step(
       "a PostgreSQL that cannot be reached is named in the error, without its password",

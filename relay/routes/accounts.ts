@@ -12,7 +12,6 @@ import {
   type RelayEnv,
 } from "../_http.ts";
 import type { Hub } from "../hub.ts";
-import { RateLimiter } from "../rate_limit.ts";
 import type { AsyncStore } from "../store/mod.ts";
 import { createKey } from "../keys.ts";
 import { requestSchema, routeDoc } from "./_openapi.ts";
@@ -40,7 +39,10 @@ export interface AccountRoutesOptions {
  */
 export function accountRoutes(options: AccountRoutesOptions): Hono<RelayEnv> {
   const { auth, store, hub, allowSignup, trustProxy } = options;
-  const registerLimit = new RateLimiter({ limit: 5, windowMs: 15 * 60_000 });
+  const registerLimit = auth.limits.limiter("register", {
+    limit: 5,
+    windowMs: 15 * 60_000,
+  });
   const app = new Hono<RelayEnv>();
 
   // better-auth owns /api/auth/*; it sees the real peer address for its limits.
@@ -119,7 +121,7 @@ export function accountRoutes(options: AccountRoutesOptions): Hono<RelayEnv> {
     },
   });
   app.post("/register", registerDoc, async (c) => {
-    const limited = registerLimit.hit(clientIp(c, trustProxy));
+    const limited = await registerLimit.hit(clientIp(c, trustProxy));
     if (!limited.ok) {
       throw new HttpError(429, "rate_limited", "Too many registration attempts; try again later", {
         "retry-after": String(limited.retryAfterSeconds),

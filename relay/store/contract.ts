@@ -18,6 +18,7 @@ import type { AttachmentsRepo } from "./attachments.ts";
 import type { EventsRepo } from "./events.ts";
 import type { KeysRepo } from "./keys.ts";
 import type { PushRepo } from "./push.ts";
+import type { RateLimitsRepo } from "./rate_limits.ts";
 import type { RetentionRepo } from "./retention.ts";
 import type { RunnersRepo } from "./runners.ts";
 import type { SessionsRepo } from "./sessions.ts";
@@ -53,6 +54,7 @@ export interface AsyncStore {
   readonly retention: Async<RetentionRepo>;
   readonly attachments: Async<AttachmentsRepo>;
   readonly push: Async<PushRepo>;
+  readonly rateLimits: Async<RateLimitsRepo>;
 }
 
 /** The repository names of {@linkcode AsyncStore}, in one list. */
@@ -68,6 +70,7 @@ export const REPOSITORIES = [
   "retention",
   "attachments",
   "push",
+  "rateLimits",
 ] as const;
 
 /**

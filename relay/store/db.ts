@@ -326,6 +326,21 @@ const MIGRATIONS: Migration[] = [
       CREATE INDEX sessions_parent ON sessions (parent_id);
     `,
   },
+  {
+    // Request counters (store/rate_limits.ts): one fixed window per key. A
+    // relay on SQLite counts in memory (relay/limits.ts); the table is here so
+    // the two engines keep one schema, and for PostgreSQL's nodes to share.
+    version: 13,
+    name: "rate limits",
+    sql: `
+      CREATE TABLE rate_limits (
+        key TEXT PRIMARY KEY,
+        hits INTEGER NOT NULL,
+        resets_at INTEGER NOT NULL
+      );
+      CREATE INDEX rate_limits_resets ON rate_limits (resets_at);
+    `,
+  },
 ];
 
 /** The relay's SQLite handle with WAL on and migrations applied. */

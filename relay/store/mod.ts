@@ -10,6 +10,7 @@ import { AttachmentsRepo } from "./attachments.ts";
 import { EventsRepo } from "./events.ts";
 import { KeysRepo } from "./keys.ts";
 import { PushRepo } from "./push.ts";
+import { RateLimitsRepo } from "./rate_limits.ts";
 import { RetentionRepo } from "./retention.ts";
 import { RunnersRepo } from "./runners.ts";
 import { SessionsRepo } from "./sessions.ts";
@@ -24,6 +25,7 @@ export type { AccountRecord } from "./accounts.ts";
 export type { AttachmentRecord, NewAttachment } from "./attachments.ts";
 export type { KeyRecord } from "./keys.ts";
 export type { PushSubscriptionRecord } from "./push.ts";
+export type { LimitHit } from "./rate_limits.ts";
 export type { Deletable } from "./retention.ts";
 export type { RunnerRecord } from "./runners.ts";
 export type { SessionPatch, SessionRecord } from "./sessions.ts";
@@ -44,6 +46,7 @@ export class Store {
   readonly retention: RetentionRepo;
   readonly attachments: AttachmentsRepo;
   readonly push: PushRepo;
+  readonly rateLimits: RateLimitsRepo;
 
   constructor(readonly db: Database) {
     this.accounts = new AccountsRepo(db);
@@ -57,6 +60,7 @@ export class Store {
     this.retention = new RetentionRepo(db);
     this.attachments = new AttachmentsRepo(db);
     this.push = new PushRepo(db);
+    this.rateLimits = new RateLimitsRepo(db);
   }
 
   /** Runs `fn` in one transaction. */
@@ -83,5 +87,6 @@ export function asyncStore(store: Store): AsyncStore {
     retention: asyncRepo(store.retention),
     attachments: asyncRepo(store.attachments),
     push: asyncRepo(store.push),
+    rateLimits: asyncRepo(store.rateLimits),
   };
 }

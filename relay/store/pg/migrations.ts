@@ -327,6 +327,19 @@ export const PG_MIGRATIONS: PgMigration[] = [
       CREATE INDEX sessions_parent ON sessions (parent_id);
     `,
   },
+  {
+    // Shared by every node (relay/limits.ts): a limit holds across nodes.
+    version: 13,
+    name: "rate limits",
+    sql: `
+      CREATE TABLE rate_limits (
+        key TEXT PRIMARY KEY,
+        hits BIGINT NOT NULL,
+        resets_at BIGINT NOT NULL
+      );
+      CREATE INDEX rate_limits_resets ON rate_limits (resets_at);
+    `,
+  },
 ];
 
 /**

@@ -18,6 +18,7 @@ import { chunkEvents } from "../events.ts";
 import { appendLocked, LOCK_SESSIONS, PgEventsRepo } from "./events.ts";
 import { PgKeysRepo } from "./keys.ts";
 import { PgPushRepo } from "./push.ts";
+import { PgRateLimitsRepo } from "./rate_limits.ts";
 import { PgRetentionRepo } from "./retention.ts";
 import { PgRunnersRepo } from "./runners.ts";
 import { PgSessionsRepo } from "./sessions.ts";
@@ -62,6 +63,7 @@ export class PgStore implements AsyncStore {
   readonly retention: PgRetentionRepo;
   readonly attachments: PgAttachmentsRepo;
   readonly push: PgPushRepo;
+  readonly rateLimits: PgRateLimitsRepo;
   readonly #sql: PgSql;
 
   constructor(readonly pool: PgPool) {
@@ -77,6 +79,7 @@ export class PgStore implements AsyncStore {
     this.retention = new PgRetentionRepo(sql);
     this.attachments = new PgAttachmentsRepo(sql);
     this.push = new PgPushRepo(sql);
+    this.rateLimits = new PgRateLimitsRepo(sql);
   }
 
   /**
