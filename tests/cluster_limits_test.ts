@@ -13,8 +13,8 @@ import type { SpawnRequest } from "../shared/protocol.ts";
 import type { Webhook } from "../shared/api.ts";
 import { json, signUp, type User } from "./harness/client.ts";
 import { defaultAnswer, FakeRunner } from "./harness/fake_runner.ts";
-import { startPgNodes } from "./harness/pg_nodes.ts";
-import { postgresAvailable } from "./harness/postgres.ts";
+import { twoNodes } from "./harness/cluster.ts";
+import { postgresAvailable, startPostgres } from "./harness/postgres.ts";
 import type { RelayProcess } from "./harness/procs.ts";
 
 const HAS_PG = postgresAvailable("the limits across relay nodes");
@@ -54,8 +54,14 @@ Deno.test({
     "a webhook's fire limit holds across two nodes: half its fires on each, the next refused on both",
   ignore: !HAS_PG,
   async fn() {
-    const cluster = await startPgNodes({ env: { BATON_WEBHOOK_RATE_LIMIT: "6" } });
-    const [a, b] = cluster.nodes as [RelayProcess, RelayProcess];
+    const pg = await startPostgres();
+    const cluster = await twoNodes(pg, { env: { BATON_WEBHOOK_RATE_LIMIT: "6" } }).catch(
+      async (err) => {
+        await pg.stop();
+        throw err;
+      },
+    );
+    const { a, b } = cluster;
     let ok = false;
     try {
       const user = await signUp(a.url);
@@ -82,7 +88,9 @@ Deno.test({
       assert.equal((await fire(b, other.id, body, enhanced(other.secret, body))).status, 200);
       ok = true;
     } finally {
-      await cluster.stop(!ok);
+      if (!ok) console.error(`--- node A:\n${a.proc.output()}\n--- node B:\n${b.proc.output()}`);
+      await cluster.stop();
+      await pg.stop();
     }
   },
 });
@@ -92,8 +100,12 @@ Deno.test({
     "a signed delivery replayed to the other node is refused, and a GitHub body under a new delivery id too",
   ignore: !HAS_PG,
   async fn() {
-    const cluster = await startPgNodes();
-    const [a, b] = cluster.nodes as [RelayProcess, RelayProcess];
+    const pg = await startPostgres();
+    const cluster = await twoNodes(pg).catch(async (err) => {
+      await pg.stop();
+      throw err;
+    });
+    const { a, b } = cluster;
     let runner: FakeRunner | undefined;
     let ok = false;
     try {
@@ -156,7 +168,9 @@ Deno.test({
       ok = true;
     } finally {
       await runner?.close();
-      await cluster.stop(!ok);
+      if (!ok) console.error(`--- node A:\n${a.proc.output()}\n--- node B:\n${b.proc.output()}`);
+      await cluster.stop();
+      await pg.stop();
     }
   },
 });
@@ -165,8 +179,12 @@ Deno.test({
   name: "sign-in attempts and registrations spread over two nodes hit one limit",
   ignore: !HAS_PG,
   async fn() {
-    const cluster = await startPgNodes();
-    const [a, b] = cluster.nodes as [RelayProcess, RelayProcess];
+    const pg = await startPostgres();
+    const cluster = await twoNodes(pg).catch(async (err) => {
+      await pg.stop();
+      throw err;
+    });
+    const { a, b } = cluster;
     let ok = false;
     try {
       // One registration and one sign-in (for its cookie), on node A.
@@ -208,7 +226,9 @@ Deno.test({
       assert.deepEqual(registered, [401, 401, 401, 401, 429], "the first was signUp's, on A");
       ok = true;
     } finally {
-      await cluster.stop(!ok);
+      if (!ok) console.error(`--- node A:\n${a.proc.output()}\n--- node B:\n${b.proc.output()}`);
+      await cluster.stop();
+      await pg.stop();
     }
   },
 });

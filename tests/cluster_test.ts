@@ -6,21 +6,15 @@
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import type { RelayToViewer, SessionEvent } from "../shared/protocol.ts";
-import {
-  assertContiguous,
-  json,
-  signUp,
-  storedEvents,
-  type User,
-  Viewer,
-} from "./harness/client.ts";
+import type { RelayToViewer } from "../shared/protocol.ts";
+import { assertContiguous, json, storedEvents, type User, Viewer } from "./harness/client.ts";
 import { Balancer } from "./harness/balancer.ts";
+import { onNode, streamedText, twoNodes, withRunner } from "./harness/cluster.ts";
 import { git, makeRepo } from "./harness/git_repo.ts";
 import { MockLlm, MODEL } from "./harness/mock_llm.ts";
 import { NATS_SERVER, NatsServer } from "./harness/nats.ts";
-import { postgresAvailable, type PostgresServer, startPostgres } from "./harness/postgres.ts";
-import { RelayProcess, type RunnerProcess, startRunner, tempDir } from "./harness/procs.ts";
+import { postgresAvailable, startPostgres } from "./harness/postgres.ts";
+import type { RelayProcess, RunnerProcess } from "./harness/procs.ts";
 import { eventually } from "./harness/wait.ts";
 
 const HAS_PG = postgresAvailable("the two-node cluster tests");
@@ -29,8 +23,7 @@ if (!NATS_SERVER) {
 }
 
 /** Two relay nodes on one database and one bus, a runner on node A, a user of both. */
-interface TwoNodes {
-  pg: PostgresServer;
+interface Cluster {
   nats: NatsServer;
   llm: MockLlm;
   a: RelayProcess;
@@ -46,61 +39,38 @@ interface TwoNodes {
 }
 
 /** Starts the cluster; the runner dials node A, or `balancer` when given (set to A, then B). */
-async function twoNodes(balancer?: Balancer): Promise<TwoNodes> {
+async function cluster(balancer?: Balancer): Promise<Cluster> {
   const pg = await startPostgres();
   const nats = await NatsServer.start();
   const llm = MockLlm.start();
-  const url = await pg.createDatabase("baton_cluster");
-  const env: Record<string, string> = { BATON_DATABASE_URL: url, BATON_BUS_URL: nats.url };
+  const env: Record<string, string> = { BATON_BUS_URL: nats.url };
   if (balancer) env.BATON_ALLOWED_HOSTS = balancer.host;
-  const a = await RelayProcess.start({ env });
-  const b = await RelayProcess.start({ env });
+  const nodes = await twoNodes(pg, { env });
+  const { a, b } = nodes;
   if (balancer) balancer.targets = [a, b].map((n) => Number(new URL(n.url).port));
-  const user = await signUp(a.url);
-  const home = await tempDir();
-  await llm.writeModelsJson(home);
-  const relayUrl = balancer?.url ?? a.url;
-  const runner = await startRunner({ relayUrl, apiKey: user.apiKey, home });
-  const [r] = await (await user.api("/api/runners")).json();
-  const onB = (path: string, init: RequestInit = {}) =>
-    fetch(`${b.url}${path}`, {
-      ...init,
-      headers: { ...init.headers as Record<string, string>, "x-api-key": user.apiKey },
-    });
+  const world = await withRunner(a, llm, balancer ? { relayUrl: balancer.url } : {});
+  const onB = onNode(b, world.user).api;
   // B learns from A's announcement that A holds the runner.
   await eventually("node B sees the runner connected", async () => {
     const list = await (await onB("/api/runners")).json();
-    return list.find((x: { id: string; connected: boolean }) => x.id === r.id)?.connected ||
-      undefined;
+    return list.find((x: { id: string; connected: boolean }) => x.id === world.runnerId)
+      ?.connected || undefined;
   }, 10_000);
   return {
-    pg,
+    ...world,
     nats,
     llm,
     a,
     b,
-    runner,
-    user,
-    runnerId: r.id,
-    home,
     onB,
     async close() {
-      await runner.stop().catch(() => {});
-      await a.stop().catch(() => {});
-      await b.stop().catch(() => {});
+      await world.runner.stop().catch(() => {});
+      await nodes.stop();
       await llm.close();
       await nats.stop();
       await pg.stop();
     },
   };
-}
-
-/** The streamed text of a session's `message_update` events. */
-function textOf(events: SessionEvent[]): string {
-  return events
-    .filter((e) => e.e.type === "message_update")
-    .map((e) => (e.e.assistantMessageEvent as { delta?: string }).delta ?? "")
-    .join("");
 }
 
 type ServiceReply = Extract<RelayToViewer, { t: "service_message" }> & {
@@ -115,7 +85,7 @@ Deno.test({
     "a runner on node A is driven through node B: spawn, every event live and in order, input, files, git with its live notices, and the feed",
   ignore: !HAS_PG || !NATS_SERVER,
   async fn() {
-    const c = await twoNodes();
+    const c = await cluster();
     let v: Viewer | undefined;
     try {
       const { repo } = await makeRepo(c.home);
@@ -135,7 +105,7 @@ Deno.test({
       await v.waitForEvent(id, "agent_end", 30_000);
       const first = v.eventsOf(id);
       assertContiguous(first);
-      assert.equal(textOf(first), pieces.join(""), "every piece arrived at B once, in order");
+      assert.equal(streamedText(first), pieces.join(""), "every piece arrived at B once, in order");
 
       // Input from B reaches the agent on A's runner; its answer streams to B.
       c.llm.enqueue({ text: ["second ", "turn ", "via ", "B"], chunkDelayMs: 10 });
@@ -151,7 +121,7 @@ Deno.test({
       const all = v.eventsOf(id);
       assertContiguous(all);
       assert.deepEqual(all, await storedEvents(c.user, id), "B's viewer saw exactly the log");
-      assert.ok(textOf(all).endsWith("second turn via B"));
+      assert.ok(streamedText(all).endsWith("second turn via B"));
       assert.ok(
         c.llm.requests.some((r) => JSON.stringify(r).includes("again, from B")),
         "the model was asked with B's input",
@@ -259,7 +229,7 @@ Deno.test({
     "with the bus down mid-stream, node B is not ready, and its viewer catches up from PostgreSQL once the bus is back: every event once, in order",
   ignore: !HAS_PG || !NATS_SERVER,
   async fn() {
-    const c = await twoNodes();
+    const c = await cluster();
     let v: Viewer | undefined;
     try {
       const pieces = Array.from({ length: 120 }, (_, i) => `o${i} `);
@@ -296,7 +266,7 @@ Deno.test({
       const all = v.eventsOf(id);
       assertContiguous(all);
       assert.deepEqual(all, await storedEvents(c.user, id), "nothing missed, nothing twice");
-      assert.equal(textOf(all), pieces.join(""));
+      assert.equal(streamedText(all), pieces.join(""));
     } catch (err) {
       console.error(c.a.proc.output(), c.b.proc.output());
       throw err;
@@ -313,7 +283,7 @@ Deno.test({
   ignore: !HAS_PG || !NATS_SERVER,
   async fn() {
     await using balancer = Balancer.start();
-    const c = await twoNodes(balancer);
+    const c = await cluster(balancer);
     let v: Viewer | undefined;
     try {
       const pieces = Array.from({ length: 120 }, (_, i) => `k${i} `);
@@ -327,7 +297,7 @@ Deno.test({
       v = await Viewer.connect(c.b.url, { apiKey: c.user.apiKey });
       v.subscribe(id);
       await v.until(() => v!.eventsOf(id).length > 20, "the first events at B");
-      const throughB = { ...c.user, api: c.onB };
+      const throughB = onNode(c.b, c.user);
       const ackedBefore = (await storedEvents(throughB, id)).length;
 
       await c.a.kill("SIGKILL");
@@ -338,7 +308,7 @@ Deno.test({
       const stored = await storedEvents(throughB, id);
       assert.ok(stored.length >= ackedBefore, "no acknowledged event was lost");
       assert.deepEqual(all, stored, "B's viewer saw exactly the stored log");
-      assert.equal(textOf(all), pieces.join(""), "every piece once, none twice");
+      assert.equal(streamedText(all), pieces.join(""), "every piece once, none twice");
     } catch (err) {
       console.error(c.a.proc.output(), c.b.proc.output(), c.runner.proc.output());
       throw err;

@@ -5,17 +5,9 @@
  * passed over; a bad URL in the list stops `baton runner` with one line.
  */
 import assert from "node:assert/strict";
-import {
-  assertContiguous,
-  json,
-  signIn,
-  signUp,
-  storedEvents,
-  type User,
-  Viewer,
-} from "./harness/client.ts";
+import { assertContiguous, json, signIn, signUp, storedEvents, Viewer } from "./harness/client.ts";
 import { FakeRunner } from "./harness/fake_runner.ts";
-import { twoNodes, withRunner } from "./harness/cluster.ts";
+import { onNode as on, streamedText, twoNodes, withRunner } from "./harness/cluster.ts";
 import { MockLlm } from "./harness/mock_llm.ts";
 import { NATS_SERVER, NatsServer } from "./harness/nats.ts";
 import { postgresAvailable, startPostgres } from "./harness/postgres.ts";
@@ -24,26 +16,6 @@ import { baseEnv, baton, RelayProcess, tempDir } from "./harness/procs.ts";
 const HAS_PG = postgresAvailable("the runner failover tests on two relay nodes");
 if (!NATS_SERVER) {
   console.log("nats-server is not installed: the failover test with a bus is ignored");
-}
-
-/** The user's API calls sent to another node of the same deployment. */
-function on(node: RelayProcess, user: User): User {
-  return {
-    ...user,
-    api: (path, init = {}) =>
-      fetch(`${node.url}${path}`, {
-        ...init,
-        headers: { "x-api-key": user.apiKey, ...(init.headers as Record<string, string>) },
-      }),
-  };
-}
-
-/** The assistant's text as the deltas of a log spell it. */
-function streamedText(events: { e: { type: string; [k: string]: unknown } }[]): string {
-  return events
-    .filter((e) => e.e.type === "message_update")
-    .map((e) => (e.e.assistantMessageEvent as { delta?: string }).delta ?? "")
-    .join("");
 }
 
 /** A loopback URL nothing listens on. */

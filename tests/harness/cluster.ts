@@ -8,6 +8,7 @@
  * @module
  */
 import assert from "node:assert/strict";
+import { join } from "node:path";
 import { assertContiguous, json, signUp, storedEvents, type User, Viewer } from "./client.ts";
 import { type MockLlm, MODEL } from "./mock_llm.ts";
 import type { PostgresServer } from "./postgres.ts";
@@ -45,30 +46,34 @@ export interface TwoNodes extends AsyncDisposable {
 }
 
 /**
- * Starts two relay nodes at once on a new database of `pg` (the second to
- * migrate waits on the migrations' advisory lock, then finds nothing to do).
- * `options` go to both, so they name no folder or port of their own.
+ * Starts two relay nodes on a new database of `pg`, as a deployment runs
+ * them (docs/scaling.md): node B gets node A's signing secret (cookies,
+ * webhook secrets) and push keys. A migrates the database first; B finds it
+ * ready. `options` go to both, so they name no folder or port of their own.
  */
 export async function twoNodes(
   pg: PostgresServer,
   options: Omit<RelayOptions, "dataDir" | "home" | "port"> = {},
 ): Promise<TwoNodes> {
   const url = await pg.createDatabase() as RelayStore;
-  const started = await Promise.allSettled([
-    startRelayOn(url, options),
-    startRelayOn(url, options),
-  ]);
-  const stopAll = async () => {
-    for (const s of started) {
-      if (s.status === "fulfilled") await s.value.stop().catch(() => {});
+  const a = await startRelayOn(url, options);
+  let b: RelayProcess;
+  try {
+    const home = await tempDir("baton-node-home-");
+    const dataDir = join(home, "relay-data");
+    await Deno.mkdir(dataDir, { mode: 0o700 });
+    for (const file of ["secret", "vapid.json"]) {
+      await Deno.copyFile(join(a.dataDir, file), join(dataDir, file));
     }
-  };
-  const [a, b] = started;
-  if (a.status === "rejected" || b.status === "rejected") {
-    await stopAll();
-    throw a.status === "rejected" ? a.reason : (b as PromiseRejectedResult).reason;
+    b = await startRelayOn(url, { ...options, home, dataDir });
+  } catch (err) {
+    await a.stop().catch(() => {});
+    throw err;
   }
-  return { url, a: a.value, b: b.value, stop: stopAll, [Symbol.asyncDispose]: stopAll };
+  const stop = async () => {
+    for (const node of [a, b]) await node.stop().catch(() => {});
+  };
+  return { url, a, b, stop, [Symbol.asyncDispose]: stop };
 }
 
 /** A signed-up user with one runner connected to a relay, its model served by the mock. */
@@ -109,6 +114,26 @@ export async function withRunner(
     await runner.stop();
     throw err;
   }
+}
+
+/** The user's API calls sent to another node of the same deployment. */
+export function onNode(node: RelayProcess, user: User): User {
+  return {
+    ...user,
+    api: (path, init = {}) =>
+      fetch(`${node.url}${path}`, {
+        ...init,
+        headers: { "x-api-key": user.apiKey, ...(init.headers as Record<string, string>) },
+      }),
+  };
+}
+
+/** The assistant's text as the deltas of a log spell it. */
+export function streamedText(events: { e: { type: string; [k: string]: unknown } }[]): string {
+  return events
+    .filter((e) => e.e.type === "message_update")
+    .map((e) => (e.e.assistantMessageEvent as { delta?: string }).delta ?? "")
+    .join("");
 }
 
 /** Options of {@linkcode crashMidStream}. */
