@@ -208,6 +208,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     ...(opened.truncateWal ? { truncateWal: opened.truncateWal } : {}),
     ...(options.log ? { log: options.log } : {}),
     pushSend: (target, payload, delivery) => pushSender.send(target, payload, delivery),
+    bus,
   });
   await hub.start();
   const triggers = new Triggers({ store, sessions: hub.sessions });

@@ -35,6 +35,7 @@ import type { InputOptions } from "./input_attachments.ts";
 import type { RunnerHub } from "./runner_link.ts";
 import type { CommitEvents } from "./store/event_writer.ts";
 import type { AsyncStore } from "./store/mod.ts";
+import type { Bus } from "./bus/mod.ts";
 import type { Viewer, ViewerHub } from "./viewer.ts";
 
 /** Options of {@linkcode Hub}. */
@@ -62,6 +63,8 @@ export interface HubOptions {
   clock?: Clock;
   /** Sends push messages (PushSender.send); without it no notification goes out. */
   pushSend?: PushNotifierOptions["send"];
+  /** The bus between relay nodes; without it this node is alone. */
+  bus?: Bus;
 }
 
 /** How long a runner may take to forget a deleted session (ms); nothing waits for it. */
@@ -94,7 +97,7 @@ export class Hub implements RunnerHub, ViewerHub {
     this.store = store;
     this.#log = options.log ?? (() => {});
     this.runners = new RunnerRegistry({ store, clock, log: this.#log });
-    this.tunnels = new TunnelRegistry(store);
+    this.tunnels = new TunnelRegistry(store, options.bus);
     this.fanout = new Fanout<Viewer>({
       tail: (id) => this.events.get(id),
       readLog: (id, seq, limit, maxBytes) => store.events.after(id, seq, limit, maxBytes),
