@@ -8,6 +8,7 @@
  */
 import assert from "node:assert/strict";
 import { type Bus, LocalBus, type StreamTarget } from "../relay/bus/mod.ts";
+import { connect } from "@nats-io/transport-node";
 import { NatsBus } from "../relay/bus/nats_bus.ts";
 import { DEAD_MS } from "../relay/bus/_nats_streams.ts";
 import { DEFAULT_WINDOW, type MuxStream, StreamMux } from "../shared/streams.ts";
@@ -325,6 +326,45 @@ Deno.test({
       await reset;
       assert.match(stream.resetReason ?? "", /shutting down/);
     } finally {
+      await a.close();
+      await b.close();
+    }
+  },
+});
+
+Deno.test({
+  name: "NatsBus: a message missing on a channel ends its streams instead of passing a hole on",
+  ignore: !NATS_SERVER,
+  async fn() {
+    await using server = await NatsServer.start();
+    const a = await NatsBus.connect(server.url);
+    const b = await NatsBus.connect(server.url);
+    // A third client sees the channel's subjects and forges what a lost message leaves:
+    // the next number after a gap.
+    const spy = await connect({ servers: server.url });
+    try {
+      const subjects: string[] = [];
+      spy.subscribe(`baton.chan.${b.nodeId}.*`, {
+        callback: (_e, m) => void subjects.push(m.subject),
+      });
+      await spy.flush();
+      const runner = fakeRunner();
+      a.serveStreams("r1", runner.target);
+      await a.flush();
+      const stream = (await b.streamsTo("r1"))!.open(encoder.encode("echo"));
+      const reader = stream.readable.getReader();
+      await stream.writable.getWriter().write(new Uint8Array(10));
+      assert.equal((await reader.read()).value?.byteLength, 10);
+      const forged = new Uint8Array(4 + 1 + 5 + 3);
+      new DataView(forged.buffer).setUint32(0, 1_000_000);
+      forged.set([2, 0, 0, 0, 1, 7, 7, 7], 4); // data on stream 1: "after a hole"
+      spy.publish(subjects[0]!, forged);
+      await assert.rejects(within(reader.read(), 5_000, "the reset"));
+      assert.match(stream.resetReason ?? "", /lost messages/);
+      // The serving node heard of it too: the runner's stream is reset.
+      await eventually("the runner's stream reset", () => runner.resets.get("echo"), 5_000);
+    } finally {
+      await spy.close();
       await a.close();
       await b.close();
     }

@@ -36,7 +36,9 @@ const OPEN_TIMEOUT_MS = 5_000;
 /** Default of BusOptions.streamIdleMs. */
 export const DEFAULT_STREAM_IDLE_MS = 300_000;
 const TUNNEL_QUEUE = "tunnel";
-/** First byte of a channel message that is not a frame (frames start with their kind, 1..5). */
+/** Bytes of a channel message's number, before its body. */
+const SEQ_BYTES = 4;
+/** First byte of a channel message's body that is not a frame (frames start with their kind, 1..5). */
 const PING = 0;
 const CLOSE = 0xff;
 const CHANNEL_ID = /^[A-Za-z0-9-]{1,64}_[0-9]{1,16}$/;
@@ -69,6 +71,9 @@ class Channel {
   heardAt = Date.now();
   emptySince = Date.now();
   closed = false;
+  /** Messages sent to the peer, and received from it: each carries its number, so a lost one shows. */
+  sent = 0;
+  received = 0;
 
   constructor(
     readonly id: string,
@@ -138,6 +143,18 @@ export class NatsStreams {
       },
     });
     this.#timer = setInterval(() => this.#tick(), PING_MS);
+    void this.#watch();
+  }
+
+  /** Cut off from the bus: every channel's messages may be lost, so its streams end now. */
+  async #watch(): Promise<void> {
+    for await (const s of this.#o.nc.status()) {
+      if (s.type === "disconnect") {
+        for (const channel of [...this.#channels.values()]) {
+          this.#close(channel, "relay bus lost", false);
+        }
+      }
+    }
   }
 
   /** Channels open now (both kinds). */
@@ -259,11 +276,20 @@ export class NatsStreams {
       peer,
       runnerId,
       opener,
-      (frame) => this.#publish(subject, frame),
+      (frame) => this.#send(channel, frame),
       onStream,
     );
     this.#channels.set(id, channel);
     return channel;
+  }
+
+  /** A channel's message: its number (4 bytes, big-endian, from 1), then `body`. */
+  #send(channel: Channel, body: Uint8Array): void {
+    if (!this.#o.connected()) return;
+    const out = new Uint8Array(SEQ_BYTES + body.byteLength);
+    new DataView(out.buffer).setUint32(0, ++channel.sent);
+    out.set(body, SEQ_BYTES);
+    this.#publish(streamSubjects.channel(channel.peer, channel.id), out);
   }
 
   #publish(subject: string, bytes: Uint8Array): void {
@@ -272,22 +298,37 @@ export class NatsStreams {
   }
 
   #onMessage(id: string, data: Uint8Array): void {
+    if (data.byteLength <= SEQ_BYTES) return;
+    const seq = new DataView(data.buffer, data.byteOffset, SEQ_BYTES).getUint32(0);
+    const kind = data[SEQ_BYTES];
     const channel = this.#channels.get(id);
     if (!channel) {
       // A channel this side forgot (its runner left, or it was declared dead): tell the opener.
       const opener = id.slice(0, id.lastIndexOf("_"));
-      if (data[0] !== CLOSE && CHANNEL_ID.test(id) && opener !== this.#o.nodeId) {
+      if (kind !== CLOSE && CHANNEL_ID.test(id) && opener !== this.#o.nodeId) {
         this.#publish(streamSubjects.channel(opener, id), closeMessage("channel_gone"));
       }
       return;
     }
+    if (seq !== 0) {
+      // A message missing (lost while a node was cut off, others sent after it): the
+      // streams' bytes have a hole, so they end here rather than carry on corrupted.
+      if (seq !== channel.received + 1) {
+        return this.#close(channel, "relay bus lost messages", true);
+      }
+      channel.received = seq;
+    } else if (kind !== CLOSE) return;
     channel.heardAt = Date.now();
-    if (data.byteLength === 0 || data[0] === PING) return;
-    if (data[0] === CLOSE) {
-      return this.#close(channel, decoder.decode(data.subarray(1)) || "channel closed", false);
+    if (kind === PING) return;
+    if (kind === CLOSE) {
+      return this.#close(
+        channel,
+        decoder.decode(data.subarray(SEQ_BYTES + 1)) || "channel closed",
+        false,
+      );
     }
     // The client's read buffer is shared by the messages of one read: the stream keeps a copy.
-    channel.mux.receive(data.slice());
+    channel.mux.receive(data.slice(SEQ_BYTES));
   }
 
   #close(channel: Channel, reason: string, tell: boolean): void {
@@ -296,7 +337,7 @@ export class NatsStreams {
     if (this.#channels.get(channel.id) === channel) this.#channels.delete(channel.id);
     const mine = this.#toRunner.get(channel.runnerId);
     if (mine?.channel === channel) this.#toRunner.delete(channel.runnerId);
-    if (tell) this.#publish(streamSubjects.channel(channel.peer, channel.id), closeMessage(reason));
+    if (tell) this.#send(channel, closeMessage(reason).subarray(SEQ_BYTES));
     channel.mux.close(reason);
   }
 
@@ -316,7 +357,7 @@ export class NatsStreams {
       } else {
         if (channel.mux.size > 0) channel.emptySince = now;
         channel.sweep(now, this.#idleMs);
-        this.#publish(streamSubjects.channel(channel.peer, channel.id), new Uint8Array([PING]));
+        this.#send(channel, new Uint8Array([PING]));
       }
     }
   }
@@ -331,11 +372,12 @@ export class NatsStreams {
   }
 }
 
+/** A close outside any channel's numbering (number 0): the answer to a message for a forgotten channel. */
 function closeMessage(reason: string): Uint8Array {
   const text = encoder.encode(reason.slice(0, 200));
-  const out = new Uint8Array(1 + text.byteLength);
-  out[0] = CLOSE;
-  out.set(text, 1);
+  const out = new Uint8Array(SEQ_BYTES + 1 + text.byteLength);
+  out[SEQ_BYTES] = CLOSE;
+  out.set(text, SEQ_BYTES + 1);
   return out;
 }
 
