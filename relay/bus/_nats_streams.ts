@@ -21,8 +21,9 @@
  * @module
  */
 import type { Msg, NatsConnection } from "@nats-io/transport-node";
-import { type MuxStream, StreamMux } from "../../shared/streams.ts";
-import { subjectToken } from "./_nats_wire.ts";
+import type { MuxStream } from "../../shared/streams.ts";
+import { bridge, Channel, CLOSE, closeMessage, PING, SEQ_BYTES } from "./_nats_channel.ts";
+import { streamSubjects } from "./_nats_wire.ts";
 import type { StreamTarget } from "./types.ts";
 
 /** How often each side of a channel says it is alive. */
@@ -36,79 +37,11 @@ const OPEN_TIMEOUT_MS = 5_000;
 /** Default of BusOptions.streamIdleMs. */
 export const DEFAULT_STREAM_IDLE_MS = 300_000;
 const TUNNEL_QUEUE = "tunnel";
-/** Bytes of a channel message's number, before its body. */
-const SEQ_BYTES = 4;
-/** First byte of a channel message's body that is not a frame (frames start with their kind, 1..5). */
-const PING = 0;
-const CLOSE = 0xff;
 const CHANNEL_ID = /^[A-Za-z0-9-]{1,64}_[0-9]{1,16}$/;
 const NODE_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
-
-export const streamSubjects = {
-  /** Channel opens for a runner, answered by the node holding its tunnel. */
-  tunnel: (runnerId: string) => `baton.tunnel.${subjectToken(runnerId)}`,
-  /** A channel's messages to one node. */
-  channel: (nodeId: string, channelId: string) => `baton.chan.${nodeId}.${channelId}`,
-  /** Every channel message to one node. */
-  inbox: (nodeId: string) => `baton.chan.${nodeId}.*`,
-} as const;
-
-/** A stream watched for sitting stuck: what it held when it last moved. */
-interface Watched {
-  stream: MuxStream;
-  queued: number;
-  credit: number;
-  since: number;
-}
-
-/** One side of a channel between two nodes for one runner. */
-class Channel {
-  readonly mux: StreamMux;
-  readonly watched = new Set<Watched>();
-  heardAt = Date.now();
-  emptySince = Date.now();
-  closed = false;
-  /** Messages sent to the peer, and received from it: each carries its number, so a lost one shows. */
-  sent = 0;
-  received = 0;
-
-  constructor(
-    readonly id: string,
-    readonly peer: string,
-    readonly runnerId: string,
-    /** True on the node that asked for the channel (it opens the streams). */
-    readonly opener: boolean,
-    send: (frame: Uint8Array) => void,
-    onStream?: (stream: MuxStream, header: Uint8Array) => void,
-  ) {
-    this.mux = new StreamMux({ dialer: opener, send, ...(onStream ? { onStream } : {}) });
-  }
-
-  watch(stream: MuxStream): void {
-    const w: Watched = { stream, queued: 0, credit: stream.credit, since: Date.now() };
-    this.watched.add(w);
-    stream.closed.then(() => this.watched.delete(w));
-  }
-
-  /** Resets the streams whose bytes sat unread (or whose writer sat without credit) for `idleMs`. */
-  sweep(now: number, idleMs: number): void {
-    for (const w of this.watched) {
-      const queued = w.stream.queuedBytes;
-      const credit = w.stream.credit;
-      const stuck = queued > 0 || credit <= 0;
-      if (!stuck || queued !== w.queued || credit !== w.credit) {
-        w.queued = queued;
-        w.credit = credit;
-        w.since = now;
-      } else if (now - w.since >= idleMs) {
-        w.stream.reset("idle: nobody read the stream");
-      }
-    }
-  }
-}
 
 /** Options of {@linkcode NatsStreams}. */
 export interface NatsStreamsOptions {
@@ -270,7 +203,6 @@ export class NatsStreams {
     opener: boolean,
     onStream?: (stream: MuxStream, header: Uint8Array) => void,
   ): Channel {
-    const subject = streamSubjects.channel(peer, id);
     const channel = new Channel(
       id,
       peer,
@@ -289,7 +221,7 @@ export class NatsStreams {
     const out = new Uint8Array(SEQ_BYTES + body.byteLength);
     new DataView(out.buffer).setUint32(0, ++channel.sent);
     out.set(body, SEQ_BYTES);
-    this.#publish(streamSubjects.channel(channel.peer, channel.id), out);
+    this.#publish(channel.subject, out);
   }
 
   #publish(subject: string, bytes: Uint8Array): void {
@@ -370,43 +302,4 @@ export class NatsStreams {
     }
     for (const s of [...this.#served.values()]) s.stop();
   }
-}
-
-/** A close outside any channel's numbering (number 0): the answer to a message for a forgotten channel. */
-function closeMessage(reason: string): Uint8Array {
-  const text = encoder.encode(reason.slice(0, 200));
-  const out = new Uint8Array(SEQ_BYTES + 1 + text.byteLength);
-  out[SEQ_BYTES] = CLOSE;
-  out.set(text, SEQ_BYTES + 1);
-  return out;
-}
-
-/**
- * Carries one stream from another node to the runner's tunnel and back. Each
- * direction is a pipe: the source is read only as the destination has credit
- * (a window per hop is all either node holds), and a reset on either side
- * resets the other with the same reason (a terminal's `terminal_not_found`
- * reaches the browser's node as it is).
- */
-function bridge(stream: MuxStream, target: StreamTarget, header: Uint8Array): void {
-  let up: MuxStream;
-  try {
-    up = target.open(header);
-  } catch (err) {
-    stream.reset(
-      err instanceof RangeError
-        ? `tunnel_busy: ${err.message}`
-        : "runner_offline: the runner's tunnel is gone",
-    );
-    return;
-  }
-  const keep = { preventAbort: true, preventCancel: true } as const;
-  up.readable.pipeTo(stream.writable, keep).catch(() => {});
-  stream.readable.pipeTo(up.writable, keep).catch(() => {});
-  up.closed.then(() => {
-    if (up.resetReason !== null) stream.reset(up.resetReason);
-  });
-  stream.closed.then(() => {
-    if (stream.resetReason !== null) up.reset(stream.resetReason);
-  });
 }
