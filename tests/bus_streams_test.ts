@@ -63,6 +63,16 @@ function fakeRunner(userId = "user-1"): RunnerSide {
           }
           await w.close();
         })().catch(() => {});
+      } else if (header === "drip") {
+        // Never reads what it is sent; writes 1,000 bytes every 250 ms for 3 s.
+        (async () => {
+          const w = stream.writable.getWriter();
+          for (let i = 0; i < 12; i++) {
+            await w.write(new Uint8Array(1000));
+            await new Promise((r) => setTimeout(r, 250));
+          }
+          await w.close();
+        })().catch(() => {});
       } else if (header.startsWith("reset:")) {
         stream.reset(header.slice(6));
       }
@@ -267,6 +277,12 @@ Deno.test({
       }
       await w.close();
       assert.equal((await reading).byteLength, 12_000);
+      // Nor is one whose upload waits for credit while its answer keeps coming.
+      const drip = (await b.streamsTo("r1"))!.open(encoder.encode("drip"));
+      drip.writable.getWriter().write(new Uint8Array(3 * DEFAULT_WINDOW)).catch(() => {});
+      const dripped = [];
+      for await (const c of drip.readable) dripped.push(c.byteLength);
+      assert.equal(dripped.reduce((n, x) => n + x, 0), 12_000, "the answer came whole");
     } finally {
       await a.close();
       await b.close();

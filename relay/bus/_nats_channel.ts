@@ -18,12 +18,10 @@ export const CLOSE = 0xff;
 
 const encoder = new TextEncoder();
 
-/** A stream watched for sitting stuck: what it held when it last moved. */
+/** A stream watched for sitting stuck: when a frame of it last crossed the channel. */
 interface Watched {
   stream: MuxStream;
-  queued: number;
-  credit: number;
-  since: number;
+  movedAt: number;
 }
 
 /** One side of a channel between two nodes for one runner. */
@@ -31,7 +29,7 @@ export class Channel {
   readonly mux: StreamMux;
   /** Where this side's messages go: the peer's subject for the channel. */
   readonly subject: string;
-  readonly watched = new Set<Watched>();
+  readonly #watched = new Map<number, Watched>();
   heardAt = Date.now();
   emptySince = Date.now();
   closed = false;
@@ -49,28 +47,42 @@ export class Channel {
     onStream?: (stream: MuxStream, header: Uint8Array) => void,
   ) {
     this.subject = streamSubjects.channel(peer, id);
-    this.mux = new StreamMux({ dialer: opener, send, ...(onStream ? { onStream } : {}) });
+    this.mux = new StreamMux({
+      dialer: opener,
+      send: (frame) => {
+        this.moved(frame);
+        send(frame);
+      },
+      ...(onStream ? { onStream } : {}),
+    });
   }
 
   watch(stream: MuxStream): void {
-    const w: Watched = { stream, queued: 0, credit: stream.credit, since: Date.now() };
-    this.watched.add(w);
-    stream.closed.then(() => this.watched.delete(w));
+    const w: Watched = { stream, movedAt: Date.now() };
+    this.#watched.set(stream.id, w);
+    stream.closed.then(() => {
+      if (this.#watched.get(stream.id) === w) this.#watched.delete(stream.id);
+    });
   }
 
-  /** Resets the streams whose bytes sat unread (or whose writer sat without credit) for `idleMs`. */
+  /** A frame (sent or received) of a watched stream: it is moving. */
+  moved(frame: Uint8Array): void {
+    if (frame.byteLength < 5) return;
+    const id = new DataView(frame.buffer, frame.byteOffset, 5).getUint32(1);
+    const w = this.#watched.get(id);
+    if (w) w.movedAt = Date.now();
+  }
+
+  /**
+   * Resets the streams that wait (bytes queued unread, or a writer without
+   * credit) with no frame of theirs crossing the channel for `idleMs`. A quiet
+   * stream that waits for nothing (an idle terminal) is left alone.
+   */
   sweep(now: number, idleMs: number): void {
-    for (const w of this.watched) {
-      const queued = w.stream.queuedBytes;
-      const credit = w.stream.credit;
-      const stuck = queued > 0 || credit <= 0;
-      if (!stuck || queued !== w.queued || credit !== w.credit) {
-        w.queued = queued;
-        w.credit = credit;
-        w.since = now;
-      } else if (now - w.since >= idleMs) {
-        w.stream.reset("idle: nobody read the stream");
-      }
+    for (const w of this.#watched.values()) {
+      const waiting = w.stream.queuedBytes > 0 || w.stream.credit <= 0;
+      if (!waiting) w.movedAt = now;
+      else if (now - w.movedAt >= idleMs) w.stream.reset("idle: nobody read the stream");
     }
   }
 }

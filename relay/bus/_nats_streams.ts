@@ -260,7 +260,9 @@ export class NatsStreams {
       );
     }
     // The client's read buffer is shared by the messages of one read: the stream keeps a copy.
-    channel.mux.receive(data.slice(SEQ_BYTES));
+    const frame = data.slice(SEQ_BYTES);
+    channel.moved(frame);
+    channel.mux.receive(frame);
   }
 
   #close(channel: Channel, reason: string, tell: boolean): void {
