@@ -124,7 +124,9 @@ export class NatsStreams {
 
   streamsTo(runnerId: string): Promise<StreamTarget | null> {
     const have = this.#toRunner.get(runnerId);
-    if (have && !have.channel.closed) return Promise.resolve(have.target);
+    // A peer that missed a ping may be dead: ask again rather than open streams into silence.
+    const fresh = have && !have.channel.closed && Date.now() - have.channel.heardAt <= 2 * PING_MS;
+    if (fresh) return Promise.resolve(have.target);
     let opening = this.#opening.get(runnerId);
     if (!opening) {
       opening = this.#openChannel(runnerId).finally(() => this.#opening.delete(runnerId));
