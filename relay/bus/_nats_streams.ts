@@ -14,9 +14,10 @@
  *
  * A channel is reset (every stream on it) when its peer is silent for
  * {@linkcode DEAD_MS} (both sides ping every {@linkcode PING_MS}), when this
- * node is cut off from the bus, or when the runner's tunnel leaves the serving
- * node; a stream with bytes nobody reads (or a writer without credit) for the
- * idle time is reset alone.
+ * node is cut off from the bus, when one of its numbered messages went
+ * missing, or when the runner's tunnel leaves the serving node; a stream that
+ * waits (bytes nobody reads, or a writer without credit) with nothing of it
+ * moving for the idle time is reset alone.
  *
  * @module
  */
