@@ -159,8 +159,7 @@ const API_PREFIX = "/api";
 export async function createRelay(options: RelayOptions): Promise<Relay> {
   // First: a bus that cannot be reached stops the start before anything is opened.
   const bus = await openBus(options.bus, options.log ? { log: options.log } : {});
-  // The folder holds the database and the signing secret: owner-only.
-  await Deno.mkdir(options.dataDir, { recursive: true, mode: 0o700 });
+  await Deno.mkdir(options.dataDir, { recursive: true, mode: 0o700 }); // its secrets: owner-only
   const opened = await openRelayStore({
     dataDir: options.dataDir,
     ...(options.databaseUrl ? { databaseUrl: options.databaseUrl } : {}),
@@ -177,7 +176,6 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     allowedHosts: options.allowedHosts ?? [],
     trustedOrigins: options.trustedOrigins ?? [],
   });
-  const trustProxy = options.trustProxy ?? false;
   const secret = options.authSecret ?? await loadSecret(options.dataDir);
   const allowSignup = options.allowSignup ?? false;
   const auth = createAuth({
@@ -245,8 +243,8 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     ...(options.log ? { log: options.log } : {}),
   });
   await attachments.start();
-  const originAllowed = access.originAllowed;
-  const web = options.web;
+  const { originAllowed } = access;
+  const trustProxy = options.trustProxy ?? false;
 
   const app = new Hono<RelayEnv>();
   const ops = relayOperations(app, { storeAnswers: opened.answers, hub, meter, busMeter, options }); // counts every answer: first
@@ -275,8 +273,8 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   app.notFound((c) => {
     // A browser opening an address of its own (a mistyped one, a bookmark,
     // `/settings/`) gets the app rather than a page of JSON.
-    if (web && isPageRequest(c.req.raw, c.req.path)) {
-      return web.page(c.req.path, new URL(c.req.url).search);
+    if (options.web && isPageRequest(c.req.raw, c.req.path)) {
+      return options.web.page(c.req.path, new URL(c.req.url).search);
     }
     return errorResponse(c, 404, "not_found", `No route: ${c.req.method} ${c.req.path}`);
   });
@@ -350,7 +348,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
       ...(options.wsAuthTimeoutMs ? { authTimeoutMs: options.wsAuthTimeoutMs } : {}),
     }),
   );
-  if (web) app.route("/", web.routes);
+  if (options.web) app.route("/", options.web.routes);
 
   let closed = false;
   return {

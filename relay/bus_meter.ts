@@ -62,6 +62,8 @@ export class BusMeter {
       },
       publishState: (userId, state) => bus.publishState(userId, state),
       subscribeState: (userId, subscriber) => bus.subscribeState(userId, subscriber),
+      serveStreams: (runnerId, target) => bus.serveStreams(runnerId, target),
+      streamsTo: (runnerId) => bus.streamsTo(runnerId),
       nodes: () => bus.nodes(),
       flush: () => bus.flush(),
       close: () => bus.close(),

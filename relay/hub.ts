@@ -109,7 +109,7 @@ export class Hub implements RunnerHub, ViewerHub {
       log: this.#log,
       ...(options.bus ? { bus: options.bus } : {}),
     });
-    this.tunnels = new TunnelRegistry(store);
+    this.tunnels = new TunnelRegistry(store, options.bus);
     this.fanout = new Fanout<Viewer>({
       tail: (id) => this.events.get(id),
       readLog: (id, seq, limit, maxBytes) => store.events.after(id, seq, limit, maxBytes),

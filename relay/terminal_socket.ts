@@ -18,7 +18,7 @@ import {
   TerminalMsg,
   type TerminalStreamHead,
 } from "../shared/terminal_api.ts";
-import type { TunnelLink } from "./tunnel_link.ts";
+import type { StreamLink } from "./tunnel_link.ts";
 import type { ChannelSocket } from "./ws_transport.ts";
 
 /** Output waiting in the socket's send buffer before the relay stops reading the stream. */
@@ -33,7 +33,7 @@ interface BinarySocket {
 /** Attaches `socket` to terminal `terminalId` over `link`. */
 export function acceptTerminalSocket(
   socket: ChannelSocket,
-  link: TunnelLink,
+  link: StreamLink,
   terminalId: string,
 ): void {
   let stream: MuxStream;

@@ -6,9 +6,10 @@
  * @module
  */
 import { CloseCode } from "../shared/protocol.ts";
-import { StreamMux } from "../shared/streams.ts";
+import { type MuxStream, StreamMux } from "../shared/streams.ts";
 import type { TunnelRegister } from "../shared/tunnel_api.ts";
 import type { Principal } from "./auth.ts";
+import type { Bus } from "./bus/mod.ts";
 import { notFound, offline } from "./errors.ts";
 import type { AsyncStore } from "./store/mod.ts";
 import type { ChannelSocket, Upgraded, UpgradeOptions } from "./ws_transport.ts";
@@ -49,6 +50,16 @@ interface BinarySocket {
   send(data: Uint8Array): void;
 }
 
+/**
+ * What the tunnel proxy and the terminal open streams on: a runner's tunnel
+ * link on this node, or a channel over the bus to the node that holds it.
+ */
+export interface StreamLink {
+  readonly runnerId: string;
+  readonly userId: string;
+  readonly mux: { open(header: Uint8Array): MuxStream };
+}
+
 /** How previews are served beyond plain HTTP. */
 export interface PreviewSettings {
   /** Completes WebSocket handshakes (serve.ts's transport); none in-process. */
@@ -67,21 +78,34 @@ export interface PreviewSettings {
 /** The tunnel links by runner id. */
 export class TunnelRegistry {
   readonly #links = new Map<string, TunnelLink>();
+  /** Stops serving each link's streams to other nodes over the bus. */
+  readonly #served = new Map<TunnelLink, () => void>();
   /** Preview grants (the capability of a previewed page's sub-requests). */
   readonly grants = new TunnelGrants();
   /** How previews are served (set by createRelay through tunnelOriginMiddleware). */
   readonly previews: PreviewSettings = {};
 
-  constructor(readonly store: Pick<AsyncStore, "runners">) {}
+  /**
+   * `bus`: other nodes open streams to the runners whose tunnel is here, and
+   * this one to the runners whose tunnel is elsewhere (none: this node alone).
+   */
+  constructor(readonly store: Pick<AsyncStore, "runners">, readonly bus?: Bus) {}
 
   /** Registers a link, closing an older one of the same runner. */
   attach(link: TunnelLink): void {
     const old = this.#links.get(link.runnerId);
     if (old && old !== link) old.close(CloseCode.replaced, "Replaced by a newer tunnel");
     this.#links.set(link.runnerId, link);
+    const serve = this.bus?.serveStreams(link.runnerId, {
+      userId: link.userId,
+      open: (header) => link.mux.open(header),
+    });
+    if (serve) this.#served.set(link, serve);
   }
 
   detach(link: TunnelLink): void {
+    this.#served.get(link)?.();
+    this.#served.delete(link);
     if (this.#links.get(link.runnerId) === link) this.#links.delete(link.runnerId);
   }
 
@@ -89,14 +113,22 @@ export class TunnelRegistry {
     return [...this.#links.values()];
   }
 
-  /** The tunnel of a runner `userId` owns: 404 for a foreign or unknown runner, 503 offline. */
-  async connected(userId: string, runnerId: string): Promise<TunnelLink> {
+  /**
+   * The tunnel of a runner `userId` owns, here or through the node that holds
+   * it: 404 for a foreign or unknown runner, 503 offline.
+   */
+  async connected(userId: string, runnerId: string): Promise<StreamLink> {
     const link = this.#links.get(runnerId);
     // A tunnel's owner is its link's (its register was checked against the runner's row):
     // a previewed page's every request is served without a read of the store.
     if (link) {
       if (link.userId !== userId) throw notFound("Runner");
       return link;
+    }
+    const remote = RUNNER_ID.test(runnerId) ? await this.bus?.streamsTo(runnerId) : null;
+    if (remote) {
+      if (remote.userId !== userId) throw notFound("Runner");
+      return { runnerId, userId, mux: remote };
     }
     if (!await this.store.runners.getOwned(userId, runnerId)) throw notFound("Runner");
     throw offline("Runner");

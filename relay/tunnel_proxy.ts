@@ -21,7 +21,7 @@ import {
   type TunnelResponseHead,
 } from "../shared/tunnel_api.ts";
 import { prefersHtml } from "./_http.ts";
-import type { TunnelLink } from "./tunnel_link.ts";
+import type { StreamLink } from "./tunnel_link.ts";
 import { decoderFor, rewriteKind, rewriteStream } from "./tunnel_rewrite.ts";
 
 /** The CSP every tunnelled answer on the relay's origin carries: scripts run, in an opaque origin. */
@@ -68,7 +68,7 @@ export class TunnelFailure extends Error {
 }
 
 /** Opens a stream for `head` on `link`; a TunnelFailure (503) when the tunnel cannot. */
-export function openStream(link: TunnelLink, head: object): MuxStream {
+export function openStream(link: StreamLink, head: object): MuxStream {
   try {
     return link.mux.open(new TextEncoder().encode(JSON.stringify(head)));
   } catch (err) {
@@ -95,7 +95,7 @@ export interface RunnerAnswer<T> {
  */
 export async function askRunner<T>(
   req: Request,
-  link: TunnelLink,
+  link: StreamLink,
   target: ProxyTarget,
   head: object,
   send?: (stream: MuxStream) => void,
@@ -155,7 +155,7 @@ export function forwardedHeaders(
 /** Forwards `req` to the service; never throws for the service's failures (they are pages). */
 export async function proxyHttp(
   req: Request,
-  link: TunnelLink,
+  link: StreamLink,
   target: ProxyTarget,
 ): Promise<Response> {
   const { port, prefix } = target;

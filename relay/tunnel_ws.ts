@@ -26,7 +26,7 @@ import {
   WsMessageReader,
   WsOp,
 } from "../shared/tunnel_ws_api.ts";
-import type { PreviewSettings, TunnelLink } from "./tunnel_link.ts";
+import type { PreviewSettings, StreamLink } from "./tunnel_link.ts";
 import {
   askRunner,
   failure,
@@ -63,7 +63,7 @@ interface WsSocket extends ChannelSocket {
 /** Passes the WebSocket of `req` through to the service of `target`. */
 export async function proxyWebSocket(
   req: Request,
-  link: TunnelLink,
+  link: StreamLink,
   target: ProxyTarget,
   upgrade: PreviewSettings["upgrade"],
 ): Promise<Response> {

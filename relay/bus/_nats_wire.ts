@@ -38,6 +38,16 @@ export const subjects = {
   node: (kind: "announce" | "hello" | "leave") => `baton.nodes.${kind}`,
 } as const;
 
+/** The subjects of byte streams across nodes (_nats_streams.ts). */
+export const streamSubjects = {
+  /** Channel opens for a runner, answered by the node holding its tunnel. */
+  tunnel: (runnerId: string) => `baton.tunnel.${subjectToken(runnerId)}`,
+  /** A channel's messages to one node. */
+  channel: (nodeId: string, channelId: string) => `baton.chan.${nodeId}.${channelId}`,
+  /** Every channel message to one node. */
+  inbox: (nodeId: string) => `baton.chan.${nodeId}.*`,
+} as const;
+
 /** A URL fit for a log line: without its user and password. */
 export function redacted(url: string): string {
   return url.replace(/\/\/[^@/]*@/, "//");

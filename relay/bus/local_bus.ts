@@ -15,6 +15,7 @@ import type {
   RunnerHandler,
   StateSubscriber,
   StoredEvent,
+  StreamTarget,
 } from "./types.ts";
 
 /** One node's bus: every subscriber and runner is in this process. */
@@ -24,6 +25,7 @@ export class LocalBus implements Bus {
   readonly #runners = new Map<string, RunnerHandler>();
   readonly #events = new Map<string, Set<SeqCursor>>();
   readonly #states = new Map<string, Set<StateSubscriber>>();
+  readonly #streams = new Map<string, StreamTarget>();
   readonly #log: (line: string) => void;
 
   constructor(options: BusOptions = {}) {
@@ -50,6 +52,18 @@ export class LocalBus implements Bus {
     } catch (err) {
       throw err instanceof RelayError ? err : wireToError(errorToWire(err));
     }
+  }
+
+  serveStreams(runnerId: string, target: StreamTarget): () => void {
+    this.#streams.set(runnerId, target);
+    return () => {
+      if (this.#streams.get(runnerId) === target) this.#streams.delete(runnerId);
+    };
+  }
+
+  /** The serving target itself: one process, nothing to cross. */
+  streamsTo(runnerId: string): Promise<StreamTarget | null> {
+    return Promise.resolve(this.#streams.get(runnerId) ?? null);
   }
 
   publishEvents(userId: string, sessionId: string, events: readonly StoredEvent[]): void {
@@ -105,6 +119,7 @@ export class LocalBus implements Bus {
     this.#runners.clear();
     this.#events.clear();
     this.#states.clear();
+    this.#streams.clear();
     return Promise.resolve();
   }
 }

@@ -2,7 +2,11 @@
  * The bus over a nats-server (core NATS, no JetStream: what crosses it is
  * either answered at once or already durable in the store, so a lost message
  * is caught up from the store by `seq`). Subjects and message shapes are in
- * docs/scaling.md, "The bus between nodes".
+ * docs/scaling.md, "The bus between nodes". Byte streams across nodes are
+ * in _nats_streams.ts.
+ *
+ * Over 400 lines: one connection's requests, events, state and node table
+ * share its status (cut off, back) and its confirmed-bytes bound.
  *
  * @module
  */
@@ -29,6 +33,7 @@ import {
   subjects,
 } from "./_nats_wire.ts";
 import { NodeTable, Unconfirmed } from "./_nats_flow.ts";
+import { NatsStreams } from "./_nats_streams.ts";
 import type {
   Bus,
   BusConfig,
@@ -39,6 +44,7 @@ import type {
   RunnerHandler,
   StateSubscriber,
   StoredEvent,
+  StreamTarget,
 } from "./types.ts";
 
 export { subjectToken } from "./_nats_wire.ts";
@@ -84,6 +90,7 @@ export class NatsBus implements Bus {
     () => this.connected,
     () => this.#sendTails(),
   );
+  readonly #streams: NatsStreams;
   #up = true;
   #closed = false;
 
@@ -94,6 +101,8 @@ export class NatsBus implements Bus {
     this.#announceMs = options.announceMs ?? DEFAULT_ANNOUNCE_MS;
     this.#nodes = new NodeTable(nodeId, 3 * this.#announceMs);
     this.#maxPayload = nc.info?.max_payload ?? 0;
+    const streams = { nc, nodeId, log: this.#log, idleMs: options.streamIdleMs };
+    this.#streams = new NatsStreams({ ...streams, connected: () => this.connected });
     nc.subscribe(subjects.nodes, {
       callback: (err, msg) => {
         if (!err) this.#onNodes(msg);
@@ -317,6 +326,14 @@ export class NatsBus implements Bus {
     };
   }
 
+  serveStreams(runnerId: string, target: StreamTarget): () => void {
+    return this.#streams.serveStreams(runnerId, target);
+  }
+
+  streamsTo(runnerId: string): Promise<StreamTarget | null> {
+    return this.#streams.streamsTo(runnerId);
+  }
+
   nodes(): NodeInfo[] {
     return this.#nodes.list([...this.#runners.keys()]);
   }
@@ -378,6 +395,7 @@ export class NatsBus implements Bus {
   async close(): Promise<void> {
     if (this.#closed) return;
     clearInterval(this.#timer);
+    this.#streams.close();
     if (this.connected) {
       this.#nc.publish(
         subjects.node("leave"),

@@ -4,9 +4,24 @@
  *
  * @module
  */
+import type { MuxStream } from "../../shared/streams.ts";
 import type { StoredEvent } from "../store/mod.ts";
 
-export type { StoredEvent };
+export type { MuxStream, StoredEvent };
+
+/**
+ * Byte streams to one runner's machine: its tunnel link on the node that
+ * holds it, or a channel over the bus to that node elsewhere.
+ */
+export interface StreamTarget {
+  /** The runner's owner (its tunnel's register was checked against the runner's row). */
+  readonly userId: string;
+  /**
+   * Opens a stream with `header` as its open payload. Throws a RangeError when
+   * too many are open, and a StreamResetError once the tunnel or channel is gone.
+   */
+  open(header: Uint8Array): MuxStream;
+}
 
 /** Answers a request for a runner this node holds; throws a RelayError to refuse. */
 export type RunnerHandler = (op: string, data: unknown, timeoutMs: number) => Promise<unknown>;
@@ -87,6 +102,17 @@ export interface Bus {
   publishState(userId: string, state: unknown): void;
   /** Returns a function that stops the subscription. */
   subscribeState(userId: string, subscriber: StateSubscriber): () => void;
+  /**
+   * Serves stream opens for `runnerId` from other nodes (this node holds its
+   * tunnel link); the returned function stops that and resets the streams
+   * opened through it.
+   */
+  serveStreams(runnerId: string, target: StreamTarget): () => void;
+  /**
+   * Streams to `runnerId` through the node that serves them (its credit
+   * flows end to end); null when no node does or this one is cut off.
+   */
+  streamsTo(runnerId: string): Promise<StreamTarget | null>;
   /** The nodes that announced themselves recently, this one included. */
   nodes(): NodeInfo[];
   /**
@@ -114,4 +140,9 @@ export interface BusOptions {
   log?: (line: string) => void;
   /** How often a node announces itself (ms, default 2000); dead nodes vanish after 3 of these. */
   announceMs?: number;
+  /**
+   * How long a stream across nodes may sit with bytes nobody reads (or a
+   * writer with no credit) before it is reset (ms, default 300000).
+   */
+  streamIdleMs?: number;
 }

@@ -23,7 +23,7 @@ import type { Auth, Credential } from "../auth.ts";
 import { HttpError, type RelayEnv } from "../_http.ts";
 import { notFound, RelayError } from "../errors.ts";
 import type { AsyncStore } from "../store/mod.ts";
-import type { TunnelLink, TunnelRegistry } from "../tunnel_link.ts";
+import type { StreamLink, TunnelRegistry } from "../tunnel_link.ts";
 import { failure, preflight, proxyHttp, TunnelFailure } from "../tunnel_proxy.ts";
 import { isUpgrade, proxyWebSocket } from "../tunnel_ws.ts";
 
@@ -90,7 +90,7 @@ export function tunnelRoutes(o: TunnelRoutesOptions): Hono<RelayEnv> {
         true,
       );
     }
-    let link: TunnelLink;
+    let link: StreamLink;
     try {
       link = await o.tunnels.connected(grant.userId, grant.runnerId);
     } catch (err) {
@@ -131,7 +131,7 @@ export function tunnelRoutes(o: TunnelRoutesOptions): Hono<RelayEnv> {
   async function direct(
     c: Context<RelayEnv>,
     p: Credential & { userId: string },
-    link: TunnelLink,
+    link: StreamLink,
     base: string,
   ): Promise<Response> {
     const portText = c.req.param("port") ?? "";
