@@ -6,17 +6,11 @@
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { assertContiguous, json, signIn, signUp, storedEvents, Viewer } from "./harness/client.ts";
-import { MockLlm, MODEL } from "./harness/mock_llm.ts";
+import { signIn, storedEvents } from "./harness/client.ts";
+import { crashMidStream, type TwoNodes, twoNodes, withRunner } from "./harness/cluster.ts";
+import { MockLlm } from "./harness/mock_llm.ts";
 import { postgresAvailable, startPostgres } from "./harness/postgres.ts";
-import {
-  baseEnv,
-  baton,
-  RelayProcess,
-  type RunnerProcess,
-  startRunner,
-  tempDir,
-} from "./harness/procs.ts";
+import { baseEnv, baton, type RunnerProcess, tempDir } from "./harness/procs.ts";
 
 const HAS_PG = postgresAvailable("the relay-on-PostgreSQL tests");
 
@@ -27,59 +21,26 @@ Deno.test({
   async fn() {
     const pg = await startPostgres();
     const llm = MockLlm.start();
-    const url = await pg.createDatabase("baton_relay");
-    const relay = await RelayProcess.start({ env: { BATON_DATABASE_URL: url } });
+    let nodes: TwoNodes | undefined;
     let runner: RunnerProcess | undefined;
-    let nodeB: RelayProcess | undefined;
     try {
-      const user = await signUp(relay.url);
-      const home = await tempDir();
-      await llm.writeModelsJson(home);
-      runner = await startRunner({ relayUrl: relay.url, apiKey: user.apiKey, home });
-      const [r] = await (await user.api("/api/runners")).json();
+      nodes = await twoNodes(pg);
+      const { a: relay, b: nodeB } = nodes;
+      const world = await withRunner(relay, llm);
+      runner = world.runner;
+      const { user } = world;
+      const id = await crashMidStream(relay, world, llm, {
+        pieces: 80,
+        killAfter: 15,
+        // Nothing of the relay's data is in its folder: it is all in PostgreSQL.
+        whileDown: () =>
+          assert.rejects(Deno.stat(join(relay.dataDir, "relay.db")), Deno.errors.NotFound),
+      });
 
-      const pieces = Array.from({ length: 80 }, (_, i) => `p${i} `);
-      llm.enqueue({ text: pieces, chunkDelayMs: 25 });
-      const { sessionId: id } = await (await user.api(
-        "/api/runners/spawn",
-        json("POST", { runnerId: r.id, cwd: home, model: MODEL, prompt: "stream on postgres" }),
-      )).json();
-      const v1 = await Viewer.connect(relay.url, { apiKey: user.apiKey });
-      v1.subscribe(id);
-      await v1.until(() => v1.eventsOf(id).length > 15, "some streamed events");
-      const ackedBefore = (await storedEvents(user, id)).length;
-      await relay.kill("SIGKILL");
-      await v1.closed;
-      const seen = v1.eventsOf(id);
-
-      // Nothing of the relay's data is in its folder: it is all in PostgreSQL.
-      await assert.rejects(Deno.stat(join(relay.dataDir, "relay.db")), Deno.errors.NotFound);
-
-      await relay.restart();
-      await runner.connected(2);
-      const v2 = await Viewer.connect(relay.url, { apiKey: user.apiKey });
-      try {
-        v2.subscribe(id, seen[seen.length - 1]!.seq);
-        await v2.waitForEvent(id, "agent_end", 30_000);
-        const all = [...seen, ...v2.eventsOf(id)];
-        assertContiguous(all);
-        const stored = await storedEvents(user, id);
-        assert.ok(stored.length >= ackedBefore, "no acknowledged event was lost");
-        assert.deepEqual(all, stored, "the viewer saw exactly the stored log");
-        const text = all
-          .filter((e) => e.e.type === "message_update")
-          .map((e) => (e.e.assistantMessageEvent as { delta?: string }).delta ?? "")
-          .join("");
-        assert.equal(text, pieces.join(""), "every streamed piece arrived exactly once");
-      } finally {
-        await v2.close();
-      }
-
-      // A second node on the same database (its own data folder): the same
+      // The second node on the same database (its own data folder): the same
       // key, the same sessions and log, and the account signs in there.
-      nodeB = await RelayProcess.start({ env: { BATON_DATABASE_URL: url } });
       const onB = (path: string) =>
-        fetch(`${nodeB!.url}${path}`, { headers: { "x-api-key": user.apiKey } });
+        fetch(`${nodeB.url}${path}`, { headers: { "x-api-key": user.apiKey } });
       const listed = await (await onB("/api/sessions")).json();
       assert.ok(listed.sessions.some((s: { sessionId: string }) => s.sessionId === id));
       const res = await onB(`/api/sessions/${id}/events?since=0&limit=5000`);
@@ -92,8 +53,7 @@ Deno.test({
       await me.body?.cancel();
     } finally {
       await runner?.stop();
-      await nodeB?.stop();
-      await relay.stop().catch(() => {});
+      await nodes?.stop();
       await llm.close();
       await pg.stop();
     }

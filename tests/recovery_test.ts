@@ -1,9 +1,10 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { applyEvents, emptyConversation } from "../shared/conversation.ts";
-import { assertContiguous, json, signUp, storedEvents, Viewer } from "./harness/client.ts";
-import { MockLlm, MODEL } from "./harness/mock_llm.ts";
-import { RelayProcess, type RunnerProcess, startRunner, tempDir } from "./harness/procs.ts";
+import { assertContiguous, json, Viewer } from "./harness/client.ts";
+import { crashMidStream, startRelayOn, withRunner } from "./harness/cluster.ts";
+import { MockLlm } from "./harness/mock_llm.ts";
+import type { RunnerProcess } from "./harness/procs.ts";
 import { eventually } from "./harness/wait.ts";
 
 async function sessionState(api: (p: string) => Promise<Response>, id: string) {
@@ -26,52 +27,12 @@ async function workerPid(home: string, sessionId: string): Promise<number> {
 
 Deno.test("a relay killed mid-stream and restarted loses no acknowledged event", async () => {
   const llm = MockLlm.start();
-  const relay = await RelayProcess.start();
+  const relay = await startRelayOn("sqlite");
   let runner: RunnerProcess | undefined;
   try {
-    const user = await signUp(relay.url);
-    const home = await tempDir();
-    await llm.writeModelsJson(home);
-    runner = await startRunner({ relayUrl: relay.url, apiKey: user.apiKey, home });
-    const [r] = await (await user.api("/api/runners")).json();
-
-    const pieces = Array.from({ length: 120 }, (_, i) => `w${i} `);
-    llm.enqueue({ text: pieces, chunkDelayMs: 25 });
-    const spawned = await (await user.api(
-      "/api/runners/spawn",
-      json("POST", { runnerId: r.id, cwd: home, model: MODEL, prompt: "stream a lot" }),
-    )).json();
-    const id = spawned.sessionId;
-
-    const v1 = await Viewer.connect(relay.url, { apiKey: user.apiKey });
-    v1.subscribe(id);
-    await v1.until(() => v1.eventsOf(id).length > 20, "some streamed events");
-    const before = { events: await storedEvents(user, id) };
-    const ackedBefore = before.events.length;
-    await relay.kill("SIGKILL");
-    await v1.closed;
-    const seen = v1.eventsOf(id);
-
-    await relay.restart();
-    await runner.connected(2);
-    const v2 = await Viewer.connect(relay.url, { apiKey: user.apiKey });
-    try {
-      v2.subscribe(id, seen[seen.length - 1]!.seq);
-      await v2.waitForEvent(id, "agent_end", 30_000);
-      const all = [...seen, ...v2.eventsOf(id)];
-      assertContiguous(all);
-      const stored = { events: await storedEvents(user, id) };
-      assert.deepEqual(all, stored.events, "the viewer saw exactly the stored log");
-      // Everything stored before the crash is still there, unchanged.
-      assert.deepEqual(stored.events.slice(0, ackedBefore), before.events);
-      const text = all
-        .filter((e) => e.e.type === "message_update")
-        .map((e) => (e.e.assistantMessageEvent as { delta?: string }).delta ?? "")
-        .join("");
-      assert.equal(text, pieces.join(""), "every streamed piece arrived exactly once");
-    } finally {
-      await v2.close();
-    }
+    const world = await withRunner(relay, llm);
+    runner = world.runner;
+    await crashMidStream(relay, world, llm, { pieces: 120, killAfter: 20 });
   } finally {
     await runner?.stop();
     await relay.stop();
@@ -81,21 +42,14 @@ Deno.test("a relay killed mid-stream and restarted loses no acknowledged event",
 
 Deno.test("a worker killed with SIGKILL ends only its own session", async () => {
   const llm = MockLlm.start();
-  const relay = await RelayProcess.start();
+  const relay = await startRelayOn("sqlite");
   let runner: RunnerProcess | undefined;
   try {
-    const user = await signUp(relay.url);
-    const home = await tempDir();
-    await llm.writeModelsJson(home);
-    runner = await startRunner({ relayUrl: relay.url, apiKey: user.apiKey, home });
-    const [r] = await (await user.api("/api/runners")).json();
-    const spawn = async () =>
-      (await (await user.api(
-        "/api/runners/spawn",
-        json("POST", { runnerId: r.id, cwd: home, model: MODEL, prompt: "" }),
-      )).json()).sessionId as string;
-    const a = await spawn();
-    const b = await spawn();
+    const world = await withRunner(relay, llm);
+    const { user, home } = world;
+    runner = world.runner;
+    const a = await world.spawn("");
+    const b = await world.spawn("");
     const viewer = await Viewer.connect(relay.url, { apiKey: user.apiKey });
     try {
       viewer.subscribe(a);
@@ -133,13 +87,12 @@ Deno.test("a worker killed with SIGKILL ends only its own session", async () => 
 
 Deno.test("a killed daemon is restarted by the supervisor: idle sessions sleep, turns in flight end visibly", async () => {
   const llm = MockLlm.start();
-  const relay = await RelayProcess.start();
+  const relay = await startRelayOn("sqlite");
   let runner: RunnerProcess | undefined;
   try {
-    const user = await signUp(relay.url);
-    const home = await tempDir();
-    await llm.writeModelsJson(home);
-    runner = await startRunner({ relayUrl: relay.url, apiKey: user.apiKey, home });
+    const world = await withRunner(relay, llm);
+    const { user, home, spawn } = world;
+    runner = world.runner;
     const runnerId = JSON.parse(await Deno.readTextFile(join(home, ".baton/runner.json"))).runnerId;
     const slow = { text: Array.from({ length: 400 }, (_, i) => `s${i} `), chunkDelayMs: 50 };
     llm.responder = (req) => {
@@ -150,11 +103,6 @@ Deno.test("a killed daemon is restarted by the supervisor: idle sessions sleep, 
       if (said.includes("SLOW-FIRST")) return slow;
       return { text: "ok" };
     };
-    const spawn = async (prompt: string) =>
-      (await (await user.api(
-        "/api/runners/spawn",
-        json("POST", { runnerId, cwd: home, model: MODEL, prompt }),
-      )).json()).sessionId as string;
     const idle = await spawn("remember 42");
     const first = await spawn("SLOW-FIRST turn");
     const second = await spawn("a first turn");
