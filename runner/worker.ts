@@ -5,7 +5,7 @@
  *
  * `#start` orders a session's start-up in one place; what the agent is
  * given (the sandbox, hooks and MCP servers started while pi loads, the
- * gates and tools in the order pi must see them) is built in worker_tools.ts.
+ * gates and tools in the order pi must see them) is built in session_tools.ts.
  *
  * @module
  */
@@ -37,7 +37,7 @@ import { readLines } from "./_lines.ts";
 import type { ChildReaper } from "./child_reaper.ts";
 import { triggerMessage } from "./trigger_tools.ts";
 import { LateTools, prewarmSpare } from "./worker_startup.ts";
-import { sessionTools, startSessionServices } from "./worker_tools.ts";
+import { sessionTools, startSessionServices } from "./session_tools.ts";
 import { findAgentDefinition, listAgentDefinitions, pickModel } from "./subagents.ts";
 import { SESSION_MARKER_ENV } from "./workspace/ports.ts";
 import { NotPendingError, QuestionDesk } from "./questions.ts";
