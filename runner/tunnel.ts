@@ -10,7 +10,8 @@
  */
 import { Backoff, delay } from "../shared/backoff.ts";
 import { CloseCode } from "../shared/protocol.ts";
-import { type MuxStream, pipeBytes, StreamMux } from "../shared/streams.ts";
+import { type MuxStream, StreamMux } from "../shared/streams.ts";
+import { pipeBytes } from "../shared/stream_pipe.ts";
 import {
   encodeResponseHead,
   MAX_TUNNEL_MESSAGE_BYTES,

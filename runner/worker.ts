@@ -3,10 +3,9 @@
  * newline-delimited JSON with the daemon on stdin/stdout; everything else it
  * (or pi) prints goes to stderr.
  *
- * Over 450 lines: `#start` orders a session's start-up in one place (the
- * sandbox, hooks and MCP servers in the background while pi loads, then the
- * gates and tools in the order pi must see them); splitting it again into
- * a tools builder is left for when that order settles (stop 28).
+ * `#start` orders a session's start-up in one place; what the agent is
+ * given (the sandbox, hooks and MCP servers started while pi loads, the
+ * gates and tools in the order pi must see them) is built in session_tools.ts.
  *
  * @module
  */
@@ -34,17 +33,13 @@ import type {
   WorkerToDaemon,
   WorkerTrigger,
 } from "../shared/protocol.ts";
-import { triggerMessage, triggerTools } from "./trigger_tools.ts";
 import { readLines } from "./_lines.ts";
-import { resolveForSession, SessionSandbox } from "./sandbox/session.ts";
-import { projectNetworkOf, startSessionMcp } from "./mcp/session.ts";
-import { McpServers } from "./mcp/servers.ts";
-import { loadSessionHooks } from "./hooks/load.ts";
-import { HOOK_EVENTS } from "./hooks/session_hooks.ts";
-import { deferredExtension, LateTools, prewarmSpare } from "./worker_startup.ts";
-import { ChildReaper } from "./child_reaper.ts";
+import type { ChildReaper } from "./child_reaper.ts";
+import { triggerMessage } from "./trigger_tools.ts";
+import { LateTools, prewarmSpare } from "./worker_startup.ts";
+import { sessionTools, startSessionServices } from "./session_tools.ts";
+import { findAgentDefinition, listAgentDefinitions, pickModel } from "./subagents.ts";
 import { SESSION_MARKER_ENV } from "./workspace/ports.ts";
-import { findAgentDefinition, listAgentDefinitions, pickModel, subagentTool } from "./subagents.ts";
 import { NotPendingError, QuestionDesk } from "./questions.ts";
 import { effectivePolicy } from "./approvals/service.ts";
 
@@ -187,45 +182,14 @@ class Worker {
     // for live previews (runner/workspace/ports.ts).
     Deno.env.set(SESSION_MARKER_ENV, msg.sessionId);
     const home = Deno.env.get("HOME") ?? Deno.env.get("USERPROFILE") ?? msg.cwd;
-    const env = (k: string) => Deno.env.get(k);
-    // Every tool call runs under the sandbox: bash inside it, the others behind its gate.
-    const policy = await resolveForSession({ home, batonDir: agentDir, cwd: msg.cwd, env });
-    const sandbox = new SessionSandbox(
-      policy,
-      { cwd: msg.cwd, home, report: (v) => this.emit({ type: "sandbox:violation", ...v }) },
-    );
-    // The OS sandbox (the longest step: checks, proxies, bridges) starts while pi loads;
-    // no tool runs before the session has started. Hooks and MCP servers run under it.
-    const sandboxing = sandbox.start().then((state) => {
-      this.#reaper = new ChildReaper({ sandboxActive: state.active });
-      return { state, reaper: this.#reaper };
+    const services = await startSessionServices({
+      msg,
+      agentDir,
+      home,
+      skip,
+      emit: (e) => this.emit(e),
+      onReaper: (reaper) => this.#reaper = reaper,
     });
-    const hooksLoading = skip.hooks
-      ? null
-      : sandboxing.then(({ state, reaper }) =>
-        loadSessionHooks({
-          batonDir: agentDir,
-          cwd: msg.cwd,
-          sessionId: msg.sessionId,
-          sandbox: state,
-          reaper,
-          notify: (n) => this.emit({ type: "hook:notice", ...n }),
-        })
-      );
-    // MCP servers connect in the background: their tools join before the first turn.
-    const mcpStarting = skip.mcp
-      ? Promise.resolve(new McpServers())
-      : sandboxing.then(({ state, reaper }) =>
-        startSessionMcp({
-          batonDir: agentDir,
-          cwd: msg.cwd,
-          sandbox: state,
-          reaper,
-          projectNetwork: projectNetworkOf(policy, state),
-          notify: (n) => this.emit({ type: "mcp:notice", ...n }),
-        })
-      );
-    for (const p of [hooksLoading, mcpStarting]) p?.catch(() => {}); // Awaited below.
     const folders = { cwd: msg.cwd, agentDir };
     const [approvals, role, agents] = await Promise.all([
       effectivePolicy(agentDir, msg.sessionId),
@@ -246,22 +210,20 @@ class Worker {
       : SessionManager.create(msg.cwd);
     const settingsManager = SettingsManager.create(msg.cwd, agentDir);
     const lateTools = new LateTools();
+    const { extensionFactories, customTools } = sessionTools({
+      services,
+      questions: this.questions,
+      lateTools,
+      call: this.call,
+      folders,
+      agents,
+    });
     const resourceLoader = new DefaultResourceLoader({
       cwd: msg.cwd,
       agentDir,
       settingsManager,
       noExtensions: skip.plugins,
-      extensionFactories: [
-        sandbox.gate(),
-        this.questions.gate(),
-        ...(hooksLoading
-          ? [deferredExtension(
-            hooksLoading.then((h) => h.count ? h.extension() : null),
-            HOOK_EVENTS,
-          )]
-          : []),
-        lateTools.extension(),
-      ],
+      extensionFactories,
       ...(role?.systemPrompt ? { appendSystemPrompt: [role.systemPrompt] } : {}),
     });
     await resourceLoader.reload();
@@ -273,22 +235,13 @@ class Worker {
       sessionManager,
       settingsManager,
       resourceLoader,
-      customTools: [
-        ...triggerTools(this.call),
-        sandbox.bashTool(),
-        subagentTool(
-          this.call,
-          folders,
-          agents.map((a) => `${a.name}: ${a.description.slice(0, 200)}`),
-        ),
-        this.questions.askUserTool(),
-      ],
+      customTools,
       ...(role?.tools ? { tools: role.tools } : {}),
       ...(model ? { model } : {}),
     });
     this.#session = session;
-    const { state: sandboxState } = await sandboxing;
-    const hooks = await hooksLoading;
+    const { state: sandboxState } = await services.sandboxing;
+    const hooks = await services.hooksLoading;
     const usable = modelRegistry.getAvailable().length > 0;
     const active = session.model && usable
       ? { provider: session.model.provider, id: session.model.id }
@@ -322,7 +275,7 @@ class Worker {
     if (session.sessionFile) await makePathPrivate(agentDir, session.sessionFile);
     // The first turn (and every input, which waits for this start) sees the MCP tools.
     const [mcp] = await Promise.all([
-      mcpStarting,
+      services.mcpStarting,
       hooks?.count ? hooks.sessionStart(msg.resumed ? "resume" : "startup") : null,
     ]);
     lateTools.add(mcp.tools);

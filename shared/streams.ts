@@ -21,34 +21,32 @@
  * sender that exceeds its credit, or a peer opening more than `maxStreams`,
  * gets the stream reset.
  *
- * Over 450 lines: the frame codec, a stream and the multiplexer share one
- * credit protocol whose invariants (window, grants, end, reset) are easier
- * to check in one file than across several.
+ * A stream and the multiplexer share one credit protocol whose invariants
+ * (window, grants, end, reset) are easier to check in one file; the frame
+ * codec is in stream_frames.ts.
  *
  * @module
  */
+import {
+  decodeFrame,
+  encodeFrame,
+  FRAME_HEADER_BYTES,
+  FrameKind,
+  MAX_DATA_BYTES,
+  MAX_OPEN_BYTES,
+  writeHeader,
+} from "./stream_frames.ts";
 
-/** Frame kinds (the first byte of a frame). */
-export const FrameKind = {
-  open: 1,
-  data: 2,
-  credit: 3,
-  end: 4,
-  reset: 5,
-} as const;
+export {
+  decodeFrame,
+  encodeFrame,
+  type Frame,
+  FRAME_HEADER_BYTES,
+  FrameKind,
+  MAX_DATA_BYTES,
+  MAX_OPEN_BYTES,
+} from "./stream_frames.ts";
 
-/** A frame kind. */
-export type FrameKind = typeof FrameKind[keyof typeof FrameKind];
-
-/** One decoded frame. */
-export interface Frame {
-  streamId: number;
-  kind: FrameKind;
-  bytes: Uint8Array;
-}
-
-/** Bytes of a frame's header (kind and stream id). */
-export const FRAME_HEADER_BYTES = 5;
 /**
  * Default credit per stream and direction: 512 KiB, 8 frames of the largest
  * data size. Against 256 KiB it halved the relay's CPU per MB tunnelled in
@@ -56,35 +54,8 @@ export const FRAME_HEADER_BYTES = 5;
  * delay stalls the sender less): docs/performance.md, "Tunnel".
  */
 export const DEFAULT_WINDOW = 512 * 1024;
-/** Largest data payload per frame: 64 KiB keeps a frame well under the channel's 1 MiB cap. */
-export const MAX_DATA_BYTES = 64 * 1024;
 /** Default cap on the streams open at once on one connection, per opener. */
 export const DEFAULT_MAX_STREAMS = 256;
-/** Largest open payload (a request's head). */
-export const MAX_OPEN_BYTES = 64 * 1024;
-
-/** Encodes a frame. */
-export function encodeFrame(frame: Frame): Uint8Array {
-  const out = new Uint8Array(FRAME_HEADER_BYTES + frame.bytes.byteLength);
-  writeHeader(out, frame.kind, frame.streamId);
-  out.set(frame.bytes, FRAME_HEADER_BYTES);
-  return out;
-}
-
-/** Writes a frame's kind and stream id into its first {@linkcode FRAME_HEADER_BYTES}. */
-function writeHeader(out: Uint8Array, kind: FrameKind, streamId: number): void {
-  out[0] = kind;
-  new DataView(out.buffer, out.byteOffset, FRAME_HEADER_BYTES).setUint32(1, streamId);
-}
-
-/** Decodes a frame; null for one too short or of an unknown kind. */
-export function decodeFrame(bytes: Uint8Array): Frame | null {
-  if (bytes.byteLength < FRAME_HEADER_BYTES) return null;
-  const kind = bytes[0] as FrameKind;
-  if (kind < FrameKind.open || kind > FrameKind.reset) return null;
-  const streamId = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getUint32(1);
-  return { kind, streamId, bytes: bytes.subarray(FRAME_HEADER_BYTES) };
-}
 
 /** The stream was reset (by the peer, by this side, or by the connection's loss). */
 export class StreamResetError extends Error {
@@ -463,56 +434,4 @@ export class StreamMux {
     if (mine) this.#localOpen--;
     else this.#remoteOpen--;
   }
-}
-
-/**
- * Pipes a byte stream (a fetch body) into `stream` and ends it, reading
- * each chunk straight into the buffer of the frame that carries it (a
- * BYOB read after the header's room) instead of copying every chunk into
- * a new frame: on a 1 GB body that copy and its zero-filled buffer were a
- * fifth of the runner's CPU. A stream without BYOB reads is piped as
- * usual. When `stream` is reset, `body` is cancelled; when `body` fails,
- * `stream` is reset, and the error is thrown.
- */
-export async function pipeBytes(
-  body: ReadableStream<Uint8Array>,
-  stream: MuxStream,
-): Promise<void> {
-  let reader: ReadableStreamBYOBReader;
-  try {
-    reader = body.getReader({ mode: "byob" });
-  } catch {
-    return await body.pipeTo(stream.writable);
-  }
-  // A reset while a read waits (an SSE body between events) cancels the body at once, as pipeTo does.
-  let reading = true;
-  stream.closed.then(() => {
-    if (reading && stream.resetReason !== null) reader.cancel(stream.resetReason).catch(() => {});
-  });
-  try {
-    for (;;) {
-      const credit = await stream.waitForCredit();
-      const n = Math.min(credit, MAX_DATA_BYTES);
-      const frame = new Uint8Array(FRAME_HEADER_BYTES + n);
-      const { done, value } = await reader.read(frame.subarray(FRAME_HEADER_BYTES));
-      if (done || !value) break;
-      if (value.byteLength === 0) continue;
-      stream.sendFrame(
-        new Uint8Array(
-          value.buffer,
-          value.byteOffset - FRAME_HEADER_BYTES,
-          FRAME_HEADER_BYTES + value.byteLength,
-        ),
-      );
-    }
-  } catch (err) {
-    reading = false;
-    reader.cancel(err).catch(() => {});
-    if (stream.resetReason !== null) throw new StreamResetError(stream.resetReason);
-    stream.reset("body failed");
-    throw err;
-  }
-  reading = false;
-  reader.releaseLock();
-  await stream.writable.close();
 }

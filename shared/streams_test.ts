@@ -5,10 +5,10 @@ import {
   FrameKind,
   MAX_DATA_BYTES,
   type MuxStream,
-  pipeBytes,
   StreamMux,
   StreamResetError,
 } from "./streams.ts";
+import { pipeBytes } from "./stream_pipe.ts";
 
 /** Two multiplexers wired in memory, frames delivered asynchronously as a socket would. */
 function pair(opts: { window?: number; maxStreams?: number } = {}) {

@@ -534,6 +534,13 @@ const BEHAVIOURS: Record<string, (s: Subject, d: Dialect) => Promise<void>> = {
     assert.equal(await webhooks.claimNonce("w", "n2", big + 10, big), true);
     assert.equal(await webhooks.claimNonce("w", "n1", big + 2000, big + 500), false, "in use");
     assert.equal(await webhooks.nonceUsedUntil("w", "n1"), big + 1000, "kept its first time");
+    assert.equal(
+      await webhooks.claimNonce("ww", "n1", big + 2000, big + 500),
+      true,
+      "another's own",
+    );
+    assert.equal(await webhooks.claimNonce("ww", "n1", big + 9000, big + 2000), true, "time up");
+    assert.equal(await webhooks.nonceUsedUntil("ww", "n1"), big + 9000, "claimed for the new time");
     await webhooks.releaseNonce("w", "n1");
     assert.equal(await webhooks.nonceUsedUntil("w", "n1"), 0, "given back");
     assert.equal(await webhooks.claimNonce("w", "n1", big + 1000, big), true, "claimed again");
@@ -714,19 +721,25 @@ const BEHAVIOURS: Record<string, (s: Subject, d: Dialect) => Promise<void>> = {
     const first = await push.subscribe(sub({ enabledEvents: "agent_error" }), 2);
     assert.ok(first.ok);
     assert.deepEqual(await push.subscribe(sub({ p256dh: "k2" }), 2), first, "the same row");
-    assert.equal(
-      (await push.byEndpoint("https://push.example.com/a"))?.enabledEvents,
-      "agent_error",
-    );
+    const again = await push.byEndpoint("https://push.example.com/a");
+    assert.equal(again?.enabledEvents, "agent_error", "no kinds given: its own kept");
+    assert.equal(again?.p256dh, "k2", "its new keys");
     assert.deepEqual(await push.subscribe(sub({ userId: "u2" }), 2), {
       ok: false,
       reason: "taken",
     });
     assert.deepEqual(await push.subscribe(sub({ userId: "u2", p256dh: "k2" }), 2), first, "moved");
+    const moved = await push.byEndpoint("https://push.example.com/a");
+    assert.equal(moved?.userId, "u2");
+    assert.equal(moved?.enabledEvents, "*", "the new owner's kinds start at all");
     await push.subscribe(sub({ userId: "u2", endpoint: "https://push.example.com/b" }), 2);
     assert.deepEqual(
       await push.subscribe(sub({ userId: "u2", endpoint: "https://push.example.com/c" }), 2),
       { ok: false, reason: "full" },
+    );
+    assert.ok(
+      (await push.subscribe(sub({ userId: "u2", p256dh: "k2" }), 2)).ok,
+      "updating one of the user's own is not a new one",
     );
     // Racing for the last place: of three new endpoints at once, none passes the cap.
     await push.delete((await push.byEndpoint("https://push.example.com/b"))!.id);
@@ -783,6 +796,7 @@ const BEHAVIOURS: Record<string, (s: Subject, d: Dialect) => Promise<void>> = {
     });
     const [reply, inbound] = await triggers.history("s1", 10);
     assert.equal(reply?.triggerId, "t2");
+    assert.equal(reply?.direction, "outbound");
     assert.deepEqual(inbound?.response, response);
   },
 

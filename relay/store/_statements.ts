@@ -1,5 +1,6 @@
-import type { StatementSync } from "node:sqlite";
+import type { StatementResultingChanges, StatementSync } from "node:sqlite";
 import type { Database } from "./db.ts";
+import type { Write } from "./_write.ts";
 
 /**
  * A repository's prepared statements, by SQL text: preparing costs more than
@@ -17,6 +18,11 @@ export class Statements {
     let st = this.#cache.get(sql);
     if (!st) this.#cache.set(sql, st = this.db.prepare(sql));
     return st;
+  }
+
+  /** Runs a write built for both engines. */
+  run(w: Write): StatementResultingChanges {
+    return this.sql(w.sql).run(...w.values);
   }
 
   /** The prepared statement of `sql` whose rows come back as arrays (no key per column). */

@@ -1,5 +1,6 @@
 import { type Database, transaction } from "./db.ts";
 import { Statements } from "./_statements.ts";
+import type { Write } from "./_write.ts";
 
 /** One uploaded file: who may read it (through its session), where its bytes are, until when. */
 export interface AttachmentRecord {
@@ -49,6 +50,26 @@ export function record(r: Row): AttachmentRecord {
   };
 }
 
+/** The insert of an uploaded file's record. */
+export function insertAttachment(a: NewAttachment): Write {
+  return {
+    sql: `INSERT INTO attachments
+         (id, session_id, user_id, sha256, filename, mime_type, size, created_at, expires_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    values: [
+      a.attachmentId,
+      a.sessionId,
+      a.userId,
+      a.sha256,
+      a.filename,
+      a.mimeType,
+      a.size,
+      a.createdAt,
+      a.expiresAt,
+    ],
+  };
+}
+
 /**
  * SQL for attachments. A row counts only while its session exists and is
  * still owned by the uploader: every read joins the session, so a deleted
@@ -69,21 +90,7 @@ export class AttachmentsRepo {
   }
 
   insert(a: NewAttachment): void {
-    this.#sql.sql(
-      `INSERT INTO attachments
-         (id, session_id, user_id, sha256, filename, mime_type, size, created_at, expires_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    ).run(
-      a.attachmentId,
-      a.sessionId,
-      a.userId,
-      a.sha256,
-      a.filename,
-      a.mimeType,
-      a.size,
-      a.createdAt,
-      a.expiresAt,
-    );
+    this.#sql.run(insertAttachment(a));
   }
 
   /** The attachment, unless it expired by `now` (ISO) or its session is gone or changed hands. */

@@ -27,6 +27,58 @@ export const CHUNKS_FROM = `SELECT first_seq, last_seq, seqs, body FROM session_
   ORDER BY first_seq`;
 
 /**
+ * The part of `chunks` (ascending, not overlapping) past `stored`, the
+ * session's last stored seq: both engines append only these. A re-send that
+ * overlaps what is stored is cut, and the stored copies win.
+ */
+export function* unstored(chunks: readonly EventChunk[], stored: number): Iterable<EventChunk> {
+  for (const c of chunks) {
+    if (c.lastSeq <= stored) continue;
+    if (c.firstSeq > stored) yield c;
+    else yield* chunkEvents(eventsOf(c).filter((e) => e.seq > stored));
+  }
+}
+
+/** A stored chunk as both engines read it. */
+export interface ChunkRow {
+  first_seq: number;
+  last_seq: number;
+  seqs: string | null;
+  body: string;
+}
+
+/**
+ * Takes the events past `afterSeq` out of stored chunks, oldest first: up to
+ * `limit` events and no more than `maxBytes` of JSON, the first event
+ * whatever its size (so a reader always moves on). `after` reads through
+ * one on either engine.
+ */
+export class EventsAfter {
+  readonly events: StoredEvent[] = [];
+  #bytes = 0;
+
+  constructor(
+    readonly afterSeq: number,
+    readonly limit: number,
+    readonly maxBytes: number,
+  ) {}
+
+  /** Takes what it wants of one chunk; false once it is full (no later chunk is needed). */
+  take(row: ChunkRow): boolean {
+    if (row.last_seq <= this.afterSeq) return true;
+    const c = { firstSeq: row.first_seq, lastSeq: row.last_seq, seqs: row.seqs, body: row.body };
+    for (const ev of eventsOf(c)) {
+      if (ev.seq <= this.afterSeq) continue;
+      const n = this.events.length;
+      if (n >= this.limit || (n > 0 && this.#bytes + ev.json.length > this.maxBytes)) return false;
+      this.events.push(ev);
+      this.#bytes += ev.json.length;
+    }
+    return this.events.length < this.limit && this.#bytes < this.maxBytes;
+  }
+}
+
+/**
  * SQL for the durable per-session event log.
  *
  * Events are stored in chunks: each commit writes a session's new events as
@@ -65,18 +117,10 @@ export class EventsRepo {
    * seq. Returns how many events were stored.
    */
   appendChunks(sessionId: string, chunks: readonly EventChunk[]): number {
-    const stored = this.maxSeq(sessionId);
     let n = 0;
-    for (const c of chunks) {
-      if (c.lastSeq <= stored) continue;
-      // A re-send that overlaps what is stored: the stored copies win.
-      const fresh = c.firstSeq > stored
-        ? [c]
-        : chunkEvents(eventsOf(c).filter((e) => e.seq > stored));
-      for (const f of fresh) {
-        this.#sql.sql(INSERT_CHUNK).run(sessionId, f.firstSeq, f.lastSeq, f.seqs, f.body);
-        n += f.count;
-      }
+    for (const f of unstored(chunks, this.maxSeq(sessionId))) {
+      this.#sql.sql(INSERT_CHUNK).run(sessionId, f.firstSeq, f.lastSeq, f.seqs, f.body);
+      n += f.count;
     }
     return n;
   }
@@ -88,28 +132,12 @@ export class EventsRepo {
    * one stored chunk past the last one returned: 64 KB, or one big event.
    */
   after(sessionId: string, afterSeq: number, limit: number, maxBytes = Infinity): StoredEvent[] {
-    const out: StoredEvent[] = [];
-    if (limit <= 0) return out;
-    let bytes = 0;
+    if (limit <= 0) return [];
+    const taken = new EventsAfter(afterSeq, limit, maxBytes);
     for (const row of this.#sql.sql(CHUNKS_FROM).iterate(sessionId, sessionId, afterSeq + 1)) {
-      const { first_seq: first, last_seq: last, seqs, body } = row as unknown as {
-        first_seq: number;
-        last_seq: number;
-        seqs: string | null;
-        body: string;
-      };
-      if (last <= afterSeq) continue;
-      for (const ev of eventsOf({ firstSeq: first, lastSeq: last, seqs, body })) {
-        if (ev.seq <= afterSeq) continue;
-        if (out.length >= limit || (out.length > 0 && bytes + ev.json.length > maxBytes)) {
-          return out;
-        }
-        out.push(ev);
-        bytes += ev.json.length;
-      }
-      if (out.length >= limit || bytes >= maxBytes) break;
+      if (!taken.take(row as unknown as ChunkRow)) break;
     }
-    return out;
+    return taken.events;
   }
 
   /** The highest seq stored for a session (0 when none). */

@@ -1,6 +1,7 @@
 import type { Database } from "./db.ts";
 import { Statements } from "./_statements.ts";
 import type { KeyScope } from "../../shared/api.ts";
+import type { Write } from "./_write.ts";
 
 /** A stored API key or runner token; the secret itself is never stored. */
 export interface KeyRecord {
@@ -54,20 +55,13 @@ export function fromRow(r: KeyRow): KeyRecord {
   };
 }
 
-/** SQL for API keys and runner tokens. */
-export class KeysRepo {
-  readonly #sql: Statements;
-
-  constructor(db: Database) {
-    this.#sql = new Statements(db);
-  }
-
-  insert(k: KeyRecord): void {
-    this.#sql.sql(
-      `INSERT INTO api_keys (id, user_id, name, kind, scope, runner_id, prefix, hash, created_at,
+/** The insert of a new key or token (its hash, never the secret). */
+export function insertKey(k: KeyRecord): Write {
+  return {
+    sql: `INSERT INTO api_keys (id, user_id, name, kind, scope, runner_id, prefix, hash, created_at,
          expires_at, last_used_at)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    ).run(
+    values: [
       k.id,
       k.userId,
       k.name,
@@ -79,7 +73,20 @@ export class KeysRepo {
       k.createdAt,
       k.expiresAt,
       k.lastUsedAt,
-    );
+    ],
+  };
+}
+
+/** SQL for API keys and runner tokens. */
+export class KeysRepo {
+  readonly #sql: Statements;
+
+  constructor(db: Database) {
+    this.#sql = new Statements(db);
+  }
+
+  insert(k: KeyRecord): void {
+    this.#sql.run(insertKey(k));
   }
 
   byHash(hash: string): KeyRecord | undefined {

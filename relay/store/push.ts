@@ -1,5 +1,6 @@
 import { type Database, transaction } from "./db.ts";
 import { Statements } from "./_statements.ts";
+import type { Write } from "./_write.ts";
 
 /** A browser's push subscription as stored. */
 export interface PushSubscriptionRecord {
@@ -40,6 +41,66 @@ export function fromRow(r: Row): PushSubscriptionRecord {
   };
 }
 
+/** A subscription as a browser sends it: `enabledEvents` only when it names them. */
+export type PushSubscribeInput =
+  & Omit<PushSubscriptionRecord, "enabledEvents" | "suppressChildNotifications">
+  & { enabledEvents?: string };
+
+/** What {@linkcode PushRepo.subscribe} answers. */
+export type PushSubscribeResult = { ok: true; id: string } | {
+  ok: false;
+  reason: "taken" | "full";
+};
+
+/**
+ * The rules of subscribing `s`, given the record its endpoint has now (both
+ * engines' `subscribe` apply them inside their transaction): the same
+ * endpoint again updates its keys (and `enabledEvents` when given, else
+ * keeps its own); an endpoint of another account moves only with the same
+ * keys (`taken` otherwise). `adds` says the user gets one more
+ * subscription, which the caller refuses as `full` when the user has `max`.
+ */
+export function planSubscribe(
+  s: PushSubscribeInput,
+  old: PushSubscriptionRecord | null,
+): { ok: false; reason: "taken" } | { ok: true; rec: PushSubscriptionRecord; adds: boolean } {
+  const sameKeys = old?.p256dh === s.p256dh && old?.auth === s.auth;
+  if (old && old.userId !== s.userId && !sameKeys) return { ok: false, reason: "taken" };
+  const mine = old?.userId === s.userId;
+  const rec: PushSubscriptionRecord = {
+    id: old?.id ?? s.id,
+    userId: s.userId,
+    endpoint: s.endpoint,
+    p256dh: s.p256dh,
+    auth: s.auth,
+    enabledEvents: s.enabledEvents ?? (mine ? old.enabledEvents : "*"),
+    suppressChildNotifications: mine ? old.suppressChildNotifications : false,
+    createdAt: old?.createdAt ?? s.createdAt,
+  };
+  return { ok: true, rec, adds: !mine };
+}
+
+/** Inserts or replaces a whole subscription (by id). */
+export function savePush(s: PushSubscriptionRecord): Write {
+  return {
+    sql: `INSERT INTO push_subscriptions (id, user_id, endpoint, p256dh, auth, enabled_events,
+         suppress_children, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (id) DO UPDATE SET user_id = excluded.user_id, endpoint = excluded.endpoint,
+         p256dh = excluded.p256dh, auth = excluded.auth, enabled_events = excluded.enabled_events,
+         suppress_children = excluded.suppress_children`,
+    values: [
+      s.id,
+      s.userId,
+      s.endpoint,
+      s.p256dh,
+      s.auth,
+      s.enabledEvents,
+      s.suppressChildNotifications ? 1 : 0,
+      s.createdAt,
+    ],
+  };
+}
+
 /** SQL for push subscriptions: one row per endpoint. */
 export class PushRepo {
   readonly #sql: Statements;
@@ -51,38 +112,17 @@ export class PushRepo {
   }
 
   /**
-   * Subscribes a browser's endpoint for `s.userId`, in one transaction: the
-   * same endpoint again updates its keys (and `enabledEvents` when given,
-   * else keeps its own); an endpoint of another account moves only with
-   * the same keys (`taken` otherwise); a user with `max` subscriptions
-   * gets no new one (`full`). A new subscription takes `s.id` and `s.createdAt`.
+   * Subscribes a browser's endpoint for `s.userId`, in one transaction, by
+   * {@linkcode planSubscribe}'s rules; a user with `max` subscriptions gets
+   * no new one (`full`). A new subscription takes `s.id` and `s.createdAt`.
    */
-  subscribe(
-    s: Omit<PushSubscriptionRecord, "enabledEvents" | "suppressChildNotifications"> & {
-      enabledEvents?: string;
-    },
-    max: number,
-  ): { ok: true; id: string } | { ok: false; reason: "taken" | "full" } {
+  subscribe(s: PushSubscribeInput, max: number): PushSubscribeResult {
     return transaction(this.#db, () => {
-      const old = this.byEndpoint(s.endpoint);
-      const sameKeys = old?.p256dh === s.p256dh && old?.auth === s.auth;
-      if (old && old.userId !== s.userId && !sameKeys) {
-        return { ok: false, reason: "taken" } as const;
-      }
-      const mine = old?.userId === s.userId;
-      if (!mine && this.countOf(s.userId) >= max) return { ok: false, reason: "full" } as const;
-      const rec: PushSubscriptionRecord = {
-        id: old?.id ?? s.id,
-        userId: s.userId,
-        endpoint: s.endpoint,
-        p256dh: s.p256dh,
-        auth: s.auth,
-        enabledEvents: s.enabledEvents ?? (mine ? old.enabledEvents : "*"),
-        suppressChildNotifications: mine ? old.suppressChildNotifications : false,
-        createdAt: old?.createdAt ?? s.createdAt,
-      };
-      this.save(rec);
-      return { ok: true, id: rec.id } as const;
+      const plan = planSubscribe(s, this.byEndpoint(s.endpoint));
+      if (!plan.ok) return plan;
+      if (plan.adds && this.countOf(s.userId) >= max) return { ok: false, reason: "full" } as const;
+      this.save(plan.rec);
+      return { ok: true, id: plan.rec.id } as const;
     });
   }
 
@@ -108,22 +148,7 @@ export class PushRepo {
 
   /** Inserts or replaces the whole record (by id). */
   save(s: PushSubscriptionRecord): void {
-    this.#sql.sql(
-      `INSERT INTO push_subscriptions (id, user_id, endpoint, p256dh, auth, enabled_events,
-         suppress_children, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-       ON CONFLICT (id) DO UPDATE SET user_id = excluded.user_id, endpoint = excluded.endpoint,
-         p256dh = excluded.p256dh, auth = excluded.auth, enabled_events = excluded.enabled_events,
-         suppress_children = excluded.suppress_children`,
-    ).run(
-      s.id,
-      s.userId,
-      s.endpoint,
-      s.p256dh,
-      s.auth,
-      s.enabledEvents,
-      s.suppressChildNotifications ? 1 : 0,
-      s.createdAt,
-    );
+    this.#sql.run(savePush(s));
   }
 
   /** Deletes the user's subscription of `endpoint`; whether there was one. */

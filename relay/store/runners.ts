@@ -1,6 +1,7 @@
 import type { Database } from "./db.ts";
 import { Statements } from "./_statements.ts";
 import type { TriggerDef } from "../../shared/triggers.ts";
+import type { Write } from "./_write.ts";
 
 /** A runner as stored: who owns it and what it said in its last hello. */
 export interface RunnerRecord {
@@ -38,6 +39,27 @@ export function fromRow(r: RunnerRow): RunnerRecord {
   };
 }
 
+/** Inserts a runner, or updates what its hello says (its owner and creation stay). */
+export function upsertRunner(r: RunnerRecord): Write {
+  return {
+    sql:
+      `INSERT INTO runners (id, user_id, name, platform, version, roots, created_at, last_seen_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (id) DO UPDATE SET name = excluded.name, platform = excluded.platform,
+         version = excluded.version, roots = excluded.roots, last_seen_at = excluded.last_seen_at`,
+    values: [
+      r.id,
+      r.userId,
+      r.name,
+      r.platform,
+      r.version,
+      JSON.stringify(r.roots),
+      r.createdAt,
+      r.lastSeenAt,
+    ],
+  };
+}
+
 /** SQL for runners. */
 export class RunnersRepo {
   readonly #sql: Statements;
@@ -68,21 +90,7 @@ export class RunnersRepo {
 
   /** Inserts or refreshes a runner after a hello. */
   upsert(r: RunnerRecord): void {
-    this.#sql.sql(
-      `INSERT INTO runners (id, user_id, name, platform, version, roots, created_at, last_seen_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-       ON CONFLICT (id) DO UPDATE SET name = excluded.name, platform = excluded.platform,
-         version = excluded.version, roots = excluded.roots, last_seen_at = excluded.last_seen_at`,
-    ).run(
-      r.id,
-      r.userId,
-      r.name,
-      r.platform,
-      r.version,
-      JSON.stringify(r.roots),
-      r.createdAt,
-      r.lastSeenAt,
-    );
+    this.#sql.run(upsertRunner(r));
   }
 
   /** The trigger definitions the runner last announced (services and its own). */

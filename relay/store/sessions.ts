@@ -6,6 +6,7 @@ import type {
   SessionInfo,
   SessionStatus,
 } from "../../shared/protocol.ts";
+import type { Write } from "./_write.ts";
 
 /** A session as stored, with its owner. */
 export interface SessionRecord extends SessionInfo {
@@ -82,7 +83,7 @@ export type SessionPatch = Partial<
   Pick<SessionRecord, "status" | "activity" | "cwd" | "model" | "title" | "endedAt" | "endReason">
 >;
 
-export const COLUMNS: Record<keyof SessionPatch, string> = {
+const COLUMNS: Record<keyof SessionPatch, string> = {
   status: "status",
   activity: "activity",
   cwd: "cwd",
@@ -92,22 +93,13 @@ export const COLUMNS: Record<keyof SessionPatch, string> = {
   endReason: "end_reason",
 };
 
-/** SQL for sessions (the event log itself is in {@linkcode EventsRepo}). */
-export class SessionsRepo {
-  readonly #sql: Statements;
-  readonly #db: Database;
-
-  constructor(db: Database) {
-    this.#db = db;
-    this.#sql = new Statements(db);
-  }
-
-  insert(s: SessionRecord): void {
-    this.#sql.sql(
-      `INSERT INTO sessions (id, user_id, runner_id, status, activity, cwd, model, prompt, title,
+/** The insert of a new session. */
+export function insertSession(s: SessionRecord): Write {
+  return {
+    sql: `INSERT INTO sessions (id, user_id, runner_id, status, activity, cwd, model, prompt, title,
          created_at, updated_at, ended_at, end_reason, last_seq, pinned, parent_id, agent)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    ).run(
+    values: [
       s.sessionId,
       s.userId,
       s.runnerId,
@@ -125,7 +117,39 @@ export class SessionsRepo {
       s.isPinned ? 1 : 0,
       s.parentId ?? null,
       s.agent ?? null,
-    );
+    ],
+  };
+}
+
+/** The update of a session's changing fields and `updated_at`; null when `patch` names none. */
+export function updateSession(id: string, patch: SessionPatch, at: string): Write | null {
+  const sets: string[] = [];
+  const values: (string | null)[] = [];
+  for (const [key, column] of Object.entries(COLUMNS) as [keyof SessionPatch, string][]) {
+    if (!(key in patch)) continue;
+    const v = patch[key];
+    sets.push(`${column} = ?`);
+    values.push(key === "model" ? (v ? JSON.stringify(v) : null) : (v as string | null));
+  }
+  if (sets.length === 0) return null;
+  return {
+    sql: `UPDATE sessions SET ${sets.join(", ")}, updated_at = ? WHERE id = ?`,
+    values: [...values, at, id],
+  };
+}
+
+/** SQL for sessions (the event log itself is in {@linkcode EventsRepo}). */
+export class SessionsRepo {
+  readonly #sql: Statements;
+  readonly #db: Database;
+
+  constructor(db: Database) {
+    this.#db = db;
+    this.#sql = new Statements(db);
+  }
+
+  insert(s: SessionRecord): void {
+    this.#sql.run(insertSession(s));
   }
 
   get(id: string): SessionRecord | undefined {
@@ -190,20 +214,8 @@ export class SessionsRepo {
   }
 
   update(id: string, patch: SessionPatch, at: string): void {
-    const sets: string[] = [];
-    const values: (string | null)[] = [];
-    for (const [key, column] of Object.entries(COLUMNS) as [keyof SessionPatch, string][]) {
-      if (!(key in patch)) continue;
-      const v = patch[key];
-      sets.push(`${column} = ?`);
-      values.push(key === "model" ? (v ? JSON.stringify(v) : null) : (v as string | null));
-    }
-    if (sets.length === 0) return;
-    this.#sql.sql(`UPDATE sessions SET ${sets.join(", ")}, updated_at = ? WHERE id = ?`).run(
-      ...values,
-      at,
-      id,
-    );
+    const w = updateSession(id, patch, at);
+    if (w) this.#sql.run(w);
   }
 
   /** Moves the row's last seq forward, with its log's size at that seq. */

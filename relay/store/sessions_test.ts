@@ -1,29 +1,43 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { openDatabase } from "./db.ts";
+import { type Database, openDatabase } from "./db.ts";
 import { EventsRepo } from "./events.ts";
 import { SessionsRepo } from "./sessions.ts";
 
-Deno.test("after a crash, each session's last_seq catches up with its stored events", async () => {
+/**
+ * A new database whose sessions need no users or runners (foreign keys off):
+ * `put(id, lastSeq)` adds a running one.
+ */
+async function withSessions(
+  fn: (db: Database, put: (id: string, lastSeq: number) => void) => void,
+): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "baton-sessions-" });
   const db = openDatabase(join(dir, "relay.db"));
   try {
-    // Sessions only: their users and runners do not matter here.
     db.exec("PRAGMA foreign_keys = OFF");
-    const put = db.prepare(
+    const st = db.prepare(
       `INSERT INTO sessions (id, user_id, runner_id, status, created_at, updated_at, last_seq)
        VALUES (?, 'u', 'r', 'running', 'x', 'x', ?)`,
     );
+    fn(db, (id, lastSeq) => st.run(id, lastSeq));
+  } finally {
+    db.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+Deno.test("after a crash, each session's last_seq catches up with its stored events", async () => {
+  await withSessions((db, put) => {
     const events = new EventsRepo(db);
     const log = (sid: string, seqs: number[]) =>
       events.appendMany(sid, seqs.map((seq) => ({ seq, json: `{"seq":${seq}}` })));
-    put.run("behind", 2);
+    put("behind", 2);
     log("behind", [1, 2]);
     log("behind", [3, 4]);
     log("behind", [5, 9]); // the last chunk, with a gap: its last seq counts
-    put.run("current", 7);
+    put("current", 7);
     log("current", [6, 7]);
-    put.run("empty", 0);
+    put("empty", 0);
     const last = () =>
       Object.fromEntries(
         (db.prepare("SELECT id, last_seq FROM sessions ORDER BY id").all() as {
@@ -39,23 +53,13 @@ Deno.test("after a crash, each session's last_seq catches up with its stored eve
     assert.equal(sessions.get("behind")!.eventBytes, 38);
     assert.equal(sessions.get("current")!.eventBytes, 0, "a row that did not lag keeps its size");
     assert.equal(sessions.catchUpLastSeqs(), 0, "a second pass finds nothing to do");
-  } finally {
-    db.close();
-    await Deno.remove(dir, { recursive: true });
-  }
+  });
 });
 
 Deno.test("setLastSeqs moves several rows forward in one transaction, never back", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "baton-sessions-" });
-  const db = openDatabase(join(dir, "relay.db"));
-  try {
-    db.exec("PRAGMA foreign_keys = OFF");
-    const put = db.prepare(
-      `INSERT INTO sessions (id, user_id, runner_id, status, created_at, updated_at, last_seq)
-       VALUES (?, 'u', 'r', 'running', 'x', 'x', ?)`,
-    );
-    put.run("a", 1);
-    put.run("b", 9);
+  await withSessions((db, put) => {
+    put("a", 1);
+    put("b", 9);
     const sessions = new SessionsRepo(db);
     sessions.setLastSeqs([]);
     sessions.setLastSeqs([{ id: "a", seq: 4, eventBytes: 40 }, {
@@ -81,8 +85,5 @@ Deno.test("setLastSeqs moves several rows forward in one transaction, never back
       /refused/,
     );
     assert.equal(sessions.get("a")!.lastSeq, 4, "rolled back");
-  } finally {
-    db.close();
-    await Deno.remove(dir, { recursive: true });
-  }
+  });
 });

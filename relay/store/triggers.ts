@@ -2,6 +2,7 @@ import { type Database, transaction } from "./db.ts";
 import { Statements } from "./_statements.ts";
 import type { DeliveredTrigger, ModelRef } from "../../shared/protocol.ts";
 import type { FilterMode, TriggerFilter } from "../../shared/triggers.ts";
+import type { Write } from "./_write.ts";
 
 /** A session's subscription to a trigger type. */
 export interface SubscriptionRecord {
@@ -117,6 +118,86 @@ export const entry = (r: HistoryRow): HistoryEntry => ({
   ...(r.response ? { response: JSON.parse(r.response) } : {}),
 });
 
+/** Inserts a session's subscription or updates its parameters. */
+export function saveSubscription(s: SubscriptionRecord): Write {
+  return {
+    sql:
+      `INSERT INTO trigger_subscriptions (id, session_id, user_id, runner_id, trigger_type, params,
+         filters, filter_mode, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (id) DO UPDATE SET params = excluded.params, filters = excluded.filters,
+         filter_mode = excluded.filter_mode`,
+    values: [
+      s.subscriptionId,
+      s.sessionId,
+      s.userId,
+      s.runnerId,
+      s.triggerType,
+      JSON.stringify(s.params),
+      JSON.stringify(s.filters),
+      s.filterMode,
+      s.createdAt,
+    ],
+  };
+}
+
+/** Inserts a listener or updates what it spawns. */
+export function saveListener(l: ListenerRecord): Write {
+  return {
+    sql: `INSERT INTO trigger_listeners (id, user_id, runner_id, trigger_type, prompt, cwd, model,
+         params, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (id) DO UPDATE SET trigger_type = excluded.trigger_type,
+         prompt = excluded.prompt, cwd = excluded.cwd, model = excluded.model,
+         params = excluded.params, updated_at = excluded.updated_at`,
+    values: [
+      l.listenerId,
+      l.userId,
+      l.runnerId,
+      l.triggerType,
+      l.prompt,
+      l.cwd,
+      l.model ? JSON.stringify(l.model) : null,
+      JSON.stringify(l.params),
+      l.createdAt,
+      l.updatedAt,
+    ],
+  };
+}
+
+/** Reads a session's newest history position (`p`, null when it has none). */
+export const HISTORY_TOP = "SELECT MAX(pos) AS p FROM trigger_history WHERE session_id = ?";
+
+/**
+ * The writes that append `e` to a session's history after position `top`
+ * (the newest stored, null for none) and drop the entries that fall past
+ * {@linkcode HISTORY_CAP}.
+ */
+export function historyWrites(sessionId: string, top: number | null, e: HistoryEntry): Write[] {
+  const pos = (top ?? 0) + 1;
+  return [{
+    sql: `INSERT INTO trigger_history (id, session_id, pos, trigger_id, type, source, summary,
+        payload, deliver_as, direction, expects_response, response, ts)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    values: [
+      crypto.randomUUID(),
+      sessionId,
+      pos,
+      e.triggerId,
+      e.type,
+      e.source,
+      e.summary ?? null,
+      JSON.stringify(e.payload),
+      e.deliverAs,
+      e.direction,
+      e.expectsResponse ? 1 : 0,
+      e.response ? JSON.stringify(e.response) : null,
+      e.ts,
+    ],
+  }, {
+    sql: "DELETE FROM trigger_history WHERE session_id = ? AND pos <= ?",
+    values: [sessionId, pos - HISTORY_CAP],
+  }];
+}
+
 /** SQL for trigger subscriptions, listeners and per-session history. */
 export class TriggersRepo {
   readonly #sql: Statements;
@@ -130,22 +211,7 @@ export class TriggersRepo {
   // Subscriptions ----------------------------------------------------------
 
   saveSubscription(s: SubscriptionRecord): void {
-    this.#sql.sql(
-      `INSERT INTO trigger_subscriptions (id, session_id, user_id, runner_id, trigger_type, params,
-         filters, filter_mode, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-       ON CONFLICT (id) DO UPDATE SET params = excluded.params, filters = excluded.filters,
-         filter_mode = excluded.filter_mode`,
-    ).run(
-      s.subscriptionId,
-      s.sessionId,
-      s.userId,
-      s.runnerId,
-      s.triggerType,
-      JSON.stringify(s.params),
-      JSON.stringify(s.filters),
-      s.filterMode,
-      s.createdAt,
-    );
+    this.#sql.run(saveSubscription(s));
   }
 
   /** Saves several subscriptions at once (all or none). */
@@ -180,24 +246,7 @@ export class TriggersRepo {
   // Listeners --------------------------------------------------------------
 
   saveListener(l: ListenerRecord): void {
-    this.#sql.sql(
-      `INSERT INTO trigger_listeners (id, user_id, runner_id, trigger_type, prompt, cwd, model,
-         params, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-       ON CONFLICT (id) DO UPDATE SET trigger_type = excluded.trigger_type,
-         prompt = excluded.prompt, cwd = excluded.cwd, model = excluded.model,
-         params = excluded.params, updated_at = excluded.updated_at`,
-    ).run(
-      l.listenerId,
-      l.userId,
-      l.runnerId,
-      l.triggerType,
-      l.prompt,
-      l.cwd,
-      l.model ? JSON.stringify(l.model) : null,
-      JSON.stringify(l.params),
-      l.createdAt,
-      l.updatedAt,
-    );
+    this.#sql.run(saveListener(l));
   }
 
   /** Saves several listeners at once (all or none). */
@@ -227,33 +276,8 @@ export class TriggersRepo {
 
   /** Appends an entry, keeping only the newest {@linkcode HISTORY_CAP}. */
   addHistory(sessionId: string, e: HistoryEntry): void {
-    const top = this.#sql.sql(
-      "SELECT MAX(pos) AS p FROM trigger_history WHERE session_id = ?",
-    ).get(sessionId) as { p: number | null };
-    const pos = (top.p ?? 0) + 1;
-    this.#sql.sql(
-      `INSERT INTO trigger_history (id, session_id, pos, trigger_id, type, source, summary, payload,
-         deliver_as, direction, expects_response, response, ts)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    ).run(
-      crypto.randomUUID(),
-      sessionId,
-      pos,
-      e.triggerId,
-      e.type,
-      e.source,
-      e.summary ?? null,
-      JSON.stringify(e.payload),
-      e.deliverAs,
-      e.direction,
-      e.expectsResponse ? 1 : 0,
-      e.response ? JSON.stringify(e.response) : null,
-      e.ts,
-    );
-    this.#sql.sql("DELETE FROM trigger_history WHERE session_id = ? AND pos <= ?").run(
-      sessionId,
-      pos - HISTORY_CAP,
-    );
+    const top = this.#sql.sql(HISTORY_TOP).get(sessionId) as { p: number | null };
+    for (const w of historyWrites(sessionId, top.p, e)) this.#sql.run(w);
   }
 
   /** The newest `limit` entries, most recent first. */

@@ -2,6 +2,7 @@ import type { Database } from "./db.ts";
 import { Statements } from "./_statements.ts";
 import type { ModelRef } from "../../shared/protocol.ts";
 import type { FilterMode, TriggerFilter } from "../../shared/triggers.ts";
+import type { Write } from "./_write.ts";
 
 /** A webhook as stored; the secret stays encrypted here. */
 export interface WebhookRecord {
@@ -64,17 +65,10 @@ export function fromRow(r: Row): WebhookRecord {
   };
 }
 
-/** SQL for webhooks and their delivery ids (for deduplication). */
-export class WebhooksRepo {
-  readonly #sql: Statements;
-
-  constructor(db: Database) {
-    this.#sql = new Statements(db);
-  }
-
-  /** Inserts or replaces the whole record. */
-  save(w: WebhookRecord): void {
-    this.#sql.sql(
+/** Inserts a webhook or updates it (its owner and creation stay). */
+export function saveWebhook(w: WebhookRecord): Write {
+  return {
+    sql:
       `INSERT INTO webhooks (id, user_id, name, source, secret_enc, runner_id, cwd, prompt, model,
          event_filter, filters, filter_mode, enabled, require_replay_protection, created_at,
          updated_at)
@@ -85,7 +79,7 @@ export class WebhooksRepo {
          filter_mode = excluded.filter_mode, enabled = excluded.enabled,
          require_replay_protection = excluded.require_replay_protection,
          updated_at = excluded.updated_at`,
-    ).run(
+    values: [
       w.id,
       w.userId,
       w.name,
@@ -102,7 +96,21 @@ export class WebhooksRepo {
       w.requireReplayProtection ? 1 : 0,
       w.createdAt,
       w.updatedAt,
-    );
+    ],
+  };
+}
+
+/** SQL for webhooks and their delivery ids (for deduplication). */
+export class WebhooksRepo {
+  readonly #sql: Statements;
+
+  constructor(db: Database) {
+    this.#sql = new Statements(db);
+  }
+
+  /** Inserts or replaces the whole record. */
+  save(w: WebhookRecord): void {
+    this.#sql.run(saveWebhook(w));
   }
 
   get(id: string): WebhookRecord | undefined {

@@ -16,23 +16,24 @@
  * model) it was active on; a line is held whole only up to
  * {@linkcode LINE_CAP} bytes (longer ones, e.g. pasted images, are skipped).
  *
- * Over 450 lines: the index is one class whose parts (the stat sweep, the
- * appended-bytes reader, the day buckets, the persisted file) share its
- * per-file records; split, each part would reach into the others' state.
+ * The records themselves (what is kept per file, how a line is counted,
+ * how they sum up to an answer) are in usage_records.ts; this module keeps
+ * them current: the stat sweep, the appended-bytes reader, the persisted file.
  *
  * @module
  */
 import { basename, dirname, join } from "node:path";
 import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from "../../shared/private_files.ts";
 import { RequestError } from "../control_link.ts";
+import { USAGE_RANGES, type UsageRange, type UsageResponse } from "../../shared/usage_api.ts";
 import {
-  USAGE_MAX_SESSIONS,
-  USAGE_RANGES,
-  type UsageAmounts,
-  type UsageRange,
-  type UsageResponse,
-  type UsageSession,
-} from "../../shared/usage_api.ts";
+  countLine,
+  emptyRecord,
+  type FileRecord,
+  isObject,
+  isRecord,
+  summarize,
+} from "./usage_records.ts";
 
 /**
  * A line longer than this is skipped without being held in memory. Assistant
@@ -44,7 +45,6 @@ export const LINE_CAP = 4 * 1024 * 1024;
 const CHUNK = 1024 * 1024;
 /** Bumped when the persisted shape changes: an older file is ignored (one rescan). */
 const INDEX_VERSION = 1;
-const MAX_TEXT = 1000;
 /**
  * Every file is checked (stat) at most this often; in between, a refresh
  * checks only the files written in the last {@linkcode HOT_MS} and lists
@@ -58,25 +58,6 @@ const FULL_SWEEP_MS = 30_000;
 const HOT_MS = 60 * 60_000;
 /** A folder changed this recently is listed again whatever its mtime says. */
 const RECENT_MS = 2_000;
-
-/** Per (day, model): input, output, cacheRead, cacheWrite, cost, last activity (ms). */
-type Bucket = [number, number, number, number, number, number];
-
-/** What the index keeps about one conversation file (persisted as is). */
-interface FileRecord {
-  size: number;
-  mtimeMs: number;
-  ino: number | null;
-  /** Bytes read and counted: the start of the first line not yet complete. */
-  offset: number;
-  piSessionId: string | null;
-  cwd: string | null;
-  startedAt: string | null;
-  model: string | null;
-  /** Key: `YYYY-MM-DD\tmodel`. */
-  buckets: Record<string, Bucket>;
-  skippedLines: number;
-}
 
 /** Counters to observe the index's work (tests, bench). */
 export interface UsageIndexStats {
@@ -144,7 +125,7 @@ export class UsageIndex {
     if (!answer) {
       // Four ranges; older days' answers go (each may be ~250 KB).
       if (this.#answers.size >= 4) this.#answers.clear();
-      this.#answers.set(key, answer = this.#summarize(range, from));
+      this.#answers.set(key, answer = summarize(this.#files, this.#links, range, from));
     }
     return answer;
   }
@@ -316,7 +297,7 @@ export class UsageIndex {
           const part = chunk.subarray(start, nl);
           const line = carry.length ? concat(carry, part) : part;
           const first = rec.offset === 0;
-          if (line.length > 0) this.#countLine(rec, decoder.decode(line), first);
+          if (line.length > 0) countLine(rec, decoder.decode(line), first);
         }
         carry = new Uint8Array(0);
         start = nl + 1;
@@ -333,45 +314,6 @@ export class UsageIndex {
     }
     // A last line without its newline (pi still writing it, or a cut write) is
     // read again next time, from rec.offset.
-  }
-
-  /** Counts one complete line; `first`: it starts the file (pi's header). */
-  #countLine(rec: FileRecord, line: string, first: boolean): void {
-    // Only the header and assistant messages matter; skip the parse of the rest.
-    if (!first && !line.includes('"usage"')) return;
-    let entry: unknown;
-    try {
-      entry = JSON.parse(line);
-    } catch {
-      rec.skippedLines++;
-      return;
-    }
-    if (!isObject(entry)) return void rec.skippedLines++;
-    if (entry.type === "session") {
-      rec.piSessionId = text(entry.id);
-      rec.cwd = text(entry.cwd);
-      rec.startedAt = isoTime(entry.timestamp);
-      return;
-    }
-    const msg = entry.message;
-    if (entry.type !== "message" || !isObject(msg) || msg.role !== "assistant") return;
-    const usage = msg.usage;
-    if (!isObject(usage)) return;
-    const at = typeof msg.timestamp === "number" && Number.isFinite(msg.timestamp)
-      ? msg.timestamp
-      : Date.parse(typeof entry.timestamp === "string" ? entry.timestamp : "");
-    if (!Number.isFinite(at)) return void rec.skippedLines++;
-    const day = new Date(at).toISOString().slice(0, 10);
-    const model = text(msg.model) ?? "unknown";
-    const key = `${day}\t${model}`;
-    const b = rec.buckets[key] ??= [0, 0, 0, 0, 0, 0];
-    b[0] += count(usage.input);
-    b[1] += count(usage.output);
-    b[2] += count(usage.cacheRead);
-    b[3] += count(usage.cacheWrite);
-    b[4] += isObject(usage.cost) ? count(usage.cost.total) : 0;
-    b[5] = Math.max(b[5], at);
-    rec.model = model;
   }
 
   /** Maps baton sessions to pi files: reads only link files not seen before. */
@@ -403,84 +345,6 @@ export class UsageIndex {
         this.#dirty = true;
       }
     }
-  }
-
-  #summarize(range: UsageRange, from: string): UsageResponse {
-    const sessionOf = new Map<string, string>();
-    for (const [name, piFile] of this.#links) sessionOf.set(piFile, name.slice(0, -5));
-    const total = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, cost: 0 };
-    const days = new Map<string, UsageAmounts>();
-    const models = new Map<string, UsageAmounts>();
-    // Sorted and cut first, shaped after: 10k sessions' ISO dates and string
-    // compares cost more than the rest of the summary.
-    const found: {
-      path: string;
-      rec: FileRecord;
-      i: number;
-      o: number;
-      c: number;
-      last: number;
-    }[] = [];
-    let skippedLines = 0;
-    for (const [path, rec] of this.#files) {
-      skippedLines += rec.skippedLines;
-      let i = 0, o = 0, c = 0, last = 0, any = false;
-      for (const key in rec.buckets) {
-        const day = key.slice(0, 10);
-        if (day < from) continue;
-        const b = rec.buckets[key]!;
-        const input = b[0] + b[2] + b[3];
-        any = true;
-        i += input;
-        o += b[1];
-        c += b[4];
-        if (b[5] > last) last = b[5];
-        total.input += input;
-        total.output += b[1];
-        total.cacheRead += b[2];
-        total.cacheWrite += b[3];
-        total.cost += b[4];
-        add(days, day, input, b[1], b[4]);
-        add(models, key.slice(11), input, b[1], b[4]);
-      }
-      if (any) found.push({ path, rec, i, o, c: usd(c), last });
-    }
-    found.sort((a, b) => b.c - a.c || b.last - a.last);
-    const sessions: UsageSession[] = found.slice(0, USAGE_MAX_SESSIONS).map((f) => ({
-      sessionId: sessionOf.get(basename(f.path)) ?? null,
-      piSessionId: f.rec.piSessionId,
-      cwd: f.rec.cwd,
-      model: f.rec.model,
-      startedAt: f.rec.startedAt,
-      lastActivityAt: f.last ? new Date(f.last).toISOString() : null,
-      inputTokens: f.i,
-      outputTokens: f.o,
-      costUsd: f.c,
-    }));
-    return {
-      ok: true,
-      range,
-      totalInputTokens: total.input,
-      totalOutputTokens: total.output,
-      totalCostUsd: usd(total.cost),
-      totalCacheReadTokens: total.cacheRead,
-      totalCacheWriteTokens: total.cacheWrite,
-      sessions,
-      sessionCount: found.length,
-      truncated: found.length > USAGE_MAX_SESSIONS,
-      days: [...days].sort(([a], [b]) => a.localeCompare(b)).map(([date, v]) => ({
-        date,
-        ...v,
-        costUsd: usd(v.costUsd),
-      })),
-      models: [...models].sort(([, a], [, b]) => b.costUsd - a.costUsd).map(([model, v]) => ({
-        model,
-        ...v,
-        costUsd: usd(v.costUsd),
-      })),
-      filesIndexed: this.#files.size,
-      skippedLines,
-    };
   }
 
   async #load(): Promise<void> {
@@ -533,59 +397,6 @@ function statOrNull(path: string): Deno.FileInfo | null {
     if (err instanceof Deno.errors.NotFound) return null;
     throw err;
   }
-}
-
-function emptyRecord(ino: number | null): FileRecord {
-  return {
-    size: 0,
-    mtimeMs: 0,
-    ino,
-    offset: 0,
-    piSessionId: null,
-    cwd: null,
-    startedAt: null,
-    model: null,
-    buckets: {},
-    skippedLines: 0,
-  };
-}
-
-function isRecord(v: unknown): v is FileRecord {
-  return isObject(v) && typeof v.size === "number" && typeof v.offset === "number" &&
-    typeof v.mtimeMs === "number" && isObject(v.buckets) && typeof v.skippedLines === "number";
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
-function text(v: unknown): string | null {
-  return typeof v === "string" ? v.slice(0, MAX_TEXT) : null;
-}
-
-function isoTime(v: unknown): string | null {
-  if (typeof v !== "string") return null;
-  const t = Date.parse(v);
-  return Number.isFinite(t) ? new Date(t).toISOString() : null;
-}
-
-/** A token count or cost: finite and not negative, else 0 (a corrupt field counts nothing). */
-function count(v: unknown): number {
-  return typeof v === "number" && Number.isFinite(v) && v > 0 ? v : 0;
-}
-
-/** Dollars rounded to a millionth (sums of floats otherwise show 0.30000000000000004). */
-function usd(v: number): number {
-  return Math.round(v * 1e6) / 1e6;
-}
-
-function add(m: Map<string, UsageAmounts>, key: string, i: number, o: number, c: number): void {
-  const v = m.get(key);
-  if (v) {
-    v.inputTokens += i;
-    v.outputTokens += o;
-    v.costUsd += c;
-  } else m.set(key, { inputTokens: i, outputTokens: o, costUsd: c });
 }
 
 function concat(a: Uint8Array, b: Uint8Array): Uint8Array {

@@ -7,6 +7,7 @@
  *
  * @module
  */
+import type { Write } from "../_write.ts";
 
 /** What a query answers (the part of `pg`'s result the repositories read). */
 export interface PgResult {
@@ -59,6 +60,33 @@ function byMeaning(err: unknown): unknown {
   return err;
 }
 
+/**
+ * Runs `fn` in one transaction on one connection lent by `pool`: committed
+ * when it returns, rolled back when it throws.
+ */
+export async function inTransaction<T>(
+  pool: PgPool,
+  fn: (client: PgPoolClient) => Promise<T>,
+): Promise<T> {
+  const client = await pool.connect();
+  try {
+    await client.query("BEGIN");
+    const out = await fn(client);
+    await client.query("COMMIT");
+    client.release();
+    return out;
+  } catch (err) {
+    try {
+      await client.query("ROLLBACK");
+      client.release();
+    } catch {
+      // The connection broke: the pool drops it rather than lend it again.
+      client.release(true);
+    }
+    throw err;
+  }
+}
+
 /** Named statements by SQL text, shared by every connection of one store. */
 export class PgStatements {
   readonly #byText = new Map<string, { name: string; text: string }>();
@@ -108,29 +136,17 @@ export class PgSql {
     return (await this.#query(sql, params)).rowCount ?? 0;
   }
 
+  /** Runs a write built for both engines (see `Write`); how many rows it changed. */
+  write(w: Write): Promise<number> {
+    return this.run(w.sql, ...w.values);
+  }
+
   /**
    * Runs `fn` in one transaction on one pooled connection (inside one
    * already, it joins it). No other query runs on that connection meanwhile.
    */
   async tx<T>(fn: (sql: PgSql) => Promise<T>): Promise<T> {
     if (!this.pool) return fn(this);
-    const client = await this.pool.connect();
-    const inTx = new PgSql(client, this.statements, null);
-    try {
-      await client.query("BEGIN");
-      const out = await fn(inTx);
-      await client.query("COMMIT");
-      client.release();
-      return out;
-    } catch (err) {
-      try {
-        await client.query("ROLLBACK");
-        client.release();
-      } catch {
-        // The connection broke: the pool drops it rather than lend it again.
-        client.release(true);
-      }
-      throw err;
-    }
+    return await inTransaction(this.pool, (client) => fn(new PgSql(client, this.statements, null)));
   }
 }

@@ -1,4 +1,10 @@
-import { type AttachmentRecord, type NewAttachment, record, type Row } from "../attachments.ts";
+import {
+  type AttachmentRecord,
+  insertAttachment,
+  type NewAttachment,
+  record,
+  type Row,
+} from "../attachments.ts";
 import type { PgSql } from "./_sql.ts";
 
 /** Attachments; every read joins the session, as in AttachmentsRepo. */
@@ -6,20 +12,7 @@ export class PgAttachmentsRepo {
   constructor(private readonly sql: PgSql) {}
 
   async insert(a: NewAttachment): Promise<void> {
-    await this.sql.run(
-      `INSERT INTO attachments
-         (id, session_id, user_id, sha256, filename, mime_type, size, created_at, expires_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      a.attachmentId,
-      a.sessionId,
-      a.userId,
-      a.sha256,
-      a.filename,
-      a.mimeType,
-      a.size,
-      a.createdAt,
-      a.expiresAt,
-    );
+    await this.sql.write(insertAttachment(a));
   }
 
   async get(attachmentId: string, now: string): Promise<AttachmentRecord | undefined> {

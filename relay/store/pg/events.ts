@@ -1,20 +1,15 @@
 import {
   chunkEvents,
+  type ChunkRow,
   CHUNKS_FROM,
   type EventChunk,
-  eventsOf,
+  EventsAfter,
   INSERT_CHUNK,
   LAST_SEQ,
   type StoredEvent,
+  unstored,
 } from "../events.ts";
 import type { PgSql } from "./_sql.ts";
-
-interface ChunkRow {
-  first_seq: number;
-  last_seq: number;
-  seqs: string | null;
-  body: string;
-}
 
 /**
  * Most chunks read per round trip by {@linkcode PgEventsRepo.after}, where
@@ -68,23 +63,13 @@ export class PgEventsRepo {
     limit: number,
     maxBytes = Infinity,
   ): Promise<StoredEvent[]> {
-    const out: StoredEvent[] = [];
-    if (limit <= 0) return out;
-    let bytes = 0;
+    if (limit <= 0) return [];
+    const taken = new EventsAfter(afterSeq, limit, maxBytes);
     let page = 2;
     let rows = await this.sql.all<ChunkRow>(CHUNKS_PAGE, sessionId, sessionId, afterSeq + 1, page);
     while (rows.length > 0) {
-      for (const { first_seq: first, last_seq: last, seqs, body } of rows) {
-        if (last <= afterSeq) continue;
-        for (const ev of eventsOf({ firstSeq: first, lastSeq: last, seqs, body })) {
-          if (ev.seq <= afterSeq) continue;
-          if (out.length >= limit || (out.length > 0 && bytes + ev.json.length > maxBytes)) {
-            return out;
-          }
-          out.push(ev);
-          bytes += ev.json.length;
-        }
-        if (out.length >= limit || bytes >= maxBytes) return out;
+      for (const row of rows) {
+        if (!taken.take(row)) return taken.events;
       }
       if (rows.length < page) break;
       page = Math.min(page * 2, PAGE_CHUNKS);
@@ -95,7 +80,7 @@ export class PgEventsRepo {
         page,
       );
     }
-    return out;
+    return taken.events;
   }
 
   async maxSeq(sessionId: string): Promise<number> {
@@ -129,15 +114,9 @@ export async function appendLocked(
 ): Promise<number> {
   const stored = (await sql.get<{ m: number }>(LAST_SEQ, sessionId))?.m ?? 0;
   let n = 0;
-  for (const c of chunks) {
-    if (c.lastSeq <= stored) continue;
-    const fresh = c.firstSeq > stored
-      ? [c]
-      : chunkEvents(eventsOf(c).filter((e) => e.seq > stored));
-    for (const f of fresh) {
-      await sql.run(INSERT_CHUNK, sessionId, f.firstSeq, f.lastSeq, f.seqs, f.body);
-      n += f.count;
-    }
+  for (const f of unstored(chunks, stored)) {
+    await sql.run(INSERT_CHUNK, sessionId, f.firstSeq, f.lastSeq, f.seqs, f.body);
+    n += f.count;
   }
   return n;
 }

@@ -1,4 +1,4 @@
-import { fromRow, type KeyRecord, type KeyRow } from "../keys.ts";
+import { fromRow, insertKey, type KeyRecord, type KeyRow } from "../keys.ts";
 import type { PgSql } from "./_sql.ts";
 
 /** API keys and runner tokens (see KeysRepo). */
@@ -6,22 +6,7 @@ export class PgKeysRepo {
   constructor(private readonly sql: PgSql) {}
 
   async insert(k: KeyRecord): Promise<void> {
-    await this.sql.run(
-      `INSERT INTO api_keys (id, user_id, name, kind, scope, runner_id, prefix, hash, created_at,
-         expires_at, last_used_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      k.id,
-      k.userId,
-      k.name,
-      k.kind,
-      k.scope,
-      k.runnerId,
-      k.prefix,
-      k.hash,
-      k.createdAt,
-      k.expiresAt,
-      k.lastUsedAt,
-    );
+    await this.sql.write(insertKey(k));
   }
 
   async byHash(hash: string): Promise<KeyRecord | undefined> {

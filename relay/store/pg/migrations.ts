@@ -15,9 +15,15 @@
  * trigger_listeners stands in for SQLite's rowid, by which their lists keep
  * the order rows were added in.
  *
+ * The DDL stands here and in db.ts on purpose, though much of it reads
+ * alike (`duplicates` lists it): a migration is history, applied as written
+ * to databases already in use, so neither text may be derived from the
+ * other, and each dialect's types differ. The conformance test, not a shared
+ * text, keeps them in step.
+ *
  * @module
  */
-import type { PgPool } from "./_sql.ts";
+import { inTransaction, type PgPool } from "./_sql.ts";
 
 /** One schema step; all pending ones are applied in one transaction. */
 export interface PgMigration {
@@ -351,18 +357,16 @@ export async function migratePg(
   pool: PgPool,
   { log, through = Infinity }: { log?: (line: string) => void; through?: number } = {},
 ): Promise<void> {
-  const client = await pool.connect();
-  try {
-    await client.query("BEGIN");
+  await inTransaction(pool, async (client) => {
     await client.query({
       text: "SELECT pg_advisory_xact_lock($1)",
       values: [MIGRATION_LOCK],
     });
     await client.query(`CREATE TABLE IF NOT EXISTS baton_migrations (
-      version BIGINT PRIMARY KEY,
-      name TEXT NOT NULL,
-      applied_at TEXT NOT NULL
-    )`);
+        version BIGINT PRIMARY KEY,
+        name TEXT NOT NULL,
+        applied_at TEXT NOT NULL
+      )`);
     const row = (await client.query("SELECT MAX(version) AS v FROM baton_migrations")).rows[0];
     const current = row?.v == null ? 0 : Number(row.v);
     for (const m of PG_MIGRATIONS) {
@@ -381,15 +385,5 @@ export async function migratePg(
         );
       }
     }
-    await client.query("COMMIT");
-    client.release();
-  } catch (err) {
-    try {
-      await client.query("ROLLBACK");
-      client.release();
-    } catch {
-      client.release(true);
-    }
-    throw err;
-  }
+  });
 }

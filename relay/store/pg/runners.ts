@@ -1,4 +1,4 @@
-import { fromRow, type RunnerRecord, type RunnerRow } from "../runners.ts";
+import { fromRow, type RunnerRecord, type RunnerRow, upsertRunner } from "../runners.ts";
 import type { TriggerDef } from "../../../shared/triggers.ts";
 import type { PgSql } from "./_sql.ts";
 
@@ -25,20 +25,7 @@ export class PgRunnersRepo {
   }
 
   async upsert(r: RunnerRecord): Promise<void> {
-    await this.sql.run(
-      `INSERT INTO runners (id, user_id, name, platform, version, roots, created_at, last_seen_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-       ON CONFLICT (id) DO UPDATE SET name = excluded.name, platform = excluded.platform,
-         version = excluded.version, roots = excluded.roots, last_seen_at = excluded.last_seen_at`,
-      r.id,
-      r.userId,
-      r.name,
-      r.platform,
-      r.version,
-      JSON.stringify(r.roots),
-      r.createdAt,
-      r.lastSeenAt,
-    );
+    await this.sql.write(upsertRunner(r));
   }
 
   async triggerDefs(id: string): Promise<TriggerDef[]> {

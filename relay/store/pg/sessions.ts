@@ -1,9 +1,10 @@
 import {
-  COLUMNS,
   fromRow,
+  insertSession,
   type SessionPatch,
   type SessionRecord,
   type SessionRow,
+  updateSession,
 } from "../sessions.ts";
 import type { PgSql } from "./_sql.ts";
 
@@ -12,28 +13,7 @@ export class PgSessionsRepo {
   constructor(private readonly sql: PgSql) {}
 
   async insert(s: SessionRecord): Promise<void> {
-    await this.sql.run(
-      `INSERT INTO sessions (id, user_id, runner_id, status, activity, cwd, model, prompt, title,
-         created_at, updated_at, ended_at, end_reason, last_seq, pinned, parent_id, agent)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      s.sessionId,
-      s.userId,
-      s.runnerId,
-      s.status,
-      s.activity,
-      s.cwd,
-      s.model ? JSON.stringify(s.model) : null,
-      s.prompt,
-      s.title,
-      s.createdAt,
-      s.updatedAt,
-      s.endedAt,
-      s.endReason,
-      s.lastSeq,
-      s.isPinned ? 1 : 0,
-      s.parentId ?? null,
-      s.agent ?? null,
-    );
+    await this.sql.write(insertSession(s));
   }
 
   async get(id: string): Promise<SessionRecord | undefined> {
@@ -72,21 +52,8 @@ export class PgSessionsRepo {
   }
 
   async update(id: string, patch: SessionPatch, at: string): Promise<void> {
-    const sets: string[] = [];
-    const values: (string | null)[] = [];
-    for (const [key, column] of Object.entries(COLUMNS) as [keyof SessionPatch, string][]) {
-      if (!(key in patch)) continue;
-      const v = patch[key];
-      sets.push(`${column} = ?`);
-      values.push(key === "model" ? (v ? JSON.stringify(v) : null) : (v as string | null));
-    }
-    if (sets.length === 0) return;
-    await this.sql.run(
-      `UPDATE sessions SET ${sets.join(", ")}, updated_at = ? WHERE id = ?`,
-      ...values,
-      at,
-      id,
-    );
+    const w = updateSession(id, patch, at);
+    if (w) await this.sql.write(w);
   }
 
   async setLastSeq(id: string, seq: number, eventBytes: number): Promise<void> {

@@ -1,11 +1,14 @@
 import {
   entry,
-  HISTORY_CAP,
+  HISTORY_TOP,
   type HistoryEntry,
   type HistoryRow,
+  historyWrites,
   listener,
   type ListenerRecord,
   type ListenerRow,
+  saveListener,
+  saveSubscription,
   sub,
   type SubRow,
   type SubscriptionRecord,
@@ -21,21 +24,7 @@ export class PgTriggersRepo {
   constructor(private readonly sql: PgSql) {}
 
   async saveSubscription(s: SubscriptionRecord): Promise<void> {
-    await this.sql.run(
-      `INSERT INTO trigger_subscriptions (id, session_id, user_id, runner_id, trigger_type, params,
-         filters, filter_mode, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-       ON CONFLICT (id) DO UPDATE SET params = excluded.params, filters = excluded.filters,
-         filter_mode = excluded.filter_mode`,
-      s.subscriptionId,
-      s.sessionId,
-      s.userId,
-      s.runnerId,
-      s.triggerType,
-      JSON.stringify(s.params),
-      JSON.stringify(s.filters),
-      s.filterMode,
-      s.createdAt,
-    );
+    await this.sql.write(saveSubscription(s));
   }
 
   /** Saves several subscriptions at once (all or none). */
@@ -81,23 +70,7 @@ export class PgTriggersRepo {
   }
 
   async saveListener(l: ListenerRecord): Promise<void> {
-    await this.sql.run(
-      `INSERT INTO trigger_listeners (id, user_id, runner_id, trigger_type, prompt, cwd, model,
-         params, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-       ON CONFLICT (id) DO UPDATE SET trigger_type = excluded.trigger_type,
-         prompt = excluded.prompt, cwd = excluded.cwd, model = excluded.model,
-         params = excluded.params, updated_at = excluded.updated_at`,
-      l.listenerId,
-      l.userId,
-      l.runnerId,
-      l.triggerType,
-      l.prompt,
-      l.cwd,
-      l.model ? JSON.stringify(l.model) : null,
-      JSON.stringify(l.params),
-      l.createdAt,
-      l.updatedAt,
-    );
+    await this.sql.write(saveListener(l));
   }
 
   /** Saves several listeners at once (all or none). */
@@ -145,34 +118,8 @@ export class PgTriggersRepo {
   addHistory(sessionId: string, e: HistoryEntry): Promise<void> {
     return this.sql.tx(async (sql) => {
       await sql.get("SELECT pg_advisory_xact_lock(2, hashtext(?))", sessionId);
-      const top = await sql.get<{ p: number | null }>(
-        "SELECT MAX(pos) AS p FROM trigger_history WHERE session_id = ?",
-        sessionId,
-      );
-      const pos = (top?.p ?? 0) + 1;
-      await sql.run(
-        `INSERT INTO trigger_history (id, session_id, pos, trigger_id, type, source, summary,
-           payload, deliver_as, direction, expects_response, response, ts)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-        crypto.randomUUID(),
-        sessionId,
-        pos,
-        e.triggerId,
-        e.type,
-        e.source,
-        e.summary ?? null,
-        JSON.stringify(e.payload),
-        e.deliverAs,
-        e.direction,
-        e.expectsResponse ? 1 : 0,
-        e.response ? JSON.stringify(e.response) : null,
-        e.ts,
-      );
-      await sql.run(
-        "DELETE FROM trigger_history WHERE session_id = ? AND pos <= ?",
-        sessionId,
-        pos - HISTORY_CAP,
-      );
+      const top = await sql.get<{ p: number | null }>(HISTORY_TOP, sessionId);
+      for (const w of historyWrites(sessionId, top?.p ?? null, e)) await sql.write(w);
     });
   }
 

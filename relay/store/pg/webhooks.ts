@@ -1,4 +1,4 @@
-import { fromRow, type Row, type WebhookRecord } from "../webhooks.ts";
+import { fromRow, type Row, saveWebhook, type WebhookRecord } from "../webhooks.ts";
 import type { PgSql } from "./_sql.ts";
 
 /** Webhooks, their delivery ids and used nonces (see WebhooksRepo). */
@@ -6,34 +6,7 @@ export class PgWebhooksRepo {
   constructor(private readonly sql: PgSql) {}
 
   async save(w: WebhookRecord): Promise<void> {
-    await this.sql.run(
-      `INSERT INTO webhooks (id, user_id, name, source, secret_enc, runner_id, cwd, prompt, model,
-         event_filter, filters, filter_mode, enabled, require_replay_protection, created_at,
-         updated_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-       ON CONFLICT (id) DO UPDATE SET name = excluded.name, source = excluded.source,
-         runner_id = excluded.runner_id, cwd = excluded.cwd, prompt = excluded.prompt,
-         model = excluded.model, event_filter = excluded.event_filter, filters = excluded.filters,
-         filter_mode = excluded.filter_mode, enabled = excluded.enabled,
-         require_replay_protection = excluded.require_replay_protection,
-         updated_at = excluded.updated_at`,
-      w.id,
-      w.userId,
-      w.name,
-      w.source,
-      w.secretEnc,
-      w.runnerId,
-      w.cwd,
-      w.prompt,
-      w.model ? JSON.stringify(w.model) : null,
-      JSON.stringify(w.eventFilter),
-      JSON.stringify(w.filters),
-      w.filterMode,
-      w.enabled ? 1 : 0,
-      w.requireReplayProtection ? 1 : 0,
-      w.createdAt,
-      w.updatedAt,
-    );
+    await this.sql.write(saveWebhook(w));
   }
 
   async get(id: string): Promise<WebhookRecord | undefined> {
