@@ -35,6 +35,8 @@ interface Cluster {
   home: string;
   /** `user.api` on node B. */
   onB(path: string, init?: RequestInit): Promise<Response>;
+  /** A viewer socket of the user on `node`, closed with the cluster. */
+  viewerOn(node: RelayProcess): Promise<Viewer>;
   close(): Promise<void>;
 }
 
@@ -56,6 +58,7 @@ async function cluster(balancer?: Balancer): Promise<Cluster> {
     return list.find((x: { id: string; connected: boolean }) => x.id === world.runnerId)
       ?.connected || undefined;
   }, 10_000);
+  const viewers: Viewer[] = [];
   return {
     ...world,
     nats,
@@ -63,7 +66,13 @@ async function cluster(balancer?: Balancer): Promise<Cluster> {
     a,
     b,
     onB,
+    async viewerOn(node) {
+      const v = await Viewer.connect(node.url, { apiKey: world.user.apiKey });
+      viewers.push(v);
+      return v;
+    },
     async close() {
+      for (const v of viewers) await v.close();
       await world.runner.stop().catch(() => {});
       await nodes.stop();
       await llm.close();
@@ -71,6 +80,19 @@ async function cluster(balancer?: Balancer): Promise<Cluster> {
       await pg.stop();
     },
   };
+}
+
+/** Runs `fn` on a new cluster; prints what the processes said if it fails; stops it all. */
+async function onCluster(fn: (c: Cluster) => Promise<void>, balancer?: Balancer): Promise<void> {
+  const c = await cluster(balancer);
+  try {
+    await fn(c);
+  } catch (err) {
+    console.error(c.a.proc.output(), c.b.proc.output(), c.runner.proc.output());
+    throw err;
+  } finally {
+    await c.close();
+  }
 }
 
 type ServiceReply = Extract<RelayToViewer, { t: "service_message" }> & {
@@ -85,9 +107,7 @@ Deno.test({
     "a runner on node A is driven through node B: spawn, every event live and in order, input, files, git with its live notices, and the feed",
   ignore: !HAS_PG || !NATS_SERVER,
   async fn() {
-    const c = await cluster();
-    let v: Viewer | undefined;
-    try {
+    await onCluster(async (c) => {
       const { repo } = await makeRepo(c.home);
 
       const pieces = Array.from({ length: 60 }, (_, i) => `b${i} `);
@@ -99,7 +119,7 @@ Deno.test({
       assert.equal(spawned.status, 200, await spawned.clone().text());
       const { sessionId: id } = await spawned.json();
 
-      v = await Viewer.connect(c.b.url, { apiKey: c.user.apiKey });
+      const v = await c.viewerOn(c.b);
       v.send({ t: "watch" });
       v.subscribe(id);
       await v.waitForEvent(id, "agent_end", 30_000);
@@ -115,7 +135,7 @@ Deno.test({
       );
       assert.equal(input.status, 200, await input.clone().text());
       await v.until(
-        () => v!.eventsOf(id).filter((e) => e.e.type === "agent_end").length === 2,
+        () => v.eventsOf(id).filter((e) => e.e.type === "agent_end").length === 2,
         "the second turn's end at B",
       );
       const all = v.eventsOf(id);
@@ -190,19 +210,15 @@ Deno.test({
       assert.equal(sample("baton_runners"), 0, "the runner's link is on A, not B");
 
       // Deleted through B: a viewer on A hears of it through the bus, and A no longer lists it.
-      const viewerA = await Viewer.connect(c.a.url, { apiKey: c.user.apiKey });
-      try {
-        viewerA.send({ t: "watch" });
-        await viewerA.waitFor((m) => m.t === "runners");
-        const del = await c.onB(`/api/sessions/${id}`, { method: "DELETE" });
-        assert.ok(del.status < 300, `delete answered ${del.status}`);
-        await del.body?.cancel();
-        await viewerA.waitFor((m) => m.t === "session_deleted" && m.sessionId === id, 10_000);
-        const listed = await (await c.user.api("/api/sessions")).json();
-        assert.ok(!listed.sessions.some((s: { sessionId: string }) => s.sessionId === id));
-      } finally {
-        await viewerA.close();
-      }
+      const viewerA = await c.viewerOn(c.a);
+      viewerA.send({ t: "watch" });
+      await viewerA.waitFor((m) => m.t === "runners");
+      const del = await c.onB(`/api/sessions/${id}`, { method: "DELETE" });
+      assert.ok(del.status < 300, `delete answered ${del.status}`);
+      await del.body?.cancel();
+      await viewerA.waitFor((m) => m.t === "session_deleted" && m.sessionId === id, 10_000);
+      const onA = await (await c.user.api("/api/sessions")).json();
+      assert.ok(!onA.sessions.some((s: { sessionId: string }) => s.sessionId === id));
 
       // A runner no node holds is offline on B, as on one node.
       await c.runner.stop();
@@ -214,13 +230,7 @@ Deno.test({
       const offline = await c.onB(`/api/runners/${c.runnerId}/files`, json("POST", { path: repo }));
       assert.equal(offline.status, 503);
       await offline.body?.cancel();
-    } catch (err) {
-      console.error(c.a.proc.output(), c.b.proc.output());
-      throw err;
-    } finally {
-      await v?.close();
-      await c.close();
-    }
+    });
   },
 });
 
@@ -229,18 +239,16 @@ Deno.test({
     "with the bus down mid-stream, node B is not ready, and its viewer catches up from PostgreSQL once the bus is back: every event once, in order",
   ignore: !HAS_PG || !NATS_SERVER,
   async fn() {
-    const c = await cluster();
-    let v: Viewer | undefined;
-    try {
+    await onCluster(async (c) => {
       const pieces = Array.from({ length: 120 }, (_, i) => `o${i} `);
       c.llm.enqueue({ text: pieces, chunkDelayMs: 25 });
       const { sessionId: id } = await (await c.user.api(
         "/api/runners/spawn",
         json("POST", { runnerId: c.runnerId, cwd: c.home, model: MODEL, prompt: "outage" }),
       )).json();
-      v = await Viewer.connect(c.b.url, { apiKey: c.user.apiKey });
+      const v = await c.viewerOn(c.b);
       v.subscribe(id);
-      await v.until(() => v!.eventsOf(id).length > 10, "the first events at B");
+      await v.until(() => v.eventsOf(id).length > 10, "the first events at B");
 
       // The bus goes away: A keeps serving its runner and storing its events.
       await c.nats.stop();
@@ -267,13 +275,7 @@ Deno.test({
       assertContiguous(all);
       assert.deepEqual(all, await storedEvents(c.user, id), "nothing missed, nothing twice");
       assert.equal(streamedText(all), pieces.join(""));
-    } catch (err) {
-      console.error(c.a.proc.output(), c.b.proc.output());
-      throw err;
-    } finally {
-      await v?.close();
-      await c.close();
-    }
+    });
   },
 });
 
@@ -283,9 +285,7 @@ Deno.test({
   ignore: !HAS_PG || !NATS_SERVER,
   async fn() {
     await using balancer = Balancer.start();
-    const c = await cluster(balancer);
-    let v: Viewer | undefined;
-    try {
+    await onCluster(async (c) => {
       const pieces = Array.from({ length: 120 }, (_, i) => `k${i} `);
       c.llm.enqueue({ text: pieces, chunkDelayMs: 30 });
       const spawned = await c.onB(
@@ -294,9 +294,9 @@ Deno.test({
       );
       assert.equal(spawned.status, 200, await spawned.clone().text());
       const { sessionId: id } = await spawned.json();
-      v = await Viewer.connect(c.b.url, { apiKey: c.user.apiKey });
+      const v = await c.viewerOn(c.b);
       v.subscribe(id);
-      await v.until(() => v!.eventsOf(id).length > 20, "the first events at B");
+      await v.until(() => v.eventsOf(id).length > 20, "the first events at B");
       const throughB = onNode(c.b, c.user);
       const ackedBefore = (await storedEvents(throughB, id)).length;
 
@@ -309,12 +309,6 @@ Deno.test({
       assert.ok(stored.length >= ackedBefore, "no acknowledged event was lost");
       assert.deepEqual(all, stored, "B's viewer saw exactly the stored log");
       assert.equal(streamedText(all), pieces.join(""), "every piece once, none twice");
-    } catch (err) {
-      console.error(c.a.proc.output(), c.b.proc.output(), c.runner.proc.output());
-      throw err;
-    } finally {
-      await v?.close();
-      await c.close();
-    }
+    }, balancer);
   },
 });
