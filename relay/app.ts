@@ -21,7 +21,7 @@ import { browserAccess } from "./principal.ts";
 import type { apiRoutes } from "./api.ts";
 import type { RetentionPolicy } from "./retention.ts";
 import { type AttachmentPolicy, Attachments } from "./attachments.ts";
-import { loadVapidKeys, type VapidKeys } from "./push_keys.ts";
+import type { VapidKeys } from "./push_keys.ts";
 import { PushSender } from "./push_sender.ts";
 import { TriggerCalls } from "./runner_calls.ts";
 import { RunnerServices } from "./runner_services.ts";
@@ -35,7 +35,7 @@ import { openRelayStore } from "./relay_store.ts";
 import { socketRoutes, type Upgrader } from "./sockets.ts";
 import { redactGrants } from "./tunnel_grants.ts";
 import { tunnelOriginMiddleware } from "./tunnel_origin.ts";
-import { loadSecret } from "./relay_secret.ts";
+import { nodeKeys } from "./shared_keys.ts";
 import { type Bus, type BusConfig, openBus } from "./bus/mod.ts";
 import { BusMeter } from "./bus_meter.ts";
 import { type Readiness, RelayMeter, relayOperations } from "./operations.ts";
@@ -176,7 +176,8 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     allowedHosts: options.allowedHosts ?? [],
     trustedOrigins: options.trustedOrigins ?? [],
   });
-  const secret = options.authSecret ?? await loadSecret(options.dataDir);
+  // Nodes on one PostgreSQL must share these keys: a node with others stops here.
+  const { secret, vapid } = await nodeKeys(options, opened.pgPool ? store : null);
   const allowSignup = options.allowSignup ?? false;
   const auth = createAuth({
     db: opened.db,
@@ -188,11 +189,6 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     trustedOrigins: access.origins,
     limits: opened.limits,
   });
-  const vapid = await loadVapidKeys(
-    options.dataDir,
-    options.vapidKeys ?? null,
-    options.vapidSubject,
-  );
   const allowedOrigins = new Set(options.pushAllowedOrigins ?? []);
   const pushSender = new PushSender({ keys: vapid, allowedOrigins });
   const meter = new RelayMeter();

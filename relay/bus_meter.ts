@@ -30,7 +30,6 @@ export class BusMeter {
   /** The bus, counted: what the hub uses instead of `bus`. */
   metered(): Bus {
     const bus = this.bus;
-    const meter = this;
     return {
       get nodeId() {
         return bus.nodeId;
@@ -39,22 +38,22 @@ export class BusMeter {
         return bus.connected;
       },
       serveRunner: (runnerId, handler) => bus.serveRunner(runnerId, handler),
-      async requestRunner(runnerId, op, data, timeoutMs) {
+      requestRunner: async (runnerId, op, data, timeoutMs) => {
         const started = performance.now();
         try {
           return await bus.requestRunner(runnerId, op, data, timeoutMs);
         } finally {
-          meter.requests.observe((performance.now() - started) / 1000);
+          this.requests.observe((performance.now() - started) / 1000);
         }
       },
-      publishEvents(userId: string, sessionId: string, events: readonly StoredEvent[]) {
-        meter.eventsPublished += events.length;
+      publishEvents: (userId: string, sessionId: string, events: readonly StoredEvent[]) => {
+        this.eventsPublished += events.length;
         bus.publishEvents(userId, sessionId, events);
       },
-      subscribeEvents(sessionId: string, subscriber: EventSubscriber): EventSubscription {
+      subscribeEvents: (sessionId: string, subscriber: EventSubscriber): EventSubscription => {
         return bus.subscribeEvents(sessionId, {
-          onEvents(events, userId) {
-            meter.eventsReceived += events.length;
+          onEvents: (events, userId) => {
+            this.eventsReceived += events.length;
             subscriber.onEvents(events, userId);
           },
           onGap: (gap) => subscriber.onGap(gap),

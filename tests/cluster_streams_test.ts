@@ -7,14 +7,14 @@
  * both relays' RSS bounded, a stalled reader on B holds the service back,
  * and killing A closes B's streams promptly instead of leaving them hanging.
  *
- * The terminal is created through A and attached through B:
- * `POST /api/runners/terminal` asks the runner over the control channel,
- * which reaches another node only with the remote runner proxy (being built
- * separately); the terminal's byte stream is what this file checks.
+ * The terminal is created, listed and attached through B: its creation
+ * asks the runner over the control channel (relay/remote_runner.ts), its
+ * bytes flow over the channel above.
  */
 import assert from "node:assert/strict";
 import WebSocket from "ws";
 import { json, signIn, signUp, type User } from "./harness/client.ts";
+import { twoNodes } from "./harness/cluster.ts";
 import { NATS_SERVER, NatsServer } from "./harness/nats.ts";
 import { postgresAvailable, type PostgresServer, startPostgres } from "./harness/postgres.ts";
 import { RelayProcess, type RunnerProcess, startRunner } from "./harness/procs.ts";
@@ -82,10 +82,10 @@ async function withCluster(fn: (c: Cluster) => Promise<void>): Promise<void> {
   try {
     pg = await startPostgres();
     nats = await NatsServer.start();
-    const env = { BATON_DATABASE_URL: await pg.createDatabase("baton_xstreams") };
-    const args = ["--allow-signup", "--bus", nats.url];
-    a = await RelayProcess.start({ env, args });
-    b = await RelayProcess.start({ env, args });
+    // As a deployment runs them (twoNodes): one database, the same secret and push keys.
+    const nodes = await twoNodes(pg, { args: ["--allow-signup", "--bus", nats.url] });
+    a = nodes.a;
+    b = nodes.b;
     const ownerA = await signUp(a.url);
     const stranger = await signUp(b.url);
     runner = await startRunner({
@@ -274,14 +274,16 @@ Deno.test({
 
       let terminal: ReturnType<typeof attachTerminal> | null = null;
       await t.step(
-        "a terminal created through A attaches, types and reattaches through B",
+        "a terminal created through B attaches, types and reattaches through B",
         async () => {
-          const res = await c.ownerA.web(
+          const res = await c.webB(
             "/api/runners/terminal",
-            json("POST", { runnerId: c.runnerId, cols: 100, rows: 30 }, { origin: c.a.url }),
+            json("POST", { runnerId: c.runnerId, cols: 100, rows: 30 }),
           );
           assert.equal(res.status, 200, await res.clone().text());
           const { terminalId } = await res.json();
+          const listed = await c.webB(`/api/runners/${c.runnerId}/terminals`);
+          assert.match(await listed.text(), new RegExp(terminalId));
           const first = attachTerminal(c.b.url, c.cookieB, c.runnerId, terminalId);
           await first.opened;
           first.ws.send(new TextEncoder().encode("echo hel''lo; stty size\r"));

@@ -7,7 +7,14 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { signIn, storedEvents } from "./harness/client.ts";
-import { crashMidStream, type TwoNodes, twoNodes, withRunner } from "./harness/cluster.ts";
+import {
+  crashMidStream,
+  type RelayStore,
+  startRelayOn,
+  type TwoNodes,
+  twoNodes,
+  withRunner,
+} from "./harness/cluster.ts";
 import { MockLlm } from "./harness/mock_llm.ts";
 import { postgresAvailable, startPostgres } from "./harness/postgres.ts";
 import { baseEnv, baton, type RunnerProcess, tempDir } from "./harness/procs.ts";
@@ -55,6 +62,38 @@ Deno.test({
       await runner?.stop();
       await nodes?.stop();
       await llm.close();
+      await pg.stop();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "a node whose signing secret or push keys differ from the other nodes' stops at start, saying what to copy",
+  ignore: !HAS_PG,
+  async fn() {
+    const pg = await startPostgres();
+    try {
+      const url = await pg.createDatabase() as RelayStore;
+      const a = await startRelayOn(url);
+      try {
+        // Its own data folder, so its own new secret.
+        await assert.rejects(startRelayOn(url), /keys differ.*copy the signing secret '.*secret'/s);
+        // The first node's secret, but push keys of its own.
+        const home = await tempDir();
+        const dataDir = join(home, "relay-data");
+        await Deno.mkdir(dataDir, { mode: 0o700 });
+        await Deno.copyFile(join(a.dataDir, "secret"), join(dataDir, "secret"));
+        await assert.rejects(startRelayOn(url, { home, dataDir }), /keys differ.*push keys/s);
+        // Both shared (what twoNodes does): it starts, and the first node still serves.
+        await Deno.copyFile(join(a.dataDir, "vapid.json"), join(dataDir, "vapid.json"));
+        const b = await startRelayOn(url, { home, dataDir });
+        await b.stop();
+        assert.equal(await fetch(`${a.url}/ready`).then((r) => (r.body?.cancel(), r.status)), 200);
+      } finally {
+        await a.stop();
+      }
+    } finally {
       await pg.stop();
     }
   },
