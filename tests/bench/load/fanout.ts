@@ -60,6 +60,8 @@ export interface FanoutConfig {
    * the runner always dials `url`.
    */
   viewerUrls?: string[];
+  /** More processes whose CPU to report (a cluster's other node, its database, its bus). */
+  otherPids?: number[];
 }
 
 /** What the load generator reports. */
@@ -73,6 +75,8 @@ export interface FanoutResult {
   eventsPerSec: number;
   latency: ReturnType<Histogram["summary"]>;
   serverCpu: number;
+  /** CPU of `otherPids` together, as a share of one core (0 without them). */
+  otherCpu: number;
   clientCpu: number;
   serverRss: number;
   serverHwm: number;
@@ -382,6 +386,16 @@ const selfStat = (): ProcStat => {
   return { ...me, cpuMs };
 };
 const serverBefore = procStat(cfg.serverPid);
+/** CPU ms of the other processes (one that is gone counts as none). */
+const otherCpuMs = () =>
+  (cfg.otherPids ?? []).map((pid) => {
+    try {
+      return procStat(pid).cpuMs;
+    } catch {
+      return NaN;
+    }
+  });
+const othersBefore = otherCpuMs();
 const selfBefore = selfStat();
 windowStart = performance.now();
 const ackedAtStart = ackedTotal;
@@ -393,6 +407,7 @@ await Promise.all(natives.map((n) => n.send("stop")));
 const elapsed = performance.now() - windowStart;
 const ackedInWindow = ackedTotal - ackedAtStart;
 const serverAfter = procStat(cfg.serverPid);
+const othersAfter = otherCpuMs();
 const selfAfter = selfStat();
 stopping = true;
 clearTimeout(rateTimer);
@@ -462,6 +477,7 @@ const result: FanoutResult = {
     : (deliveries / Math.max(1, cfg.viewers) / elapsed) * 1000,
   latency,
   serverCpu: cpuShare(serverBefore, serverAfter, elapsed),
+  otherCpu: othersAfter.reduce((sum, ms, i) => sum + ((ms - othersBefore[i]!) || 0), 0) / elapsed,
   clientCpu: cpuShare(selfBefore, selfAfter, elapsed),
   serverRss: serverAfter.rss,
   serverHwm: serverAfter.hwm,

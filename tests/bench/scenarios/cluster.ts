@@ -53,6 +53,22 @@ function natsServerPath(): string | null {
   return null;
 }
 
+/**
+ * The one line the scenario prints instead of running when PostgreSQL or
+ * nats-server is not installed; null when both are.
+ */
+export function skipLine(found: { postgres: boolean; nats: boolean }): string | null {
+  const missing = [
+    found.postgres ? null : "PostgreSQL (initdb, postgres)",
+    found.nats ? null : "nats-server",
+  ].filter(Boolean);
+  return missing.length
+    ? `cluster: skipped: ${
+      missing.join(" and ")
+    } not installed (apt-get install postgresql nats-server)`
+    : null;
+}
+
 /** The most viewers of `counts` whose p99 stayed under the bound with the rate held; 0 if none. */
 export function mostCarried(
   runs: readonly { viewers: number; p99: number; held: boolean }[],
@@ -82,23 +98,15 @@ function lossOf(r: FanoutResult): string | undefined {
   return r.undelivered || r.gaps ? `LOST ${r.undelivered}, GAPS ${r.gaps}` : undefined;
 }
 
+const pct = (share: number) => `${(share * 100).toFixed(0)}%`;
+
 const p50p99 = (r: FanoutResult) => `${ms(r.latency.p50)} / ${ms(r.latency.p99)}`;
 
 /** Runs the cluster scenario (one round of it: `main.ts` repeats it). */
 export async function cluster(ctx: BenchContext): Promise<void> {
   const { postgresBin, startPostgres } = await import("../../harness/postgres.ts");
-  const missing = [
-    postgresBin() ? null : "PostgreSQL (initdb, postgres)",
-    natsServerPath() ? null : "nats-server",
-  ].filter(Boolean);
-  if (missing.length) {
-    ctx.log(
-      `cluster: skipped: ${
-        missing.join(" and ")
-      } not installed (apt-get install postgresql nats-server)`,
-    );
-    return;
-  }
+  const skip = skipLine({ postgres: postgresBin() !== null, nats: natsServerPath() !== null });
+  if (skip) return ctx.log(skip);
   const { NatsServer } = await import("../../harness/nats.ts");
   const warmupMs = ctx.quick ? 300 : 1000;
   const durationMs = ctx.quick ? 1000 : 4000;
@@ -130,6 +138,14 @@ export async function cluster(ctx: BenchContext): Promise<void> {
       "baton",
     );
     servers.push(bOwn, onPg, onSqlite);
+    /**
+     * Node B, NATS and PostgreSQL (the postmaster and what it forked: every
+     * backend but those of the ingest relay, which is idle meanwhile): the
+     * cluster's CPU besides node A's.
+     */
+    const others = () => [bOwn.proc.pid, nats.pid, postmaster, ...childrenOf(postmaster)];
+    const cpu = (r: FanoutResult) =>
+      `CPU: node A ${pct(r.serverCpu)}, B + NATS + PostgreSQL ${pct(r.otherCpu)}`;
     wsview = await buildWsview();
     if (!wsview) ctx.log("no C compiler (cc): the cluster's viewers run in Deno");
     const client = wsview ? "c" as const : "native" as const;
@@ -140,6 +156,7 @@ export async function cluster(ctx: BenchContext): Promise<void> {
       await runLoad(a, {
         viewers: LATENCY_VIEWERS,
         viewerUrls: [viewerUrl],
+        otherPids: others(),
         client,
         mode: "rate",
         window: 0,
@@ -169,7 +186,10 @@ export async function cluster(ctx: BenchContext): Promise<void> {
       metric: "runner send → viewer, p50 / p99",
       baton: { name: "baton", value: onB.latency.p99, text: p50p99(onB) },
       baselines: [{ name: "same viewers on A", value: onA.latency.p99, text: p50p99(onA) }],
-      note: `${si(onB.eventsPerSec)} ev/s held; PostgreSQL + NATS on both nodes` +
+      note:
+        `${si(onB.eventsPerSec)} ev/s held; ${cpu(onB)} (viewers on A: ${pct(onA.serverCpu)}, ${
+          pct(onA.otherCpu)
+        })` +
         (latencyNote ? `; ${latencyNote}` : ""),
       detail: { onB, onA },
     });
@@ -197,6 +217,7 @@ export async function cluster(ctx: BenchContext): Promise<void> {
         const r = await runLoad(a, {
           viewers,
           viewerUrls: setup === "one" ? [a.url] : [a.url, bOwn.url],
+          otherPids: others(),
           client,
           mode: "rate",
           window: 0,
@@ -224,7 +245,8 @@ export async function cluster(ctx: BenchContext): Promise<void> {
         metric: "latency p99",
         baton: { name: "baton", value: two.latency.p99, text: text(two) },
         baselines: [{ name: "all on A", value: one.latency.p99, text: text(one) }],
-        ...([one, two].some(lossOf) ? { note: "events lost or out of order" } : {}),
+        note: `two nodes ${cpu(two)}; one node ${cpu(one)}` +
+          ([one, two].some(lossOf) ? "; events lost or out of order" : ""),
         detail: { one, two },
       });
     }
