@@ -77,6 +77,8 @@ export interface FanoutResult {
   serverCpu: number;
   /** CPU of `otherPids` together, as a share of one core (0 without them). */
   otherCpu: number;
+  /** With the C client and several `viewerUrls`: the latency each URL's viewers saw. */
+  latencyByUrl?: { url: string; p50: number; p99: number; n: number }[];
   clientCpu: number;
   serverRss: number;
   serverHwm: number;
@@ -414,6 +416,7 @@ clearTimeout(rateTimer);
 
 let latency: LatencySummary;
 let undelivered: number;
+let latencyByUrl: FanoutResult["latencyByUrl"];
 if (natives.length) {
   // Each C client drains on its own and reports what it measured.
   interface WsviewResult {
@@ -441,6 +444,14 @@ if (natives.length) {
     deliveries += r.deliveries;
     gaps += r.gaps;
     undelivered += u;
+  }
+  if (parts.length > 1) {
+    latencyByUrl = parts.map(({ r }, k) => ({
+      url: viewerUrls.filter((_, i) => shareOf(i) > 0)[k]!,
+      p50: r.latency.p50,
+      p99: r.latency.p99,
+      n: r.latency.count,
+    }));
   }
   // Several clients (viewers on several relays): the percentiles of their
   // union lie between the clients' own, so the highest is an upper bound.
@@ -477,6 +488,7 @@ const result: FanoutResult = {
     : (deliveries / Math.max(1, cfg.viewers) / elapsed) * 1000,
   latency,
   serverCpu: cpuShare(serverBefore, serverAfter, elapsed),
+  ...(latencyByUrl ? { latencyByUrl } : {}),
   otherCpu: othersAfter.reduce((sum, ms, i) => sum + ((ms - othersBefore[i]!) || 0), 0) / elapsed,
   clientCpu: cpuShare(selfBefore, selfAfter, elapsed),
   serverRss: serverAfter.rss,

@@ -144,6 +144,12 @@ export async function cluster(ctx: BenchContext): Promise<void> {
      * cluster's CPU besides node A's.
      */
     const others = () => [bOwn.proc.pid, nats.pid, postmaster, ...childrenOf(postmaster)];
+    /** The p99 each node's viewers saw (the row's two-node figure is the higher: see docs). */
+    const split = (r: FanoutResult) => {
+      const at = (url: string) => r.latencyByUrl?.find((x) => x.url === url);
+      const [onA, onB] = [at(a.url), at(bOwn.url)];
+      return onA && onB ? `p99 of A's viewers ${ms(onA.p99)}, of B's ${ms(onB.p99)}; ` : "";
+    };
     const cpu = (r: FanoutResult) =>
       `CPU: node A ${pct(r.serverCpu)}, B + NATS + PostgreSQL ${pct(r.otherCpu)}`;
     wsview = await buildWsview();
@@ -245,7 +251,7 @@ export async function cluster(ctx: BenchContext): Promise<void> {
         metric: "latency p99",
         baton: { name: "baton", value: two.latency.p99, text: text(two) },
         baselines: [{ name: "all on A", value: one.latency.p99, text: text(one) }],
-        note: `two nodes ${cpu(two)}; one node ${cpu(one)}` +
+        note: `${split(two)}two nodes ${cpu(two)}; one node ${cpu(one)}` +
           ([one, two].some(lossOf) ? "; events lost or out of order" : ""),
         detail: { one, two },
       });
