@@ -4,7 +4,7 @@
  *
  *   deno task bench [--quick] [--rounds N]
  *                   [--only fanout,replay,durability,spawn,memory,http,ui,sessions,sleep,disk,
- *                          usage,files,tunnel]
+ *                          usage,files,tunnel,cluster]
  *                   [--client native|ws] [--out file.json] [--unpinned]
  *
  * Every scenario runs `--rounds` times (3, or 1 with `--quick`), round by
@@ -29,6 +29,7 @@ import { Pinning } from "./_pinning.ts";
 import { BENCH_DIR } from "./_proc.ts";
 import { type BenchContext, mergeRounds, renderTable, type ResultRow } from "./_report.ts";
 import type { ClientImpl } from "./clients/viewers.ts";
+import { cluster } from "./scenarios/cluster.ts";
 import { disk } from "./scenarios/disk.ts";
 import { durability } from "./scenarios/durability.ts";
 import { files } from "./scenarios/files.ts";
@@ -57,6 +58,7 @@ const SCENARIOS = [
   "usage",
   "files",
   "tunnel",
+  "cluster",
 ] as const;
 type Scenario = (typeof SCENARIOS)[number];
 /**
@@ -231,6 +233,8 @@ async function run(s: Scenario, ctx: BenchContext, client: ClientImpl): Promise<
       return await files(ctx);
     case "tunnel":
       return await tunnel(ctx);
+    case "cluster":
+      return await cluster(ctx);
   }
 }
 

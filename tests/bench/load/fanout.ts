@@ -10,6 +10,9 @@
  * Ack mode (no viewers) keeps at most `window` events of a session
  * unacknowledged and counts acks: events accepted by the relay.
  *
+ * With `viewerUrls` the viewers of a session are split evenly across those
+ * relays (the cluster scenario: the runner on node A, viewers on A and B).
+ *
  * Prints `@{"ev":"ready"}` once connected, waits for `{"cmd":"go"}` on
  * stdin, then prints `@{"ev":"result", ...}`.
  *
@@ -52,6 +55,13 @@ export interface FanoutConfig {
   serverPid: number;
   /** With client "c" (rate mode only): the built `load/wsview.c`. */
   wsview?: string;
+  /**
+   * Where the viewers connect, split evenly in this order (default: `url`);
+   * the runner always dials `url`.
+   */
+  viewerUrls?: string[];
+  /** More processes whose CPU to report (a cluster's other node, its database, its bus). */
+  otherPids?: number[];
 }
 
 /** What the load generator reports. */
@@ -65,6 +75,10 @@ export interface FanoutResult {
   eventsPerSec: number;
   latency: ReturnType<Histogram["summary"]>;
   serverCpu: number;
+  /** CPU of `otherPids` together, as a share of one core (0 without them). */
+  otherCpu: number;
+  /** With the C client and several `viewerUrls`: the latency each URL's viewers saw. */
+  latencyByUrl?: { url: string; p50: number; p99: number; n: number }[];
   clientCpu: number;
   serverRss: number;
   serverHwm: number;
@@ -161,6 +175,10 @@ class NativeViewers {
 }
 
 const sessionCount = cfg.sessions ?? 1;
+const viewerUrls = cfg.viewerUrls?.length ? cfg.viewerUrls : [cfg.url];
+/** How many of a session's viewers connect to `viewerUrls[k]`. */
+const shareOf = (k: number) =>
+  Math.floor(cfg.viewers / viewerUrls.length) + (k < cfg.viewers % viewerUrls.length ? 1 : 0);
 let stopping = false;
 let measuring = false;
 let windowStart = 0;
@@ -233,7 +251,7 @@ function sendNext(st: Stream): void {
   const now = performance.now();
   for (let s = first; s <= last; s++) st.sendTime[s] = now;
   st.sent = last;
-  publish(st, events.frame(st.id, first, last, native ? now + tsOffset : Date.now()));
+  publish(st, events.frame(st.id, first, last, natives.length ? now + tsOffset : Date.now()));
 }
 
 function pump(st: Stream): void {
@@ -287,41 +305,54 @@ if (cfg.client === "c" && (cfg.mode !== "rate" || !cfg.wsview || sessionCount > 
     "The C client runs the rate mode of one session only, and needs the wsview binary",
   );
 }
-const native = cfg.client === "c"
-  ? new NativeViewers(cfg.wsview!, [
-    cfg.kind,
-    new URL(cfg.url).hostname,
-    new URL(cfg.url).port,
-    String(cfg.viewers),
-    cfg.apiKey ?? "",
-    streams[0]!.id,
-  ])
-  : null;
+/** The C clients: one per viewer URL that gets viewers. */
+const natives = cfg.client === "c"
+  ? viewerUrls.flatMap((u, k) =>
+    shareOf(k) === 0 ? [] : [
+      new NativeViewers(cfg.wsview!, [
+        cfg.kind,
+        new URL(u).hostname,
+        new URL(u).port,
+        String(shareOf(k)),
+        cfg.apiKey ?? "",
+        streams[0]!.id,
+      ]),
+    ]
+  )
+  : [];
 const conns: ViewerConn[] = [];
-if (!native) {
+if (!natives.length) {
   for (const st of streams) {
-    conns.push(
-      ...await openViewers(
-        cfg.viewers,
-        {
-          kind: cfg.kind,
-          url: cfg.url,
-          apiKey: cfg.apiKey ?? "",
-          sessionId: st.id,
-          since: 0,
-          ...(rooms ? { room: st.id } : {}),
-        },
-        cfg.client as ClientImpl,
-        (i, text) => onFrame(st.index * cfg.viewers + i, text),
-      ),
-    );
+    let first = 0;
+    for (const [k, url] of viewerUrls.entries()) {
+      const n = shareOf(k);
+      if (n === 0) continue;
+      const base = st.index * cfg.viewers + first;
+      first += n;
+      conns.push(
+        ...await openViewers(
+          n,
+          {
+            kind: cfg.kind,
+            url,
+            apiKey: cfg.apiKey ?? "",
+            sessionId: st.id,
+            since: 0,
+            ...(rooms ? { room: st.id } : {}),
+          },
+          cfg.client as ClientImpl,
+          (i, text) => onFrame(base + i, text),
+        ),
+      );
+    }
   }
 }
-if (native) {
+for (const native of natives) {
   const line = await native.line();
   if (line !== "ready") throw new Error(`wsview: ${line}`);
-  tsOffset = await native.clockOffset();
 }
+// Every C client reads CLOCK_MONOTONIC: one offset serves them all.
+if (natives.length) tsOffset = await natives[0]!.clockOffset();
 emit("ready", { connectMs: Math.round(performance.now() - t0), sessions: streams.length });
 
 for await (const cmd of commands()) {
@@ -352,44 +383,88 @@ await sleep(cfg.warmupMs);
 /** CPU of the load generator: this process and the C client if any. */
 const selfStat = (): ProcStat => {
   const me = procStat(Deno.pid);
-  if (!native) return me;
-  const c = procStat(native.pid);
-  return { ...me, cpuMs: me.cpuMs + c.cpuMs };
+  let cpuMs = me.cpuMs;
+  for (const native of natives) cpuMs += procStat(native.pid).cpuMs;
+  return { ...me, cpuMs };
 };
 const serverBefore = procStat(cfg.serverPid);
+/** CPU ms of the other processes (one that is gone counts as none). */
+const otherCpuMs = () =>
+  (cfg.otherPids ?? []).map((pid) => {
+    try {
+      return procStat(pid).cpuMs;
+    } catch {
+      return NaN;
+    }
+  });
+const othersBefore = otherCpuMs();
 const selfBefore = selfStat();
 windowStart = performance.now();
 const ackedAtStart = ackedTotal;
-await native?.send("measure");
+await Promise.all(natives.map((n) => n.send("measure")));
 measuring = true;
 await sleep(cfg.durationMs);
 measuring = false;
-await native?.send("stop");
+await Promise.all(natives.map((n) => n.send("stop")));
 const elapsed = performance.now() - windowStart;
 const ackedInWindow = ackedTotal - ackedAtStart;
 const serverAfter = procStat(cfg.serverPid);
+const othersAfter = otherCpuMs();
 const selfAfter = selfStat();
 stopping = true;
 clearTimeout(rateTimer);
 
 let latency: LatencySummary;
 let undelivered: number;
-if (native) {
-  // The C client drains on its own and reports what it measured.
-  await native.send(`drain ${streams[0]!.sent} 15000`);
-  const r = JSON.parse(await native.line()) as {
+let latencyByUrl: FanoutResult["latencyByUrl"];
+if (natives.length) {
+  // Each C client drains on its own and reports what it measured.
+  interface WsviewResult {
     frames: number;
     deliveries: number;
     gaps: number;
     closed: number;
     latency: { count: number; mean: number; p50: number; p90: number; p99: number; max: number };
+  }
+  const parts: { r: WsviewResult; undelivered: number }[] = [];
+  for (const native of natives) {
+    await native.send(`drain ${streams[0]!.sent} 15000`);
+    const r = JSON.parse(await native.line()) as WsviewResult;
+    const drained = JSON.parse(await native.line()) as { undelivered: number };
+    parts.push({ r, undelivered: drained.undelivered + (r.closed > 0 ? streams[0]!.sent : 0) });
+    await native.close();
+  }
+  frames =
+    deliveries =
+    gaps =
+    undelivered =
+      0;
+  for (const { r, undelivered: u } of parts) {
+    frames += r.frames;
+    deliveries += r.deliveries;
+    gaps += r.gaps;
+    undelivered += u;
+  }
+  if (parts.length > 1) {
+    latencyByUrl = parts.map(({ r }, k) => ({
+      url: viewerUrls.filter((_, i) => shareOf(i) > 0)[k]!,
+      p50: r.latency.p50,
+      p99: r.latency.p99,
+      n: r.latency.count,
+    }));
+  }
+  // Several clients (viewers on several relays): the percentiles of their
+  // union lie between the clients' own, so the highest is an upper bound.
+  const n = parts.reduce((sum, { r }) => sum + r.latency.count, 0);
+  const top = (k: "p50" | "p90" | "p99" | "max") => Math.max(...parts.map(({ r }) => r.latency[k]));
+  latency = {
+    n,
+    mean: parts.reduce((sum, { r }) => sum + r.latency.mean * r.latency.count, 0) / Math.max(1, n),
+    p50: top("p50"),
+    p90: top("p90"),
+    p99: top("p99"),
+    max: top("max"),
   };
-  const drained = JSON.parse(await native.line()) as { undelivered: number };
-  ({ frames, deliveries, gaps } = r);
-  const { count, ...percentiles } = r.latency;
-  latency = { n: count, ...percentiles };
-  undelivered = drained.undelivered + (r.closed > 0 ? streams[0]!.sent : 0);
-  await native.close();
 } else {
   // Every event sent must reach every viewer (or be acked) before we report.
   const drainDeadline = performance.now() + 15_000;
@@ -413,6 +488,8 @@ const result: FanoutResult = {
     : (deliveries / Math.max(1, cfg.viewers) / elapsed) * 1000,
   latency,
   serverCpu: cpuShare(serverBefore, serverAfter, elapsed),
+  ...(latencyByUrl ? { latencyByUrl } : {}),
+  otherCpu: othersAfter.reduce((sum, ms, i) => sum + ((ms - othersBefore[i]!) || 0), 0) / elapsed,
   clientCpu: cpuShare(selfBefore, selfAfter, elapsed),
   serverRss: serverAfter.rss,
   serverHwm: serverAfter.hwm,

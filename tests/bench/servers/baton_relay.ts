@@ -2,7 +2,9 @@
  * The server under test: baton's relay, served exactly as `baton relay`
  * serves it (`serveRelay`). With `--volatile` the session event log is kept
  * in memory only (no SQLite writes, no transactions), which is how the
- * durability scenario prices the durable log.
+ * durability scenario prices the durable log. With `--database-url
+ * postgres://…` its store is that database, and with `--bus-url nats://…` it
+ * is a node of a cluster (the cluster scenario, issue 22).
  *
  * @module
  */
@@ -74,6 +76,8 @@ const { values } = parseArgs({
   options: {
     "data-dir": { type: "string" },
     volatile: { type: "boolean", default: false },
+    "database-url": { type: "string" },
+    "bus-url": { type: "string" },
   },
 });
 const dataDir = values["data-dir"] ?? await Deno.makeTempDir({ prefix: "baton-bench-relay-" });
@@ -85,6 +89,8 @@ const served = await serveRelay({
   allowSignup: true,
   log: (line) => console.error(`[relay] ${line}`),
   ...(values.volatile ? { store: (db: Database) => new VolatileStore(db) } : {}),
+  ...(values["database-url"] ? { databaseUrl: values["database-url"] } : {}),
+  ...(values["bus-url"] ? { bus: { url: values["bus-url"] } } : {}),
 });
 // Listening for the stop signal before saying so: a signal sent on that line
 // would otherwise kill the process before its listener is in place.
