@@ -128,12 +128,17 @@ export async function cluster(ctx: BenchContext): Promise<void> {
     const clusterDb = await pg.createDatabase("bench_cluster");
     const ingestDb = await pg.createDatabase("bench_ingest");
     const node = ["--database-url", clusterDb, "--bus-url", nats.url];
-    // Node A first: it creates the schema that B then finds.
-    const a = await startServer(ctx, "baton", { args: node });
+    // Node A first: it creates the schema that B then finds, and the keys B must share.
+    const dirA = await Deno.makeTempDir({ prefix: "baton-bench-node-a-" });
+    const a = await startServer(ctx, "baton", { args: [...node, "--data-dir", dirA] });
     servers.push(a);
+    const dirB = await Deno.makeTempDir({ prefix: "baton-bench-node-b-" });
+    for (const file of ["secret", "vapid.json"]) {
+      await Deno.copyFile(join(dirA, file), join(dirB, file));
+    }
     const [bOwn, onPg, onSqlite] = await startServers(
       ctx,
-      ["baton", node],
+      ["baton", [...node, "--data-dir", dirB]],
       ["baton", ["--database-url", ingestDb]],
       "baton",
     );
