@@ -19,8 +19,6 @@ export interface ClusterOptions {
   events: Pick<EventPipeline, "mirror" | "catchUp" | "get" | "drop">;
   fanout: Pick<Fanout, "broadcast" | "tailMoved" | "watched" | "sessionDeleted">;
   feed: Pick<StateFeed, "apply" | "bump">;
-  /** Whether this node holds the runner's control socket (it then ingests its sessions). */
-  holds: (runnerId: string) => boolean;
   /** Takes what a runner held elsewhere sent on its own (ServiceRouter.fromNode). */
   services?: {
     fromNode(runner: { runnerId: string; userId: string }, msg: Record<string, unknown>): void;
@@ -148,11 +146,8 @@ export class Cluster {
     if (!sub) return;
     sub.stop();
     this.#sessions.delete(sessionId);
-    // Unfollowed, its tail here would go stale: one whose runner is elsewhere leaves memory.
-    const live = this.#o.events.get(sessionId);
-    if (live && !this.#o.holds(live.runnerId) && live.pending.length === 0) {
-      this.#o.events.drop(sessionId);
-    }
+    // Its tail here may now go stale: the next watcher catches it up first (#follow),
+    // a runner that moves here too (reconcileRunner), and eviction frees it.
   }
 
   /**

@@ -195,7 +195,6 @@ export class Hub implements RunnerHub, ViewerHub {
         fanout: this.fanout,
         feed: this.feed,
         services: this.services,
-        holds: (runnerId) => this.runners.link(runnerId) !== undefined,
         statusChanged: (sessionId) => this.sessions.statusChanged(sessionId),
         log: this.#log,
       })
@@ -294,8 +293,11 @@ export class Hub implements RunnerHub, ViewerHub {
     for (let i = 0; i < 3 && live && this.events.get(sessionId) !== live; i++) {
       live = await this.events.open(rec);
     }
-    // Deleted while it loaded: as unknown.
-    if (!live || this.events.get(sessionId) !== live) throw notFound("Session");
+    // Deleted while it loaded: as unknown (and not followed for nobody).
+    if (!live || this.events.get(sessionId) !== live) {
+      this.cluster?.unwatchSession(sessionId);
+      throw notFound("Session");
+    }
     return this.fanout.subscribe(v, this.sessions.sessionInfo(rec), since);
   }
 
