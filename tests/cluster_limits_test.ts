@@ -7,47 +7,14 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { createHmac } from "node:crypto";
 import { sign as signGitHub } from "@octokit/webhooks-methods";
-import type { SpawnRequest } from "../shared/protocol.ts";
-import type { Webhook } from "../shared/api.ts";
-import { json, signUp, type User } from "./harness/client.ts";
-import { defaultAnswer, FakeRunner } from "./harness/fake_runner.ts";
+import { json, signUp } from "./harness/client.ts";
+import { createHook, enhanced, fire, startingRunner } from "./harness/webhooks.ts";
+import type { FakeRunner } from "./harness/fake_runner.ts";
 import { twoNodes } from "./harness/cluster.ts";
 import { postgresAvailable, startPostgres } from "./harness/postgres.ts";
-import type { RelayProcess } from "./harness/procs.ts";
 
 const HAS_PG = postgresAvailable("the limits across relay nodes");
-
-type Hook = Webhook & { secret: string };
-
-function enhanced(secret: string, body: string): Record<string, string> {
-  const timestamp = new Date().toISOString();
-  const nonce = crypto.randomUUID();
-  const h = createHmac("sha256", secret).update(`${timestamp}.${nonce}.`).update(body);
-  return {
-    "x-webhook-timestamp": timestamp,
-    "x-webhook-nonce": nonce,
-    "x-webhook-signature": h.digest("hex"),
-  };
-}
-
-/** POSTs a delivery to one node as a sender does (no cookie, no key). */
-async function fire(node: RelayProcess, id: string, body: string, headers: Record<string, string>) {
-  const res = await fetch(`${node.url}/api/webhooks/${id}/fire`, {
-    method: "POST",
-    headers: { "content-type": "application/json", ...headers },
-    body,
-  });
-  return { status: res.status, headers: res.headers, body: await res.json() };
-}
-
-async function createHook(user: User, body: Record<string, unknown>): Promise<Hook> {
-  const res = await user.web("/api/webhooks", json("POST", body));
-  const got = await res.json();
-  assert.equal(res.status, 201, JSON.stringify(got));
-  return got.webhook;
-}
 
 Deno.test({
   name:
@@ -110,23 +77,9 @@ Deno.test({
     let ok = false;
     try {
       const user = await signUp(a.url);
-      const spawned: string[] = [];
-      const r: FakeRunner = runner = await FakeRunner.connect(a.url, {
-        apiKey: user.apiKey,
-        answer: (req) => {
-          if (req.op === "spawn") {
-            const { sessionId } = req.data as SpawnRequest;
-            spawned.push(sessionId);
-            setTimeout(() =>
-              r.sendEvents(sessionId, [{
-                seq: 1,
-                ts: Date.now(),
-                e: { type: "session_start", cwd: "/fake", model: null, resumed: false, tools: [] },
-              }]), 10);
-          }
-          return defaultAnswer(req);
-        },
-      });
+      const started = await startingRunner(a, user);
+      runner = started.runner;
+      const { spawned } = started;
 
       // Enhanced signing: the nonce, claimed by node A, is used on node B too.
       const hook = await createHook(user, { name: "CI", source: "ci", runnerId: runner.runnerId });

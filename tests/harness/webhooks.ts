@@ -1,0 +1,85 @@
+/**
+ * A webhook's sender and owner as the webhook tests play them: a webhook
+ * created over the API (with its secret), deliveries signed the enhanced way
+ * (timestamp, nonce, HMAC) and POSTed to any relay or relay node.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { createHmac } from "node:crypto";
+import type { Webhook } from "../../shared/api.ts";
+import type { SpawnRequest } from "../../shared/protocol.ts";
+import { defaultAnswer, FakeRunner } from "./fake_runner.ts";
+import { json, type User } from "./client.ts";
+
+/** A webhook as its creation answers it: with the secret shown once. */
+export type Hook = Webhook & { secret: string };
+
+/** The hex HMAC-SHA256 of the parts, in order, under `secret`. */
+export function hmacHex(secret: string, ...parts: string[]): string {
+  const h = createHmac("sha256", secret);
+  for (const p of parts) h.update(p);
+  return h.digest("hex");
+}
+
+/** Enhanced signing headers for `body`: a fresh timestamp and nonce, signed with the body. */
+export function enhanced(secret: string, body: string): Record<string, string> {
+  const timestamp = new Date().toISOString();
+  const nonce = crypto.randomUUID();
+  return {
+    "x-webhook-timestamp": timestamp,
+    "x-webhook-nonce": nonce,
+    "x-webhook-signature": hmacHex(secret, `${timestamp}.${nonce}.`, body),
+  };
+}
+
+/** POSTs a delivery to a relay (or one node) as a sender does (no cookie, no key). */
+export async function fire(
+  relay: { url: string },
+  id: string,
+  body: string,
+  headers: Record<string, string>,
+  // deno-lint-ignore no-explicit-any
+): Promise<{ status: number; headers: Headers; body: any }> {
+  const res = await fetch(`${relay.url}/api/webhooks/${id}/fire`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body,
+  });
+  return { status: res.status, headers: res.headers, body: await res.json() };
+}
+
+/** Creates a webhook as `user`; asserts the 201. */
+export async function createHook(user: User, body: Record<string, unknown>): Promise<Hook> {
+  const res = await user.web("/api/webhooks", json("POST", body));
+  const got = await res.json();
+  assert.equal(res.status, 201, JSON.stringify(got));
+  return got.webhook;
+}
+
+/** A fake runner that starts every session it is asked to spawn; the ids, in order. */
+export async function startingRunner(
+  relay: { url: string },
+  user: User,
+  runnerId?: string,
+): Promise<{ runner: FakeRunner; spawned: string[] }> {
+  const spawned: string[] = [];
+  const runner = await FakeRunner.connect(relay.url, {
+    apiKey: user.apiKey,
+    ...(runnerId ? { runnerId } : {}),
+    answer: (req) => {
+      if (req.op === "spawn") {
+        const { sessionId } = req.data as SpawnRequest;
+        spawned.push(sessionId);
+        setTimeout(() =>
+          runner.sendEvents(sessionId, [{
+            seq: 1,
+            ts: Date.now(),
+            e: { type: "session_start", cwd: "/fake", model: null, resumed: false, tools: [] },
+          }]), 10);
+      }
+      return defaultAnswer(req);
+    },
+  });
+  return { runner, spawned };
+}
