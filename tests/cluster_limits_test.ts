@@ -11,8 +11,8 @@ import { sign as signGitHub } from "@octokit/webhooks-methods";
 import { json, signUp } from "./harness/client.ts";
 import { createHook, enhanced, fire, startingRunner } from "./harness/webhooks.ts";
 import type { FakeRunner } from "./harness/fake_runner.ts";
-import { twoNodes } from "./harness/cluster.ts";
-import { postgresAvailable, startPostgres } from "./harness/postgres.ts";
+import { withTwoNodes } from "./harness/cluster.ts";
+import { postgresAvailable } from "./harness/postgres.ts";
 
 const HAS_PG = postgresAvailable("the limits across relay nodes");
 
@@ -21,16 +21,7 @@ Deno.test({
     "a webhook's fire limit holds across two nodes: half its fires on each, the next refused on both",
   ignore: !HAS_PG,
   async fn() {
-    const pg = await startPostgres();
-    const cluster = await twoNodes(pg, { env: { BATON_WEBHOOK_RATE_LIMIT: "6" } }).catch(
-      async (err) => {
-        await pg.stop();
-        throw err;
-      },
-    );
-    const { a, b } = cluster;
-    let ok = false;
-    try {
+    await withTwoNodes(async ({ a, b }) => {
       const user = await signUp(a.url);
       // Deliveries its filter drops: counted, and nothing needs a runner.
       const hook = await createHook(user, { name: "CI", source: "ci", eventFilter: ["deploy"] });
@@ -53,12 +44,7 @@ Deno.test({
       const other = await createHook(user, { name: "Calm", source: "ci", eventFilter: ["x"] });
       const body = JSON.stringify({ type: "build" });
       assert.equal((await fire(b, other.id, body, enhanced(other.secret, body))).status, 200);
-      ok = true;
-    } finally {
-      if (!ok) console.error(`--- node A:\n${a.proc.output()}\n--- node B:\n${b.proc.output()}`);
-      await cluster.stop();
-      await pg.stop();
-    }
+    }, { env: { BATON_WEBHOOK_RATE_LIMIT: "6" } });
   },
 });
 
@@ -67,64 +53,59 @@ Deno.test({
     "a signed delivery replayed to the other node is refused, and a GitHub body under a new delivery id too",
   ignore: !HAS_PG,
   async fn() {
-    const pg = await startPostgres();
-    const cluster = await twoNodes(pg).catch(async (err) => {
-      await pg.stop();
-      throw err;
+    await withTwoNodes(async ({ a, b }) => {
+      let runner: FakeRunner | undefined;
+      try {
+        const user = await signUp(a.url);
+        const started = await startingRunner(a, user);
+        runner = started.runner;
+        const { spawned } = started;
+
+        // Enhanced signing: the nonce, claimed by node A, is used on node B too.
+        const hook = await createHook(user, {
+          name: "CI",
+          source: "ci",
+          runnerId: runner.runnerId,
+        });
+        const body = JSON.stringify({ type: "build", marker: "ONCE" });
+        const captured = enhanced(hook.secret, body);
+        const first = await fire(a, hook.id, body, captured);
+        assert.equal(first.status, 200, JSON.stringify(first.body));
+        assert.ok(first.body.sessionId);
+        const replay = await fire(b, hook.id, body, captured);
+        assert.equal(replay.status, 409, JSON.stringify(replay.body));
+        assert.equal(replay.body.error.code, "nonce_reused");
+
+        // GitHub signs the body only: the same delivery on B is a redelivery (answered
+        // as one), the same body under a delivery id of the sender's choosing is refused.
+        const gh = await createHook(user, {
+          name: "GH",
+          source: "github",
+          runnerId: runner.runnerId,
+        });
+        const push = JSON.stringify({ ref: "refs/heads/main", marker: "CAPTURED" });
+        const headers = {
+          "x-hub-signature-256": await signGitHub(gh.secret, push),
+          "x-github-event": "push",
+          "x-github-delivery": crypto.randomUUID(),
+        };
+        const delivered = await fire(a, gh.id, push, headers);
+        assert.equal(delivered.status, 200, JSON.stringify(delivered.body));
+        const again = await fire(b, gh.id, push, headers);
+        assert.equal(again.status, 200, JSON.stringify(again.body));
+        assert.equal(again.body.duplicate, true);
+        assert.equal(again.body.sessionId, delivered.body.sessionId);
+        const renamed = await fire(b, gh.id, push, {
+          ...headers,
+          "x-github-delivery": crypto.randomUUID(),
+        });
+        assert.equal(renamed.status, 409, JSON.stringify(renamed.body));
+        assert.equal(renamed.body.error.code, "replayed");
+        assert.equal(spawned.length, 2, "one session per delivery, none for the replays");
+      } finally {
+        await runner?.close();
+      }
     });
-    const { a, b } = cluster;
-    let runner: FakeRunner | undefined;
-    let ok = false;
-    try {
-      const user = await signUp(a.url);
-      const started = await startingRunner(a, user);
-      runner = started.runner;
-      const { spawned } = started;
-
-      // Enhanced signing: the nonce, claimed by node A, is used on node B too.
-      const hook = await createHook(user, { name: "CI", source: "ci", runnerId: runner.runnerId });
-      const body = JSON.stringify({ type: "build", marker: "ONCE" });
-      const captured = enhanced(hook.secret, body);
-      const first = await fire(a, hook.id, body, captured);
-      assert.equal(first.status, 200, JSON.stringify(first.body));
-      assert.ok(first.body.sessionId);
-      const replay = await fire(b, hook.id, body, captured);
-      assert.equal(replay.status, 409, JSON.stringify(replay.body));
-      assert.equal(replay.body.error.code, "nonce_reused");
-
-      // GitHub signs the body only: the same delivery on B is a redelivery (answered
-      // as one), the same body under a delivery id of the sender's choosing is refused.
-      const gh = await createHook(user, {
-        name: "GH",
-        source: "github",
-        runnerId: runner.runnerId,
-      });
-      const push = JSON.stringify({ ref: "refs/heads/main", marker: "CAPTURED" });
-      const headers = {
-        "x-hub-signature-256": await signGitHub(gh.secret, push),
-        "x-github-event": "push",
-        "x-github-delivery": crypto.randomUUID(),
-      };
-      const delivered = await fire(a, gh.id, push, headers);
-      assert.equal(delivered.status, 200, JSON.stringify(delivered.body));
-      const again = await fire(b, gh.id, push, headers);
-      assert.equal(again.status, 200, JSON.stringify(again.body));
-      assert.equal(again.body.duplicate, true);
-      assert.equal(again.body.sessionId, delivered.body.sessionId);
-      const renamed = await fire(b, gh.id, push, {
-        ...headers,
-        "x-github-delivery": crypto.randomUUID(),
-      });
-      assert.equal(renamed.status, 409, JSON.stringify(renamed.body));
-      assert.equal(renamed.body.error.code, "replayed");
-      assert.equal(spawned.length, 2, "one session per delivery, none for the replays");
-      ok = true;
-    } finally {
-      await runner?.close();
-      if (!ok) console.error(`--- node A:\n${a.proc.output()}\n--- node B:\n${b.proc.output()}`);
-      await cluster.stop();
-      await pg.stop();
-    }
   },
 });
 
@@ -132,14 +113,7 @@ Deno.test({
   name: "sign-in attempts and registrations spread over two nodes hit one limit",
   ignore: !HAS_PG,
   async fn() {
-    const pg = await startPostgres();
-    const cluster = await twoNodes(pg).catch(async (err) => {
-      await pg.stop();
-      throw err;
-    });
-    const { a, b } = cluster;
-    let ok = false;
-    try {
+    await withTwoNodes(async ({ a, b }) => {
       // One registration and one sign-in (for its cookie), on node A.
       const user = await signUp(a.url);
       const wrong = { email: user.email, password: "not the password" };
@@ -177,11 +151,6 @@ Deno.test({
         await res.body?.cancel();
       }
       assert.deepEqual(registered, [401, 401, 401, 401, 429], "the first was signUp's, on A");
-      ok = true;
-    } finally {
-      if (!ok) console.error(`--- node A:\n${a.proc.output()}\n--- node B:\n${b.proc.output()}`);
-      await cluster.stop();
-      await pg.stop();
-    }
+    });
   },
 });
