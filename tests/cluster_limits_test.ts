@@ -7,9 +7,15 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { sign as signGitHub } from "@octokit/webhooks-methods";
 import { json, signUp } from "./harness/client.ts";
-import { createHook, enhanced, fire, startingRunner } from "./harness/webhooks.ts";
+import {
+  assertGitHubReplays,
+  createHook,
+  enhanced,
+  fire,
+  github,
+  startingRunner,
+} from "./harness/webhooks.ts";
 import type { FakeRunner } from "./harness/fake_runner.ts";
 import { withTwoNodes } from "./harness/cluster.ts";
 import { postgresAvailable } from "./harness/postgres.ts";
@@ -84,23 +90,10 @@ Deno.test({
           runnerId: runner.runnerId,
         });
         const push = JSON.stringify({ ref: "refs/heads/main", marker: "CAPTURED" });
-        const headers = {
-          "x-hub-signature-256": await signGitHub(gh.secret, push),
-          "x-github-event": "push",
-          "x-github-delivery": crypto.randomUUID(),
-        };
+        const headers = await github(gh.secret, push, crypto.randomUUID());
         const delivered = await fire(a, gh.id, push, headers);
         assert.equal(delivered.status, 200, JSON.stringify(delivered.body));
-        const again = await fire(b, gh.id, push, headers);
-        assert.equal(again.status, 200, JSON.stringify(again.body));
-        assert.equal(again.body.duplicate, true);
-        assert.equal(again.body.sessionId, delivered.body.sessionId);
-        const renamed = await fire(b, gh.id, push, {
-          ...headers,
-          "x-github-delivery": crypto.randomUUID(),
-        });
-        assert.equal(renamed.status, 409, JSON.stringify(renamed.body));
-        assert.equal(renamed.body.error.code, "replayed");
+        await assertGitHubReplays(b, gh.id, push, headers, delivered.body.sessionId);
         assert.equal(spawned.length, 2, "one session per delivery, none for the replays");
       } finally {
         await runner?.close();

@@ -7,6 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
+import { sign as signGitHub } from "@octokit/webhooks-methods";
 import type { Webhook } from "../../shared/api.ts";
 import type { SpawnRequest } from "../../shared/protocol.ts";
 import { defaultAnswer, FakeRunner } from "./fake_runner.ts";
@@ -33,6 +34,19 @@ export function enhanced(secret: string, body: string): Record<string, string> {
   };
 }
 
+/** GitHub's headers for a push delivery of `body` (it signs the body only), with `delivery` as its id. */
+export async function github(
+  secret: string,
+  body: string,
+  delivery?: string,
+): Promise<Record<string, string>> {
+  return {
+    "x-hub-signature-256": await signGitHub(secret, body),
+    "x-github-event": "push",
+    ...(delivery ? { "x-github-delivery": delivery } : {}),
+  };
+}
+
 /** POSTs a delivery to a relay (or one node) as a sender does (no cookie, no key). */
 export async function fire(
   relay: { url: string },
@@ -47,6 +61,31 @@ export async function fire(
     body,
   });
   return { status: res.status, headers: res.headers, body: await res.json() };
+}
+
+/**
+ * Sends a captured GitHub delivery to `relay` again and asserts what an
+ * attacker replaying it gets: as it was, a redelivery answered with the
+ * first delivery's session (`sessionId`); under a delivery id of the
+ * attacker's choosing (GitHub signs the body only), 409 `replayed`.
+ */
+export async function assertGitHubReplays(
+  relay: { url: string },
+  hookId: string,
+  body: string,
+  captured: Record<string, string>,
+  sessionId: string,
+): Promise<void> {
+  const again = await fire(relay, hookId, body, captured);
+  assert.equal(again.status, 200, JSON.stringify(again.body));
+  assert.equal(again.body.duplicate, true);
+  assert.equal(again.body.sessionId, sessionId);
+  const renamed = await fire(relay, hookId, body, {
+    ...captured,
+    "x-github-delivery": crypto.randomUUID(),
+  });
+  assert.equal(renamed.status, 409, JSON.stringify(renamed.body));
+  assert.equal(renamed.body.error.code, "replayed");
 }
 
 /** Creates a webhook as `user`; asserts the 201. */
