@@ -7,7 +7,7 @@
  * end-to-end credit, a node cut off, and a stalled stream reset after idling.
  */
 import assert from "node:assert/strict";
-import type { BusOptions, StreamTarget } from "../relay/bus/mod.ts";
+import type { Bus, BusOptions, StreamTarget } from "../relay/bus/mod.ts";
 import { connect } from "@nats-io/transport-node";
 import { NatsBus } from "../relay/bus/nats_bus.ts";
 import { DEAD_MS } from "../relay/bus/_nats_streams.ts";
@@ -87,6 +87,14 @@ function fakeRunner(userId = "user-1"): RunnerSide {
   };
 }
 
+/** Node A serves a fake runner as r1, flushed so that node B finds it; `stop` ends that. */
+async function servedByA(a: Bus): Promise<{ runner: RunnerSide; stop: () => void }> {
+  const runner = fakeRunner();
+  const stop = a.serveStreams("r1", runner.target);
+  await a.flush();
+  return { runner, stop };
+}
+
 /** A NatsBus-only test's world: runner r1 served by node A, streams opened from node B. */
 interface NatsWorld {
   a: NatsBus;
@@ -117,9 +125,7 @@ function natsTest(
       await using proxy = cuttable ? CutProxy.start(server.port) : null;
       await using nodes = await natsNodes(server, { ...busOptions, aUrl: proxy?.url });
       const { a, b } = nodes;
-      const runner = fakeRunner();
-      a.serveStreams("r1", runner.target);
-      await a.flush();
+      const { runner } = await servedByA(a);
       const open = async (header: string) =>
         (await b.streamsTo("r1"))!.open(encoder.encode(header));
       try {
@@ -143,9 +149,7 @@ async function readAll(stream: MuxStream): Promise<Uint8Array> {
 eachBus(
   "a stream opened on another node carries bytes both ways and ends",
   async ({ a, b }) => {
-    const runner = fakeRunner();
-    const stop = a.serveStreams("r1", runner.target);
-    await a.flush();
+    const { runner, stop } = await servedByA(a);
     try {
       assert.equal(await b.streamsTo("unknown-runner"), null, "no node serves it");
       const target = await b.streamsTo("r1");
@@ -170,9 +174,7 @@ eachBus(
 );
 
 eachBus("a reset on the runner's side reaches the opener with its reason", async ({ a, b }) => {
-  const runner = fakeRunner();
-  const stop = a.serveStreams("r1", runner.target);
-  await a.flush();
+  const { runner, stop } = await servedByA(a);
   try {
     const stream = (await b.streamsTo("r1"))!.open(encoder.encode("reset:terminal_not_found"));
     await assert.rejects(readAll(stream), (err: Error & { reason?: string }) => {
@@ -192,9 +194,7 @@ eachBus("a reset on the runner's side reaches the opener with its reason", async
 eachBus(
   "a runner whose tunnel left is no longer served: its streams reset, none open",
   async ({ a, b }) => {
-    const runner = fakeRunner();
-    const stop = a.serveStreams("r1", runner.target);
-    await a.flush();
+    const { runner, stop } = await servedByA(a);
     const stream = (await b.streamsTo("r1"))!.open(encoder.encode("echo"));
     const reading = readAll(stream);
     stop();
