@@ -47,20 +47,35 @@ export async function github(
   };
 }
 
+/** What a fire answered: its status, headers and parsed JSON body. */
+export interface Fired {
+  status: number;
+  headers: Headers;
+  // deno-lint-ignore no-explicit-any
+  body: any;
+}
+
 /** POSTs a delivery to a relay (or one node) as a sender does (no cookie, no key). */
 export async function fire(
   relay: { url: string },
   id: string,
   body: string,
   headers: Record<string, string>,
-  // deno-lint-ignore no-explicit-any
-): Promise<{ status: number; headers: Headers; body: any }> {
+): Promise<Fired> {
   const res = await fetch(`${relay.url}/api/webhooks/${id}/fire`, {
     method: "POST",
     headers: { "content-type": "application/json", ...headers },
     body,
   });
   return { status: res.status, headers: res.headers, body: await res.json() };
+}
+
+/** Asserts a fire refused by its webhook's rate limit: 429 `rate_limited`, Retry-After 1–60 s. */
+export function assertRateLimited(res: Fired): void {
+  assert.equal(res.status, 429, JSON.stringify(res.body));
+  assert.equal(res.body.error.code, "rate_limited");
+  const retry = Number(res.headers.get("retry-after"));
+  assert.ok(retry >= 1 && retry <= 60, `Retry-After: ${retry}`);
 }
 
 /**
