@@ -1,6 +1,19 @@
 import assert from "node:assert/strict";
 import { ConfigError, DEFAULT_SLEEP_AFTER_MS, loadRunnerConfig, parseDuration } from "./config.ts";
 
+/** Makes the environment a config is read from: HOME and `vars`. */
+type Env = (vars: Record<string, string>) => (k: string) => string | undefined;
+
+/** Runs `fn` with a fresh HOME (removed after) and an {@linkcode Env} of it. */
+async function withHome(fn: (home: string, env: Env) => Promise<void>): Promise<void> {
+  const home = await Deno.makeTempDir();
+  try {
+    await fn(home, (vars) => (k) => ({ HOME: home, ...vars })[k]);
+  } finally {
+    await Deno.remove(home, { recursive: true });
+  }
+}
+
 Deno.test("sleepAfter takes durations with a unit, bare seconds and off", () => {
   assert.equal(parseDuration("10m", "x"), 600_000);
   assert.equal(parseDuration(" 90s ", "x"), 90_000);
@@ -16,9 +29,7 @@ Deno.test("sleepAfter takes durations with a unit, bare seconds and off", () => 
 });
 
 Deno.test("BATON_SLEEP_AFTER wins over config.json, and the default is 10 minutes", async () => {
-  const home = await Deno.makeTempDir();
-  try {
-    const env = (vars: Record<string, string>) => (k: string) => ({ HOME: home, ...vars })[k];
+  await withHome(async (home, env) => {
     assert.equal((await loadRunnerConfig(env({}))).sleepAfterMs, DEFAULT_SLEEP_AFTER_MS);
     await Deno.mkdir(`${home}/.baton`);
     await Deno.writeTextFile(`${home}/.baton/config.json`, JSON.stringify({ sleepAfter: "2m" }));
@@ -26,28 +37,20 @@ Deno.test("BATON_SLEEP_AFTER wins over config.json, and the default is 10 minute
     assert.equal((await loadRunnerConfig(env({ BATON_SLEEP_AFTER: "off" }))).sleepAfterMs, 0);
     await Deno.writeTextFile(`${home}/.baton/config.json`, JSON.stringify({ sleepAfter: true }));
     assert.equal((await loadRunnerConfig(env({}))).sleepAfterMs, DEFAULT_SLEEP_AFTER_MS);
-  } finally {
-    await Deno.remove(home, { recursive: true });
-  }
+  });
 });
 
 Deno.test("--safe-mode and BATON_SAFE_MODE skip the runner's services too, --no-plugins does not", async () => {
-  const home = await Deno.makeTempDir();
-  try {
-    const env = (vars: Record<string, string>) => (k: string) => ({ HOME: home, ...vars })[k];
+  await withHome(async (_home, env) => {
     assert.equal((await loadRunnerConfig(env({}))).skip.services, false);
     assert.equal((await loadRunnerConfig(env({}), { noPlugins: true })).skip.services, false);
     assert.equal((await loadRunnerConfig(env({}), { safeMode: true })).skip.services, true);
     assert.equal((await loadRunnerConfig(env({ BATON_SAFE_MODE: "1" }))).skip.services, true);
-  } finally {
-    await Deno.remove(home, { recursive: true });
-  }
+  });
 });
 
 Deno.test("relay nodes come from --relay, BATON_RELAY_URL (commas) or config relayUrls/relayUrl, in that order", async () => {
-  const home = await Deno.makeTempDir();
-  try {
-    const env = (vars: Record<string, string>) => (k: string) => ({ HOME: home, ...vars })[k];
+  await withHome(async (home, env) => {
     const urls = async (vars: Record<string, string>, relay?: string) =>
       (await loadRunnerConfig(env(vars), relay === undefined ? {} : { relay })).relayUrls;
     assert.deepEqual(await urls({}), []);
@@ -73,15 +76,11 @@ Deno.test("relay nodes come from --relay, BATON_RELAY_URL (commas) or config rel
     const cfg = await loadRunnerConfig(env({}), { relay: "http://p:1,http://q:2" });
     assert.equal(cfg.relayUrl, "http://p:1", "relayUrl is the first node");
     assert.equal((await loadRunnerConfig(env({ BATON_RELAY_URL: "off" }))).skip.relay, true);
-  } finally {
-    await Deno.remove(home, { recursive: true });
-  }
+  });
 });
 
 Deno.test("a bad relay URL anywhere in the list is a one-line configuration error", async () => {
-  const home = await Deno.makeTempDir();
-  try {
-    const env = (vars: Record<string, string>) => (k: string) => ({ HOME: home, ...vars })[k];
+  await withHome(async (home, env) => {
     const bad = async (vars: Record<string, string>, relay: string | undefined, re: RegExp) =>
       await assert.rejects(
         loadRunnerConfig(env(vars), relay === undefined ? {} : { relay }),
@@ -102,23 +101,18 @@ Deno.test("a bad relay URL anywhere in the list is a one-line configuration erro
       JSON.stringify({ relayUrls: ["http://a", 7] }),
     );
     await bad({}, undefined, /relayUrls in config.json: expected relay URLs as strings/);
-  } finally {
-    await Deno.remove(home, { recursive: true });
-  }
+  });
 });
 
 Deno.test("an empty BATON_RELAY_URL still hides the config file's relay", async () => {
-  const home = await Deno.makeTempDir();
-  try {
+  await withHome(async (home, env) => {
     await Deno.mkdir(`${home}/.baton`);
     await Deno.writeTextFile(
       `${home}/.baton/config.json`,
       JSON.stringify({ relayUrls: ["http://a:1"] }),
     );
-    const cfg = await loadRunnerConfig((k) => ({ HOME: home, BATON_RELAY_URL: "" })[k]);
+    const cfg = await loadRunnerConfig(env({ BATON_RELAY_URL: "" }));
     assert.deepEqual(cfg.relayUrls, []);
     assert.equal(cfg.relayUrl, null);
-  } finally {
-    await Deno.remove(home, { recursive: true });
-  }
+  });
 });

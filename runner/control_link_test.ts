@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { ControlLink } from "./control_link.ts";
 import { RelayNodes } from "./relay_nodes.ts";
+import { linkOptions } from "./testdata/fakes.ts";
 
 Deno.test("a relay that accepts the connection but never answers the upgrade is dialled again", async () => {
   // A TCP server that takes connections and says nothing, like a hung proxy.
@@ -15,24 +16,12 @@ Deno.test("a relay that accepts the connection but never answers the upgrade is 
   })();
   const timer = setTimeout(() => secondDial.reject(new Error("No second dial in 10 s")), 10_000);
   const lines: string[] = [];
-  const link = new ControlLink({
-    relay: new RelayNodes([`http://127.0.0.1:${listener.addr.port}`]),
-    hello: () => ({
-      apiKey: "brt_x",
-      runnerId: "r",
-      name: "r",
-      roots: [],
-      version: "t",
-      platform: "linux",
-      sessions: [],
+  const link = new ControlLink(
+    linkOptions(new RelayNodes([`http://127.0.0.1:${listener.addr.port}`]), {
+      log: (line) => lines.push(line),
+      handshakeMs: 300,
     }),
-    onWelcome: () => {},
-    onRequest: () => Promise.resolve({}),
-    onAck: () => {},
-    onRelayError: () => {},
-    log: (line) => lines.push(line),
-    handshakeMs: 300,
-  });
+  );
   const stop = new AbortController();
   const running = link.run(stop.signal);
   try {
@@ -86,23 +75,15 @@ async function withFakeRelay(
       }
     });
   });
-  const link = new ControlLink({
-    relay: new RelayNodes([`http://127.0.0.1:${(server.address() as { port: number }).port}`]),
-    hello: () => ({
-      apiKey: "brt_x",
-      runnerId: "r",
-      name: "r",
-      roots: [],
-      version: "t",
-      platform: "linux",
-      sessions: [],
-    }),
-    onWelcome: () => welcomed.resolve(),
-    onRequest: options.onRequest ?? (() => Promise.resolve({})),
-    onAck: () => {},
-    onRelayError: () => {},
-    log: () => {},
-  });
+  const link = new ControlLink(
+    linkOptions(
+      new RelayNodes([`http://127.0.0.1:${(server.address() as { port: number }).port}`]),
+      {
+        onWelcome: () => welcomed.resolve(),
+        ...(options.onRequest ? { onRequest: options.onRequest } : {}),
+      },
+    ),
+  );
   const stop = new AbortController();
   const running = link.run(stop.signal);
   try {

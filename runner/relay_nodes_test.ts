@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import type { WebSocket as WsSocket, WebSocketServer } from "ws";
 import { ControlLink } from "./control_link.ts";
 import { RelayNodes } from "./relay_nodes.ts";
+import { linkOptions } from "./testdata/fakes.ts";
 import { TunnelClient } from "./tunnel.ts";
 
 Deno.test("relay nodes: a failure moves on round robin, a welcome settles, listeners hear changes", () => {
@@ -90,23 +91,7 @@ async function until(test: () => boolean, what: string): Promise<void> {
 }
 
 function linkAndTunnel(relay: RelayNodes, lines: string[]) {
-  const link = new ControlLink({
-    relay,
-    hello: () => ({
-      apiKey: "brt_x",
-      runnerId: "r",
-      name: "r",
-      roots: [],
-      version: "t",
-      platform: "linux",
-      sessions: [],
-    }),
-    onWelcome: () => {},
-    onRequest: () => Promise.resolve({}),
-    onAck: () => {},
-    onRelayError: () => {},
-    log: (l) => lines.push(l),
-  });
+  const link = new ControlLink(linkOptions(relay, { log: (l) => lines.push(l) }));
   const tunnel = new TunnelClient({
     relay,
     apiKey: "brt_x",
@@ -142,14 +127,29 @@ Deno.test("a first relay node that is down: the control channel and the tunnel b
   }
 });
 
-Deno.test("when the control channel's node dies, both channels move to the next node together", async () => {
+/**
+ * Two fake nodes, A and B, and a runner's control channel and tunnel both
+ * connected to A, the first in its list; all stopped after `fn`.
+ */
+async function onFirstOfTwo(
+  fn: (w: { a: FakeNode; b: FakeNode; relay: RelayNodes; link: ControlLink }) => Promise<void>,
+): Promise<void> {
   const a = await fakeNode();
   const b = await fakeNode();
   const relay = new RelayNodes([a.url, b.url]);
-  const lines: string[] = [];
-  const { link, stop } = linkAndTunnel(relay, lines);
+  const { link, stop } = linkAndTunnel(relay, []);
   try {
     await until(() => link.connected && a.open.tunnel === 1, "both channels on the first node");
+    await fn({ a, b, relay, link });
+  } finally {
+    await stop();
+    await a.kill();
+    await b.kill();
+  }
+}
+
+Deno.test("when the control channel's node dies, both channels move to the next node together", async () => {
+  await onFirstOfTwo(async ({ a, b, relay, link }) => {
     assert.equal(b.hellos + b.tunnels, 0, "nothing dialled the second node while the first was up");
     await a.kill();
     await until(
@@ -158,20 +158,11 @@ Deno.test("when the control channel's node dies, both channels move to the next 
     );
     assert.equal(b.open.control, 1);
     assert.equal(b.hellos, 1);
-  } finally {
-    await stop();
-    await b.kill();
-  }
+  });
 });
 
 Deno.test("a tunnel left on another node follows the control channel to its node", async () => {
-  const a = await fakeNode();
-  const b = await fakeNode();
-  const relay = new RelayNodes([a.url, b.url]);
-  const lines: string[] = [];
-  const { link, stop } = linkAndTunnel(relay, lines);
-  try {
-    await until(() => link.connected && a.open.tunnel === 1, "both channels on the first node");
+  await onFirstOfTwo(async ({ a, b, relay, link }) => {
     // Only the control channel drops (a proxy cut it, say): it redials the
     // next node, and the tunnel, still up on the first, moves after it.
     link.drop();
@@ -180,9 +171,5 @@ Deno.test("a tunnel left on another node follows the control channel to its node
       "the tunnel followed the control channel",
     );
     assert.equal(a.open.control, 0);
-  } finally {
-    await stop();
-    await a.kill();
-    await b.kill();
-  }
+  });
 });

@@ -7,11 +7,12 @@
  * end-to-end credit, a node cut off, and a stalled stream reset after idling.
  */
 import assert from "node:assert/strict";
-import { type Bus, LocalBus, type StreamTarget } from "../relay/bus/mod.ts";
+import type { Bus, BusOptions, StreamTarget } from "../relay/bus/mod.ts";
 import { connect } from "@nats-io/transport-node";
 import { NatsBus } from "../relay/bus/nats_bus.ts";
 import { DEAD_MS } from "../relay/bus/_nats_streams.ts";
 import { DEFAULT_WINDOW, type MuxStream, StreamMux } from "../shared/streams.ts";
+import { eachBus, natsNodes } from "./harness/buses.ts";
 import { CutProxy, NATS_SERVER, NatsServer } from "./harness/nats.ts";
 import { eventually, within } from "./harness/wait.ts";
 
@@ -86,56 +87,54 @@ function fakeRunner(userId = "user-1"): RunnerSide {
   };
 }
 
-interface Nodes {
-  a: Bus;
-  b: Bus;
-  close(): Promise<void>;
+/** Node A serves a fake runner as r1, flushed so that node B finds it; `stop` ends that. */
+async function servedByA(a: Bus): Promise<{ runner: RunnerSide; stop: () => void }> {
+  const runner = fakeRunner();
+  const stop = a.serveStreams("r1", runner.target);
+  await a.flush();
+  return { runner, stop };
 }
 
-const IMPLEMENTATIONS: { name: string; ignore: boolean; open(): Promise<Nodes> }[] = [
-  {
-    name: "LocalBus",
-    ignore: false,
-    open() {
-      const bus = new LocalBus();
-      return Promise.resolve({ a: bus, b: bus, close: () => bus.close() });
-    },
-  },
-  {
-    name: "NatsBus",
-    ignore: !NATS_SERVER,
-    async open() {
-      const server = await NatsServer.start();
-      const a = await NatsBus.connect(server.url);
-      const b = await NatsBus.connect(server.url);
-      return {
-        a,
-        b,
-        async close() {
-          await a.close();
-          await b.close();
-          await server.stop();
-        },
-      };
-    },
-  },
-];
+/** A NatsBus-only test's world: runner r1 served by node A, streams opened from node B. */
+interface NatsWorld {
+  a: NatsBus;
+  b: NatsBus;
+  server: NatsServer;
+  /** Node A's way to the server when the test asked for one it can cut. */
+  proxy: CutProxy | null;
+  runner: RunnerSide;
+  /** Opens a stream to r1 from node B, its header `header`. */
+  open(header: string): Promise<MuxStream>;
+}
 
-function streamsTest(name: string, fn: (n: Nodes) => Promise<void>): void {
-  for (const impl of IMPLEMENTATIONS) {
-    Deno.test({
-      name: `${impl.name}: ${name}`,
-      ignore: impl.ignore,
-      async fn() {
-        const nodes = await impl.open();
-        try {
-          await fn(nodes);
-        } finally {
-          await nodes.close();
-        }
-      },
-    });
-  }
+/**
+ * Registers a NatsBus-only test: a private server, nodes A and B (A through
+ * a CutProxy when `cuttable`), the fake runner served by A; all closed after.
+ */
+function natsTest(
+  name: string,
+  fn: (w: NatsWorld) => Promise<void>,
+  options: BusOptions & { cuttable?: boolean } = {},
+): void {
+  const { cuttable, ...busOptions } = options;
+  Deno.test({
+    name: `NatsBus: ${name}`,
+    ignore: !NATS_SERVER,
+    async fn() {
+      await using server = await NatsServer.start();
+      await using proxy = cuttable ? CutProxy.start(server.port) : null;
+      await using nodes = await natsNodes(server, { ...busOptions, aUrl: proxy?.url });
+      const { a, b } = nodes;
+      const { runner } = await servedByA(a);
+      const open = async (header: string) =>
+        (await b.streamsTo("r1"))!.open(encoder.encode(header));
+      try {
+        await fn({ a, b, server, proxy, runner, open });
+      } finally {
+        proxy?.heal();
+      }
+    },
+  });
 }
 
 async function readAll(stream: MuxStream): Promise<Uint8Array> {
@@ -147,12 +146,10 @@ async function readAll(stream: MuxStream): Promise<Uint8Array> {
   return out;
 }
 
-streamsTest(
+eachBus(
   "a stream opened on another node carries bytes both ways and ends",
   async ({ a, b }) => {
-    const runner = fakeRunner();
-    const stop = a.serveStreams("r1", runner.target);
-    await a.flush();
+    const { runner, stop } = await servedByA(a);
     try {
       assert.equal(await b.streamsTo("unknown-runner"), null, "no node serves it");
       const target = await b.streamsTo("r1");
@@ -176,10 +173,8 @@ streamsTest(
   },
 );
 
-streamsTest("a reset on the runner's side reaches the opener with its reason", async ({ a, b }) => {
-  const runner = fakeRunner();
-  const stop = a.serveStreams("r1", runner.target);
-  await a.flush();
+eachBus("a reset on the runner's side reaches the opener with its reason", async ({ a, b }) => {
+  const { runner, stop } = await servedByA(a);
   try {
     const stream = (await b.streamsTo("r1"))!.open(encoder.encode("reset:terminal_not_found"));
     await assert.rejects(readAll(stream), (err: Error & { reason?: string }) => {
@@ -196,12 +191,10 @@ streamsTest("a reset on the runner's side reaches the opener with its reason", a
   }
 });
 
-streamsTest(
+eachBus(
   "a runner whose tunnel left is no longer served: its streams reset, none open",
   async ({ a, b }) => {
-    const runner = fakeRunner();
-    const stop = a.serveStreams("r1", runner.target);
-    await a.flush();
+    const { runner, stop } = await servedByA(a);
     const stream = (await b.streamsTo("r1"))!.open(encoder.encode("echo"));
     const reading = readAll(stream);
     stop();
@@ -212,149 +205,95 @@ streamsTest(
   },
 );
 
-Deno.test({
-  name:
-    "NatsBus: a reader that stops on node B stalls the runner's stream: nothing piles up anywhere",
-  ignore: !NATS_SERVER,
-  async fn() {
-    await using server = await NatsServer.start();
-    const a = await NatsBus.connect(server.url);
-    const b = await NatsBus.connect(server.url);
-    try {
-      const runner = fakeRunner();
-      a.serveStreams("r1", runner.target);
-      await a.flush();
-      const stream = (await b.streamsTo("r1"))!.open(encoder.encode("flood:64"));
-      const reader = stream.readable.getReader();
-      const first = await reader.read();
-      assert.ok(!first.done);
-      // Let the flood run into the credit: one window per hop (B's, A's, the runner's).
-      await new Promise((r) => setTimeout(r, 1500));
-      const stalled = runner.produced.get("flood:64")!;
-      await new Promise((r) => setTimeout(r, 1000));
-      assert.equal(runner.produced.get("flood:64"), stalled, "the runner is stalled");
-      assert.ok(stalled <= 4 * DEFAULT_WINDOW, `the runner wrote ${stalled} bytes ahead`);
-      assert.ok(stream.queuedBytes <= DEFAULT_WINDOW, "B holds at most a window");
-      // Reading again resumes the stream to its end.
-      let total = first.value!.byteLength;
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        total += value.byteLength;
-      }
-      assert.equal(total, 64 * MB);
-    } finally {
-      await a.close();
-      await b.close();
+natsTest(
+  "a reader that stops on node B stalls the runner's stream: nothing piles up anywhere",
+  async ({ runner, open }) => {
+    const stream = await open("flood:64");
+    const reader = stream.readable.getReader();
+    const first = await reader.read();
+    assert.ok(!first.done);
+    // Let the flood run into the credit: one window per hop (B's, A's, the runner's).
+    await new Promise((r) => setTimeout(r, 1500));
+    const stalled = runner.produced.get("flood:64")!;
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.equal(runner.produced.get("flood:64"), stalled, "the runner is stalled");
+    assert.ok(stalled <= 4 * DEFAULT_WINDOW, `the runner wrote ${stalled} bytes ahead`);
+    assert.ok(stream.queuedBytes <= DEFAULT_WINDOW, "B holds at most a window");
+    // Reading again resumes the stream to its end.
+    let total = first.value!.byteLength;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      total += value.byteLength;
     }
+    assert.equal(total, 64 * MB);
   },
-});
+);
 
-Deno.test({
-  name: "NatsBus: a stream nobody reads is reset after the idle time, on both nodes",
-  ignore: !NATS_SERVER,
-  async fn() {
-    await using server = await NatsServer.start();
-    const a = await NatsBus.connect(server.url, { streamIdleMs: 1500 });
-    const b = await NatsBus.connect(server.url, { streamIdleMs: 1500 });
-    try {
-      const runner = fakeRunner();
-      a.serveStreams("r1", runner.target);
-      await a.flush();
-      const stream = (await b.streamsTo("r1"))!.open(encoder.encode("flood:16"));
-      const started = Date.now();
-      await within(stream.closed, 10_000, "the idle reset");
-      assert.match(stream.resetReason ?? "", /idle/);
-      assert.ok(Date.now() - started >= 1500);
-      await eventually("the runner's stream reset", () => runner.resets.get("flood:16"), 10_000);
-      // A stream that moves is not idle: a slow echo for longer than the idle time.
-      const echo = (await b.streamsTo("r1"))!.open(encoder.encode("echo"));
-      const w = echo.writable.getWriter();
-      const reading = readAll(echo);
-      for (let i = 0; i < 12; i++) {
-        await w.write(new Uint8Array(1000));
-        await new Promise((r) => setTimeout(r, 250));
-      }
-      await w.close();
-      assert.equal((await reading).byteLength, 12_000);
-      // Nor is one whose upload waits for credit while its answer keeps coming.
-      const drip = (await b.streamsTo("r1"))!.open(encoder.encode("drip"));
-      drip.writable.getWriter().write(new Uint8Array(3 * DEFAULT_WINDOW)).catch(() => {});
-      const dripped = [];
-      for await (const c of drip.readable) dripped.push(c.byteLength);
-      assert.equal(dripped.reduce((n, x) => n + x, 0), 12_000, "the answer came whole");
-    } finally {
-      await a.close();
-      await b.close();
+natsTest(
+  "a stream nobody reads is reset after the idle time, on both nodes",
+  async ({ runner, open }) => {
+    const stream = await open("flood:16");
+    const started = Date.now();
+    await within(stream.closed, 10_000, "the idle reset");
+    assert.match(stream.resetReason ?? "", /idle/);
+    assert.ok(Date.now() - started >= 1500);
+    await eventually("the runner's stream reset", () => runner.resets.get("flood:16"), 10_000);
+    // A stream that moves is not idle: a slow echo for longer than the idle time.
+    const echo = await open("echo");
+    const w = echo.writable.getWriter();
+    const reading = readAll(echo);
+    for (let i = 0; i < 12; i++) {
+      await w.write(new Uint8Array(1000));
+      await new Promise((r) => setTimeout(r, 250));
     }
+    await w.close();
+    assert.equal((await reading).byteLength, 12_000);
+    // Nor is one whose upload waits for credit while its answer keeps coming.
+    const drip = await open("drip");
+    drip.writable.getWriter().write(new Uint8Array(3 * DEFAULT_WINDOW)).catch(() => {});
+    const dripped = [];
+    for await (const c of drip.readable) dripped.push(c.byteLength);
+    assert.equal(dripped.reduce((n, x) => n + x, 0), 12_000, "the answer came whole");
   },
-});
+  { streamIdleMs: 1500 },
+);
 
-Deno.test({
-  name:
-    "NatsBus: a node cut off from the bus resets the streams through it on both sides, promptly",
-  ignore: !NATS_SERVER,
-  async fn() {
-    await using server = await NatsServer.start();
-    await using proxy = CutProxy.start(server.port);
-    const a = await NatsBus.connect(proxy.url);
-    const b = await NatsBus.connect(server.url);
-    try {
-      const runner = fakeRunner();
-      a.serveStreams("r1", runner.target);
-      await a.flush();
-      const stream = (await b.streamsTo("r1"))!.open(encoder.encode("echo"));
-      const reader = stream.readable.getReader();
-      await stream.writable.getWriter().write(new Uint8Array(10));
-      assert.equal((await reader.read()).value?.byteLength, 10, "the echo is flowing");
-      const reading = reader.read();
-      const cutAt = Date.now();
-      proxy.cut();
-      await assert.rejects(within(reading, DEAD_MS + 4_000, "B's stream reset"));
-      assert.match(stream.resetReason ?? "", /relay node lost/);
-      console.log(`B reset its stream ${Date.now() - cutAt} ms after A was cut off`);
-      await eventually("A reset the runner's stream", () => runner.resets.get("echo"), 5_000);
-      assert.match(runner.resets.get("echo")!, /bus lost/);
-      // B asks again: nobody serves r1 while A is cut off.
-      assert.equal(await b.streamsTo("r1"), null);
-    } finally {
-      proxy.heal();
-      await a.close();
-      await b.close();
-    }
+natsTest(
+  "a node cut off from the bus resets the streams through it on both sides, promptly",
+  async ({ b, proxy, runner, open }) => {
+    const stream = await open("echo");
+    const reader = stream.readable.getReader();
+    await stream.writable.getWriter().write(new Uint8Array(10));
+    assert.equal((await reader.read()).value?.byteLength, 10, "the echo is flowing");
+    const reading = reader.read();
+    const cutAt = Date.now();
+    proxy!.cut();
+    await assert.rejects(within(reading, DEAD_MS + 4_000, "B's stream reset"));
+    assert.match(stream.resetReason ?? "", /relay node lost/);
+    console.log(`B reset its stream ${Date.now() - cutAt} ms after A was cut off`);
+    await eventually("A reset the runner's stream", () => runner.resets.get("echo"), 5_000);
+    assert.match(runner.resets.get("echo")!, /bus lost/);
+    // B asks again: nobody serves r1 while A is cut off.
+    assert.equal(await b.streamsTo("r1"), null);
   },
-});
+  { cuttable: true },
+);
 
-Deno.test({
-  name: "NatsBus: a node that shuts down tells the other, whose streams reset at once",
-  ignore: !NATS_SERVER,
-  async fn() {
-    await using server = await NatsServer.start();
-    const a = await NatsBus.connect(server.url);
-    const b = await NatsBus.connect(server.url);
-    try {
-      const runner = fakeRunner();
-      a.serveStreams("r1", runner.target);
-      await a.flush();
-      const stream = (await b.streamsTo("r1"))!.open(encoder.encode("echo"));
-      const reset = assert.rejects(within(readAll(stream), 1_000, "B's stream reset"));
-      await a.close();
-      await reset;
-      assert.match(stream.resetReason ?? "", /shutting down/);
-    } finally {
-      await a.close();
-      await b.close();
-    }
+natsTest(
+  "a node that shuts down tells the other, whose streams reset at once",
+  async ({ a, open }) => {
+    const stream = await open("echo");
+    const reset = assert.rejects(within(readAll(stream), 1_000, "B's stream reset"));
+    await a.close();
+    await reset;
+    assert.match(stream.resetReason ?? "", /shutting down/);
   },
-});
+);
 
-Deno.test({
-  name: "NatsBus: a message missing on a channel ends its streams instead of passing a hole on",
-  ignore: !NATS_SERVER,
-  async fn() {
-    await using server = await NatsServer.start();
-    const a = await NatsBus.connect(server.url);
-    const b = await NatsBus.connect(server.url);
+natsTest(
+  "a message missing on a channel ends its streams instead of passing a hole on",
+  async ({ b, server, runner, open }) => {
     // A third client sees the channel's subjects and forges what a lost message leaves:
     // the next number after a gap.
     const spy = await connect({ servers: server.url });
@@ -364,10 +303,7 @@ Deno.test({
         callback: (_e, m) => void subjects.push(m.subject),
       });
       await spy.flush();
-      const runner = fakeRunner();
-      a.serveStreams("r1", runner.target);
-      await a.flush();
-      const stream = (await b.streamsTo("r1"))!.open(encoder.encode("echo"));
+      const stream = await open("echo");
       const reader = stream.readable.getReader();
       await stream.writable.getWriter().write(new Uint8Array(10));
       assert.equal((await reader.read()).value?.byteLength, 10);
@@ -381,8 +317,6 @@ Deno.test({
       await eventually("the runner's stream reset", () => runner.resets.get("echo"), 5_000);
     } finally {
       await spy.close();
-      await a.close();
-      await b.close();
     }
   },
-});
+);

@@ -6,66 +6,17 @@
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { type Bus, type BusGap, LocalBus, type StoredEvent } from "../relay/bus/mod.ts";
+import type { BusGap, StoredEvent } from "../relay/bus/mod.ts";
 import { NatsBus, subjectToken } from "../relay/bus/nats_bus.ts";
 import { conflict, RelayError } from "../relay/errors.ts";
+import { type BusNodes, eachBus, natsNodes } from "./harness/buses.ts";
 import { CutProxy, NATS_SERVER, NatsServer } from "./harness/nats.ts";
 import { baseEnv, BatonProcess, ROOT } from "./harness/procs.ts";
 import { eventually, within } from "./harness/wait.ts";
 
-/** Two nodes' buses (the same one for LocalBus: it is one node). */
-interface Nodes {
-  a: Bus;
-  b: Bus;
-  server: NatsServer | null;
-  close(): Promise<void>;
-}
-
-const IMPLEMENTATIONS: { name: string; ignore: boolean; open(): Promise<Nodes> }[] = [
-  {
-    name: "LocalBus",
-    ignore: false,
-    open() {
-      const bus = new LocalBus();
-      return Promise.resolve({ a: bus, b: bus, server: null, close: () => bus.close() });
-    },
-  },
-  {
-    name: "NatsBus",
-    ignore: !NATS_SERVER,
-    async open() {
-      const server = await NatsServer.start();
-      const a = await NatsBus.connect(server.url, { announceMs: 200 });
-      const b = await NatsBus.connect(server.url, { announceMs: 200 });
-      return {
-        a,
-        b,
-        server,
-        async close() {
-          await a.close();
-          await b.close();
-          await server.stop();
-        },
-      };
-    },
-  },
-];
-
-function busTest(name: string, fn: (n: Nodes) => Promise<void>): void {
-  for (const impl of IMPLEMENTATIONS) {
-    Deno.test({
-      name: `${impl.name}: ${name}`,
-      ignore: impl.ignore,
-      async fn() {
-        const nodes = await impl.open();
-        try {
-          await fn(nodes);
-        } finally {
-          await nodes.close();
-        }
-      },
-    });
-  }
+/** The suite's tests, on both buses; nodes announce themselves every 200 ms. */
+function busTest(name: string, fn: (n: BusNodes) => Promise<void>): void {
+  eachBus(name, fn, { announceMs: 200 });
 }
 
 /** Events `from`..`to` as the store keeps them. */
@@ -319,44 +270,39 @@ Deno.test({
   ignore: !NATS_SERVER,
   async fn() {
     await using server = await NatsServer.start();
-    const a = await NatsBus.connect(server.url, { announceMs: 200 });
-    const b = await NatsBus.connect(server.url, { announceMs: 200 });
-    try {
-      const got = new Received();
-      let stateGaps = 0;
-      b.subscribeEvents("s1", got);
-      b.subscribeState("u1", { onState: () => {}, onGap: () => stateGaps++ });
-      b.serveRunner("r1", (op) => Promise.resolve(op));
-      await b.flush();
-      a.publishEvents("u1", "s1", events(1, 3));
-      await got.until(() => got.last === 3, "seq 3");
+    await using nodes = await natsNodes(server, { announceMs: 200 });
+    const { a, b } = nodes;
+    const got = new Received();
+    let stateGaps = 0;
+    b.subscribeEvents("s1", got);
+    b.subscribeState("u1", { onState: () => {}, onGap: () => stateGaps++ });
+    b.serveRunner("r1", (op) => Promise.resolve(op));
+    await b.flush();
+    a.publishEvents("u1", "s1", events(1, 3));
+    await got.until(() => got.last === 3, "seq 3");
 
-      await server.stop();
-      await eventually("both cut off", () => (!a.connected && !b.connected) || undefined, 10_000);
-      // Cut off: committed events are not queued (the store has them), a request fails at once.
-      a.publishEvents("u1", "s1", events(4, 6));
-      const err = await rejection(a.requestRunner("r1", "models", {}, 5_000));
-      assert.deepEqual([err.kind, err.code], ["offline", "runner_offline"]);
-      assert.match(err.message, /cut off/);
+    await server.stop();
+    await eventually("both cut off", () => (!a.connected && !b.connected) || undefined, 10_000);
+    // Cut off: committed events are not queued (the store has them), a request fails at once.
+    a.publishEvents("u1", "s1", events(4, 6));
+    const err = await rejection(a.requestRunner("r1", "models", {}, 5_000));
+    assert.deepEqual([err.kind, err.code], ["offline", "runner_offline"]);
+    assert.match(err.message, /cut off/);
 
-      await server.restart();
-      await eventually("both back", () => (a.connected && b.connected) || undefined, 15_000);
-      await got.until(() => got.gaps.some((g) => g.reason === "reconnect"), "the reconnect gap");
-      assert.deepEqual(got.gaps.find((g) => g.reason === "reconnect"), {
-        reason: "reconnect",
-        after: 3,
-        before: null,
-      });
-      assert.ok(stateGaps >= 1, "state subscribers hear of the outage too");
-      await b.flush();
-      a.publishEvents("u1", "s1", events(7, 8));
-      await got.until(() => got.last === 8, "seq 8 after the restart");
-      assert.deepEqual(got.seqs, [1, 2, 3, 7, 8]);
-      assert.equal(await a.requestRunner("r1", "models", {}, 5_000), "models");
-    } finally {
-      await a.close();
-      await b.close();
-    }
+    await server.restart();
+    await eventually("both back", () => (a.connected && b.connected) || undefined, 15_000);
+    await got.until(() => got.gaps.some((g) => g.reason === "reconnect"), "the reconnect gap");
+    assert.deepEqual(got.gaps.find((g) => g.reason === "reconnect"), {
+      reason: "reconnect",
+      after: 3,
+      before: null,
+    });
+    assert.ok(stateGaps >= 1, "state subscribers hear of the outage too");
+    await b.flush();
+    a.publishEvents("u1", "s1", events(7, 8));
+    await got.until(() => got.last === 8, "seq 8 after the restart");
+    assert.deepEqual(got.seqs, [1, 2, 3, 7, 8]);
+    assert.equal(await a.requestRunner("r1", "models", {}, 5_000), "models");
   },
 });
 
@@ -367,30 +313,25 @@ Deno.test({
   async fn() {
     await using server = await NatsServer.start();
     await using proxy = CutProxy.start(server.port);
-    const a = await NatsBus.connect(proxy.url, { announceMs: 200 });
-    const b = await NatsBus.connect(server.url, { announceMs: 200 });
-    try {
-      const got = new Received();
-      b.subscribeEvents("s1", got);
-      await b.flush();
-      a.publishEvents("u1", "s1", events(1, 3));
-      await got.until(() => got.last === 3, "seq 3");
-      proxy.cut();
-      await eventually("a cut off", () => !a.connected || undefined, 10_000);
-      a.publishEvents("u1", "s1", events(4, 6));
-      proxy.heal();
-      await eventually("a back", () => a.connected || undefined, 10_000);
-      // b was never cut off: only a's word tells it that 4..6 exist (in the store).
-      await got.until(() => got.gaps.length > 0, "the tail notice");
-      assert.deepEqual(got.gaps, [{ reason: "seq", after: 3, before: 7 }]);
-      a.publishEvents("u1", "s1", events(7, 8));
-      await got.until(() => got.last === 8, "seq 8");
-      assert.deepEqual(got.seqs, [1, 2, 3, 7, 8]);
-      assert.equal(got.gaps.length, 1, "no second gap: the tail moved the cursor");
-    } finally {
-      await a.close();
-      await b.close();
-    }
+    await using nodes = await natsNodes(server, { aUrl: proxy.url, announceMs: 200 });
+    const { a, b } = nodes;
+    const got = new Received();
+    b.subscribeEvents("s1", got);
+    await b.flush();
+    a.publishEvents("u1", "s1", events(1, 3));
+    await got.until(() => got.last === 3, "seq 3");
+    proxy.cut();
+    await eventually("a cut off", () => !a.connected || undefined, 10_000);
+    a.publishEvents("u1", "s1", events(4, 6));
+    proxy.heal();
+    await eventually("a back", () => a.connected || undefined, 10_000);
+    // b was never cut off: only a's word tells it that 4..6 exist (in the store).
+    await got.until(() => got.gaps.length > 0, "the tail notice");
+    assert.deepEqual(got.gaps, [{ reason: "seq", after: 3, before: 7 }]);
+    a.publishEvents("u1", "s1", events(7, 8));
+    await got.until(() => got.last === 8, "seq 8");
+    assert.deepEqual(got.seqs, [1, 2, 3, 7, 8]);
+    assert.equal(got.gaps.length, 1, "no second gap: the tail moved the cursor");
   },
 });
 

@@ -7,63 +7,28 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { createHmac } from "node:crypto";
-import { sign as signGitHub } from "@octokit/webhooks-methods";
-import type { SpawnRequest } from "../shared/protocol.ts";
-import type { Webhook } from "../shared/api.ts";
-import { json, signUp, type User } from "./harness/client.ts";
-import { defaultAnswer, FakeRunner } from "./harness/fake_runner.ts";
-import { twoNodes } from "./harness/cluster.ts";
-import { postgresAvailable, startPostgres } from "./harness/postgres.ts";
-import type { RelayProcess } from "./harness/procs.ts";
+import { json, signUp } from "./harness/client.ts";
+import {
+  assertGitHubReplays,
+  assertRateLimited,
+  createHook,
+  enhanced,
+  fire,
+  github,
+  startingRunner,
+} from "./harness/webhooks.ts";
+import type { FakeRunner } from "./harness/fake_runner.ts";
+import { withTwoNodes } from "./harness/cluster.ts";
+import { postgresAvailable } from "./harness/postgres.ts";
 
 const HAS_PG = postgresAvailable("the limits across relay nodes");
-
-type Hook = Webhook & { secret: string };
-
-function enhanced(secret: string, body: string): Record<string, string> {
-  const timestamp = new Date().toISOString();
-  const nonce = crypto.randomUUID();
-  const h = createHmac("sha256", secret).update(`${timestamp}.${nonce}.`).update(body);
-  return {
-    "x-webhook-timestamp": timestamp,
-    "x-webhook-nonce": nonce,
-    "x-webhook-signature": h.digest("hex"),
-  };
-}
-
-/** POSTs a delivery to one node as a sender does (no cookie, no key). */
-async function fire(node: RelayProcess, id: string, body: string, headers: Record<string, string>) {
-  const res = await fetch(`${node.url}/api/webhooks/${id}/fire`, {
-    method: "POST",
-    headers: { "content-type": "application/json", ...headers },
-    body,
-  });
-  return { status: res.status, headers: res.headers, body: await res.json() };
-}
-
-async function createHook(user: User, body: Record<string, unknown>): Promise<Hook> {
-  const res = await user.web("/api/webhooks", json("POST", body));
-  const got = await res.json();
-  assert.equal(res.status, 201, JSON.stringify(got));
-  return got.webhook;
-}
 
 Deno.test({
   name:
     "a webhook's fire limit holds across two nodes: half its fires on each, the next refused on both",
   ignore: !HAS_PG,
   async fn() {
-    const pg = await startPostgres();
-    const cluster = await twoNodes(pg, { env: { BATON_WEBHOOK_RATE_LIMIT: "6" } }).catch(
-      async (err) => {
-        await pg.stop();
-        throw err;
-      },
-    );
-    const { a, b } = cluster;
-    let ok = false;
-    try {
+    await withTwoNodes(async ({ a, b }) => {
       const user = await signUp(a.url);
       // Deliveries its filter drops: counted, and nothing needs a runner.
       const hook = await createHook(user, { name: "CI", source: "ci", eventFilter: ["deploy"] });
@@ -76,22 +41,13 @@ Deno.test({
       }
       for (const node of [b, a]) {
         const body = JSON.stringify({ type: "build", n: "over" });
-        const res = await fire(node, hook.id, body, enhanced(hook.secret, body));
-        assert.equal(res.status, 429, JSON.stringify(res.body));
-        assert.equal(res.body.error.code, "rate_limited");
-        const retry = Number(res.headers.get("retry-after"));
-        assert.ok(retry >= 1 && retry <= 60, `Retry-After: ${retry}`);
+        assertRateLimited(await fire(node, hook.id, body, enhanced(hook.secret, body)));
       }
       // Another webhook of the same account has its own allowance, on either node.
       const other = await createHook(user, { name: "Calm", source: "ci", eventFilter: ["x"] });
       const body = JSON.stringify({ type: "build" });
       assert.equal((await fire(b, other.id, body, enhanced(other.secret, body))).status, 200);
-      ok = true;
-    } finally {
-      if (!ok) console.error(`--- node A:\n${a.proc.output()}\n--- node B:\n${b.proc.output()}`);
-      await cluster.stop();
-      await pg.stop();
-    }
+    }, { env: { BATON_WEBHOOK_RATE_LIMIT: "6" } });
   },
 });
 
@@ -100,78 +56,46 @@ Deno.test({
     "a signed delivery replayed to the other node is refused, and a GitHub body under a new delivery id too",
   ignore: !HAS_PG,
   async fn() {
-    const pg = await startPostgres();
-    const cluster = await twoNodes(pg).catch(async (err) => {
-      await pg.stop();
-      throw err;
+    await withTwoNodes(async ({ a, b }) => {
+      let runner: FakeRunner | undefined;
+      try {
+        const user = await signUp(a.url);
+        const started = await startingRunner(a, user);
+        runner = started.runner;
+        const { spawned } = started;
+
+        // Enhanced signing: the nonce, claimed by node A, is used on node B too.
+        const hook = await createHook(user, {
+          name: "CI",
+          source: "ci",
+          runnerId: runner.runnerId,
+        });
+        const body = JSON.stringify({ type: "build", marker: "ONCE" });
+        const captured = enhanced(hook.secret, body);
+        const first = await fire(a, hook.id, body, captured);
+        assert.equal(first.status, 200, JSON.stringify(first.body));
+        assert.ok(first.body.sessionId);
+        const replay = await fire(b, hook.id, body, captured);
+        assert.equal(replay.status, 409, JSON.stringify(replay.body));
+        assert.equal(replay.body.error.code, "nonce_reused");
+
+        // GitHub signs the body only: the same delivery on B is a redelivery (answered
+        // as one), the same body under a delivery id of the sender's choosing is refused.
+        const gh = await createHook(user, {
+          name: "GH",
+          source: "github",
+          runnerId: runner.runnerId,
+        });
+        const push = JSON.stringify({ ref: "refs/heads/main", marker: "CAPTURED" });
+        const headers = await github(gh.secret, push, crypto.randomUUID());
+        const delivered = await fire(a, gh.id, push, headers);
+        assert.equal(delivered.status, 200, JSON.stringify(delivered.body));
+        await assertGitHubReplays(b, gh.id, push, headers, delivered.body.sessionId);
+        assert.equal(spawned.length, 2, "one session per delivery, none for the replays");
+      } finally {
+        await runner?.close();
+      }
     });
-    const { a, b } = cluster;
-    let runner: FakeRunner | undefined;
-    let ok = false;
-    try {
-      const user = await signUp(a.url);
-      const spawned: string[] = [];
-      const r: FakeRunner = runner = await FakeRunner.connect(a.url, {
-        apiKey: user.apiKey,
-        answer: (req) => {
-          if (req.op === "spawn") {
-            const { sessionId } = req.data as SpawnRequest;
-            spawned.push(sessionId);
-            setTimeout(() =>
-              r.sendEvents(sessionId, [{
-                seq: 1,
-                ts: Date.now(),
-                e: { type: "session_start", cwd: "/fake", model: null, resumed: false, tools: [] },
-              }]), 10);
-          }
-          return defaultAnswer(req);
-        },
-      });
-
-      // Enhanced signing: the nonce, claimed by node A, is used on node B too.
-      const hook = await createHook(user, { name: "CI", source: "ci", runnerId: runner.runnerId });
-      const body = JSON.stringify({ type: "build", marker: "ONCE" });
-      const captured = enhanced(hook.secret, body);
-      const first = await fire(a, hook.id, body, captured);
-      assert.equal(first.status, 200, JSON.stringify(first.body));
-      assert.ok(first.body.sessionId);
-      const replay = await fire(b, hook.id, body, captured);
-      assert.equal(replay.status, 409, JSON.stringify(replay.body));
-      assert.equal(replay.body.error.code, "nonce_reused");
-
-      // GitHub signs the body only: the same delivery on B is a redelivery (answered
-      // as one), the same body under a delivery id of the sender's choosing is refused.
-      const gh = await createHook(user, {
-        name: "GH",
-        source: "github",
-        runnerId: runner.runnerId,
-      });
-      const push = JSON.stringify({ ref: "refs/heads/main", marker: "CAPTURED" });
-      const headers = {
-        "x-hub-signature-256": await signGitHub(gh.secret, push),
-        "x-github-event": "push",
-        "x-github-delivery": crypto.randomUUID(),
-      };
-      const delivered = await fire(a, gh.id, push, headers);
-      assert.equal(delivered.status, 200, JSON.stringify(delivered.body));
-      const again = await fire(b, gh.id, push, headers);
-      assert.equal(again.status, 200, JSON.stringify(again.body));
-      assert.equal(again.body.duplicate, true);
-      assert.equal(again.body.sessionId, delivered.body.sessionId);
-      const renamed = await fire(b, gh.id, push, {
-        ...headers,
-        "x-github-delivery": crypto.randomUUID(),
-      });
-      assert.equal(renamed.status, 409, JSON.stringify(renamed.body));
-      assert.equal(renamed.body.error.code, "replayed");
-      assert.equal(spawned.length, 2, "one session per delivery, none for the replays");
-      ok = true;
-    } finally {
-      await runner?.close();
-      if (!ok) console.error(`--- node A:\n${a.proc.output()}\n--- node B:\n${b.proc.output()}`);
-      await cluster.stop();
-      await pg.stop();
-    }
   },
 });
 
@@ -179,14 +103,7 @@ Deno.test({
   name: "sign-in attempts and registrations spread over two nodes hit one limit",
   ignore: !HAS_PG,
   async fn() {
-    const pg = await startPostgres();
-    const cluster = await twoNodes(pg).catch(async (err) => {
-      await pg.stop();
-      throw err;
-    });
-    const { a, b } = cluster;
-    let ok = false;
-    try {
+    await withTwoNodes(async ({ a, b }) => {
       // One registration and one sign-in (for its cookie), on node A.
       const user = await signUp(a.url);
       const wrong = { email: user.email, password: "not the password" };
@@ -224,11 +141,6 @@ Deno.test({
         await res.body?.cancel();
       }
       assert.deepEqual(registered, [401, 401, 401, 401, 429], "the first was signUp's, on A");
-      ok = true;
-    } finally {
-      if (!ok) console.error(`--- node A:\n${a.proc.output()}\n--- node B:\n${b.proc.output()}`);
-      await cluster.stop();
-      await pg.stop();
-    }
+    });
   },
 });

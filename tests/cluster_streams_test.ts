@@ -17,19 +17,17 @@ import { json, signIn, signUp, type User } from "./harness/client.ts";
 import { twoNodes } from "./harness/cluster.ts";
 import { NATS_SERVER, NatsServer } from "./harness/nats.ts";
 import { postgresAvailable, type PostgresServer, startPostgres } from "./harness/postgres.ts";
-import { RelayProcess, type RunnerProcess, startRunner } from "./harness/procs.ts";
+import { RelayProcess, type RunnerProcess } from "./harness/procs.ts";
 import { RssWatch } from "./harness/rss.ts";
-import { runnerIdOf } from "./harness/tunnel_world.ts";
+import { madeAsRead, runnerIdOf, startTerminalRunner } from "./harness/tunnel_world.ts";
 import { within } from "./harness/wait.ts";
 
 const MB = 1024 * 1024;
-const CHUNK = 64 * 1024;
 const HAS_PG = postgresAvailable("the tunnel-across-nodes tests");
 const IGNORE = !HAS_PG || !NATS_SERVER;
 
 /** The service on the runner's machine: a page, downloads of any size made as read, a WS echo. */
 function startService(made: Map<string, number>) {
-  const chunk = new Uint8Array(CHUNK).fill(120);
   return Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (req) => {
     const url = new URL(req.url);
     if (url.pathname === "/hello") {
@@ -40,19 +38,7 @@ function startService(made: Map<string, number>) {
       socket.onmessage = (ev) => socket.send(ev.data);
       return response;
     }
-    const id = url.searchParams.get("id") ?? "";
-    let left = Number(url.searchParams.get("mb")) * (MB / CHUNK);
-    made.set(id, 0);
-    return new Response(
-      new ReadableStream({
-        pull(c) {
-          if (left-- <= 0) return c.close();
-          made.set(id, made.get(id)! + CHUNK);
-          c.enqueue(chunk);
-        },
-      }, { highWaterMark: 0 }),
-      { headers: { "content-type": "application/octet-stream" } },
-    );
+    return madeAsRead(url, made);
   });
 }
 
@@ -88,12 +74,7 @@ async function withCluster(fn: (c: Cluster) => Promise<void>): Promise<void> {
     b = nodes.b;
     const ownerA = await signUp(a.url);
     const stranger = await signUp(b.url);
-    runner = await startRunner({
-      relayUrl: a.url,
-      apiKey: ownerA.apiKey,
-      env: { BATON_WORKSPACE_ROOTS: root, SHELL: "/bin/bash" },
-    });
-    await runner.proc.waitFor(/tunnel connected/, 20_000);
+    runner = await startTerminalRunner(a.url, ownerA, root);
     const cookieB = await signIn(b.url, ownerA.email, ownerA.password);
     const bUrl = b.url;
     await fn({

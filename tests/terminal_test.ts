@@ -5,7 +5,8 @@
 import assert from "node:assert/strict";
 import WebSocket from "ws";
 import { json, signUp, type User } from "./harness/client.ts";
-import { RelayProcess as Relay, type RunnerProcess, startRunner } from "./harness/procs.ts";
+import { RelayProcess as Relay, type RunnerProcess } from "./harness/procs.ts";
+import { runnerIdOf, startTerminalRunner } from "./harness/tunnel_world.ts";
 
 interface World {
   relay: Relay;
@@ -25,14 +26,8 @@ async function withWorld(fn: (w: World) => Promise<void>): Promise<void> {
   try {
     const owner = await signUp(relay.url);
     const stranger = await signUp(relay.url);
-    runner = await startRunner({
-      relayUrl: relay.url,
-      apiKey: owner.apiKey,
-      env: { BATON_WORKSPACE_ROOTS: root, SHELL: "/bin/bash" },
-    });
-    await runner.proc.waitFor(/tunnel connected/, 20_000);
-    const runners = await (await owner.api("/api/runners")).json();
-    const runnerId: string = (runners.runners ?? runners)[0].id;
+    runner = await startTerminalRunner(relay.url, owner, root);
+    const runnerId = await runnerIdOf(owner);
     const web = (user: User, path: string, init: RequestInit = {}) =>
       user.web(path, {
         ...init,

@@ -7,30 +7,16 @@
  */
 import assert from "node:assert/strict";
 import { daemonPid, RssWatch } from "./harness/rss.ts";
-import { withTunnelRunner } from "./harness/tunnel_world.ts";
+import { madeAsRead, withTunnelRunner } from "./harness/tunnel_world.ts";
 
 const MB = 1024 * 1024;
-const CHUNK = 64 * 1024;
 
 /** A service that makes `mb` MiB as it is read, and counts what each download made. */
 function startService(made: Map<string, number>) {
-  const chunk = new Uint8Array(CHUNK).fill(120);
-  return Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (req) => {
-    const url = new URL(req.url);
-    const id = url.searchParams.get("id") ?? "";
-    let left = Number(url.searchParams.get("mb")) * (MB / CHUNK);
-    made.set(id, 0);
-    return new Response(
-      new ReadableStream({
-        pull(c) {
-          if (left-- <= 0) return c.close();
-          made.set(id, made.get(id)! + CHUNK);
-          c.enqueue(chunk);
-        },
-      }, { highWaterMark: 0 }),
-      { headers: { "content-type": "application/octet-stream" } },
-    );
-  });
+  return Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    (req) => madeAsRead(new URL(req.url), made),
+  );
 }
 
 async function withWorld(

@@ -6,90 +6,30 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { createHmac } from "node:crypto";
 import { DatabaseSync } from "node:sqlite";
 import { join } from "node:path";
-import { sign as signGitHub } from "@octokit/webhooks-methods";
 import { serveRelay } from "../relay/serve.ts";
-import type { ServedRelay } from "../relay/mod.ts";
 import { migrate } from "../relay/store/db.ts";
-import type { SpawnRequest } from "../shared/protocol.ts";
 import type { Webhook } from "../shared/api.ts";
 import { json, signUp, type User } from "./harness/client.ts";
-import { defaultAnswer, FakeRunner } from "./harness/fake_runner.ts";
+import {
+  assertGitHubReplays,
+  assertRateLimited,
+  createHook,
+  enhanced,
+  fire,
+  github,
+  hmacHex,
+  startingRunner,
+} from "./harness/webhooks.ts";
+import type { FakeRunner } from "./harness/fake_runner.ts";
 import { tempDir } from "./harness/procs.ts";
-
-type Hook = Webhook & { secret: string };
-
-function hmacHex(secret: string, ...parts: string[]): string {
-  const h = createHmac("sha256", secret);
-  for (const p of parts) h.update(p);
-  return h.digest("hex");
-}
-
-function enhanced(secret: string, body: string): Record<string, string> {
-  const timestamp = new Date().toISOString();
-  const nonce = crypto.randomUUID();
-  return {
-    "x-webhook-timestamp": timestamp,
-    "x-webhook-nonce": nonce,
-    "x-webhook-signature": hmacHex(secret, `${timestamp}.${nonce}.`, body),
-  };
-}
-
-async function github(secret: string, body: string, delivery?: string) {
-  return {
-    "x-hub-signature-256": await signGitHub(secret, body),
-    "x-github-event": "push",
-    ...(delivery ? { "x-github-delivery": delivery } : {}),
-  };
-}
-
-/** POSTs a delivery as a sender does (no cookie, no key). */
-async function fire(relay: ServedRelay, id: string, body: string, headers: Record<string, string>) {
-  const res = await fetch(`${relay.url}/api/webhooks/${id}/fire`, {
-    method: "POST",
-    headers: { "content-type": "application/json", ...headers },
-    body,
-  });
-  return { status: res.status, headers: res.headers, body: await res.json() };
-}
-
-async function createHook(user: User, body: Record<string, unknown>): Promise<Hook> {
-  const res = await user.web("/api/webhooks", json("POST", body));
-  const got = await res.json();
-  assert.equal(res.status, 201, JSON.stringify(got));
-  return got.webhook;
-}
 
 async function changeHook(user: User, id: string, body: Record<string, unknown>) {
   const res = await user.web(`/api/webhooks/${id}`, json("PUT", body));
   const got = await res.json();
   assert.equal(res.status, 200, JSON.stringify(got));
   return got.webhook as Webhook;
-}
-
-/** A fake runner that starts every session it is asked to spawn; the ids, in order. */
-async function startingRunner(relay: ServedRelay, user: User, runnerId?: string) {
-  const spawned: string[] = [];
-  const runner = await FakeRunner.connect(relay.url, {
-    apiKey: user.apiKey,
-    ...(runnerId ? { runnerId } : {}),
-    answer: (req) => {
-      if (req.op === "spawn") {
-        const { sessionId } = req.data as SpawnRequest;
-        spawned.push(sessionId);
-        setTimeout(() =>
-          runner.sendEvents(sessionId, [{
-            seq: 1,
-            ts: Date.now(),
-            e: { type: "session_start", cwd: "/fake", model: null, resumed: false, tools: [] },
-          }]), 10);
-      }
-      return defaultAnswer(req);
-    },
-  });
-  return { runner, spawned };
 }
 
 function serve(dataDir: string, extra: { webhookFiresPerMinute?: number } = {}) {
@@ -127,18 +67,9 @@ Deno.test("a captured GitHub delivery starts nothing after a relay restart, unde
     r = await startingRunner(relay, user, runner.runnerId);
     runner = r.runner;
 
-    // The same request again: a redelivery, answered as one; nothing starts.
-    const again = await fire(relay, hook.id, body, captured);
-    assert.equal(again.status, 200, JSON.stringify(again.body));
-    assert.equal(again.body.duplicate, true);
-    assert.equal(again.body.sessionId, first.body.sessionId);
-    // With a delivery id of the attacker's choosing (GitHub signs the body only): refused.
-    const fresh = await fire(relay, hook.id, body, {
-      ...captured,
-      "x-github-delivery": crypto.randomUUID(),
-    });
-    assert.equal(fresh.status, 409, JSON.stringify(fresh.body));
-    assert.equal(fresh.body.error.code, "replayed");
+    // The same request again: a redelivery, answered as one; under a delivery id of the
+    // attacker's choosing: refused. Nothing starts.
+    await assertGitHubReplays(relay, hook.id, body, captured, first.body.sessionId);
     assert.equal(r.spawned.length, 0, "the replays started nothing");
     // A new delivery (another body) still starts a session on the restarted relay.
     const next = JSON.stringify({ ref: "refs/heads/main", marker: "NEXT" });
@@ -223,11 +154,7 @@ Deno.test("the 61st signed fire of a webhook within a minute gets 429 with Retry
       assert.equal(res.body.filtered, true);
     }
     const body = JSON.stringify({ type: "deploy", marker: "SIXTY-FIRST" });
-    const limited = await fire(relay, hook.id, body, enhanced(hook.secret, body));
-    assert.equal(limited.status, 429, JSON.stringify(limited.body));
-    assert.equal(limited.body.error.code, "rate_limited");
-    const retry = Number(limited.headers.get("retry-after"));
-    assert.ok(retry >= 1 && retry <= 60, `Retry-After: ${retry}`);
+    assertRateLimited(await fire(relay, hook.id, body, enhanced(hook.secret, body)));
     assert.equal(r.spawned.length, 0, "the refused fire started nothing");
     // The limit is the webhook's own: another one of the same user still fires.
     const calm = await fire(relay, other.id, body, enhanced(other.secret, body));

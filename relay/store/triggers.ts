@@ -1,34 +1,19 @@
 import { type Database, transaction } from "./db.ts";
 import { Statements } from "./_statements.ts";
-import type { DeliveredTrigger, ModelRef } from "../../shared/protocol.ts";
-import type { FilterMode, TriggerFilter } from "../../shared/triggers.ts";
+import type { DeliveredTrigger } from "../../shared/protocol.ts";
+import type { TriggerListener, TriggerSubscription } from "../../shared/triggers_api.ts";
 import type { Write } from "./_write.ts";
 
-/** A session's subscription to a trigger type. */
-export interface SubscriptionRecord {
-  subscriptionId: string;
+/** A session's subscription to a trigger type: what the API shows, and whose it is. */
+export interface SubscriptionRecord extends TriggerSubscription {
   sessionId: string;
   userId: string;
-  runnerId: string;
-  triggerType: string;
-  params: Record<string, unknown>;
-  filters: TriggerFilter[];
-  filterMode: FilterMode;
-  createdAt: string;
 }
 
-/** A runner-level listener that spawns a session per matching trigger. */
-export interface ListenerRecord {
-  listenerId: string;
+/** A runner-level listener that spawns a session per matching trigger, and whose it is. */
+export interface ListenerRecord extends TriggerListener {
   userId: string;
   runnerId: string;
-  triggerType: string;
-  prompt: string;
-  cwd: string | null;
-  model: ModelRef | null;
-  params: Record<string, unknown>;
-  createdAt: string;
-  updatedAt: string;
 }
 
 /** One entry of a session's trigger history: a delivered (or sent) trigger and its answer. */

@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { assertContiguous, json, signUp, storedEvents, type User, Viewer } from "./client.ts";
 import { type MockLlm, MODEL } from "./mock_llm.ts";
-import type { PostgresServer } from "./postgres.ts";
+import { type PostgresServer, startPostgres } from "./postgres.ts";
 import {
   RelayProcess,
   type RunnerOptions,
@@ -74,6 +74,29 @@ export async function twoNodes(
     for (const node of [a, b]) await node.stop().catch(() => {});
   };
   return { url, a, b, stop, [Symbol.asyncDispose]: stop };
+}
+
+/**
+ * Starts a private PostgreSQL and two nodes on it ({@linkcode twoNodes} with
+ * `options`), runs `fn`, and stops them all; both nodes' output is printed
+ * when `fn` fails.
+ */
+export async function withTwoNodes(
+  fn: (nodes: TwoNodes) => Promise<void>,
+  options: Omit<RelayOptions, "dataDir" | "home" | "port"> = {},
+): Promise<void> {
+  const pg = await startPostgres();
+  try {
+    await using nodes = await twoNodes(pg, options);
+    try {
+      await fn(nodes);
+    } catch (err) {
+      console.error(`--- node A:\n${nodes.a.proc.output()}\n--- node B:\n${nodes.b.proc.output()}`);
+      throw err;
+    }
+  } finally {
+    await pg.stop();
+  }
 }
 
 /** A signed-up user with one runner connected to a relay, its model served by the mock. */

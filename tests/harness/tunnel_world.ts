@@ -76,3 +76,53 @@ export async function withTunnelRunner(
     await relay.stop();
   }
 }
+
+/**
+ * Starts `owner`'s runner on `relayUrl` with `root` as its only workspace
+ * root and bash as its shell (what the terminal tests open), and waits for
+ * its tunnel; on failure its output is printed and it is stopped.
+ */
+export async function startTerminalRunner(
+  relayUrl: string,
+  owner: User,
+  root: string,
+): Promise<RunnerProcess> {
+  const runner = await startRunner({
+    relayUrl,
+    apiKey: owner.apiKey,
+    env: { BATON_WORKSPACE_ROOTS: root, SHELL: "/bin/bash" },
+  });
+  try {
+    await runner.proc.waitFor(/tunnel connected/, 20_000);
+  } catch (err) {
+    console.error(runner.proc.output());
+    await runner.stop();
+    throw err;
+  }
+  return runner;
+}
+
+const MB = 1024 * 1024;
+const CHUNK = 64 * 1024;
+
+/**
+ * A download of `?mb=` MiB that the service makes only as it is read, 64 KiB
+ * a pull, counting what it made in `made` under `?id=`: a reader that stalls
+ * holds the maker back, which is what the tunnel's credit must show.
+ */
+export function madeAsRead(url: URL, made: Map<string, number>): Response {
+  const chunk = new Uint8Array(CHUNK).fill(120);
+  const id = url.searchParams.get("id") ?? "";
+  let left = Number(url.searchParams.get("mb")) * (MB / CHUNK);
+  made.set(id, 0);
+  return new Response(
+    new ReadableStream({
+      pull(c) {
+        if (left-- <= 0) return c.close();
+        made.set(id, made.get(id)! + CHUNK);
+        c.enqueue(chunk);
+      },
+    }, { highWaterMark: 0 }),
+    { headers: { "content-type": "application/octet-stream" } },
+  );
+}
