@@ -21,6 +21,7 @@ import { dirname, join } from "node:path";
 import type { BenchContext } from "../_report.ts";
 import { ms, si } from "../_stats.ts";
 import type { FanoutResult } from "../load/fanout.ts";
+import { ingestLoad } from "./durability.ts";
 import { buildWsview, runLoad, type Server, startServer, startServers } from "./fanout.ts";
 
 /** Events/s of the runner in the latency rows (the figure). */
@@ -287,17 +288,7 @@ export async function cluster(ctx: BenchContext): Promise<void> {
 
     // 3. Durable ingest, one relay on each store.
     for (const batch of ctx.quick ? [1] : [1, 50]) {
-      const ingest = async (server: Server) =>
-        await runLoad(server, {
-          viewers: 0,
-          client: "native",
-          mode: "ack",
-          window: 2000,
-          rate: 0,
-          batch,
-          warmupMs,
-          durationMs,
-        });
+      const ingest = (server: Server) => ingestLoad(server, batch, warmupMs, durationMs);
       const p = await ingest(onPg);
       const s = await ingest(onSqlite);
       for (const [name, r] of [["PostgreSQL", p], ["SQLite", s]] as const) {

@@ -8,7 +8,7 @@
 import type { BenchContext } from "../_report.ts";
 import { ms, si } from "../_stats.ts";
 import type { FanoutResult } from "../load/fanout.ts";
-import { runLoad, startServers } from "./fanout.ts";
+import { runLoad, type Server, startServers } from "./fanout.ts";
 
 /** Runs the durability scenario (one round of it: `main.ts` repeats it). */
 export async function durability(ctx: BenchContext): Promise<void> {
@@ -17,16 +17,12 @@ export async function durability(ctx: BenchContext): Promise<void> {
     for (const batch of ctx.quick ? [1] : [1, 50]) {
       const runs: Partial<Record<"durable" | "volatile", FanoutResult>> = {};
       for (const [name, server] of [["durable", durable], ["volatile", volatile]] as const) {
-        const r = await runLoad(server, {
-          viewers: 0,
-          client: "native",
-          mode: "ack",
-          window: 2000,
-          rate: 0,
+        const r = await ingestLoad(
+          server,
           batch,
-          warmupMs: ctx.quick ? 200 : 1000,
-          durationMs: ctx.quick ? 800 : 3000,
-        });
+          ctx.quick ? 200 : 1000,
+          ctx.quick ? 800 : 3000,
+        );
         ctx.log(
           `accept, frames of ${batch}, ${name}: ${si(r.eventsPerSec)} events/s, ack p50 ${
             ms(r.latency.p50)
@@ -55,4 +51,26 @@ export async function durability(ctx: BenchContext): Promise<void> {
     await durable.proc.stop();
     await volatile.proc.stop();
   }
+}
+
+/**
+ * Durable ingest: one session's events sent as fast as the relay acks them
+ * (2,000 in flight), in frames of `batch`, with no viewer.
+ */
+export function ingestLoad(
+  server: Server,
+  batch: number,
+  warmupMs: number,
+  durationMs: number,
+): Promise<FanoutResult> {
+  return runLoad(server, {
+    viewers: 0,
+    client: "native",
+    mode: "ack",
+    window: 2000,
+    rate: 0,
+    batch,
+    warmupMs,
+    durationMs,
+  });
 }
