@@ -50,9 +50,10 @@ export async function checkSharedKeys(
     },
   ];
   for (const c of checks) {
+    // The first node's keys win, even against one starting at the same moment.
+    if (await store.settings.setIfAbsent(RELAY_SETTINGS, c.key, c.mine)) continue;
     const seen = await store.settings.get<string | null>(RELAY_SETTINGS, c.key, null);
-    if (seen === null) await store.settings.set(RELAY_SETTINGS, c.key, c.mine);
-    else if (seen !== c.mine) {
+    if (seen !== c.mine) {
       throw new Error(
         `This relay node's keys differ from the other nodes' on this database: ${c.fix} ` +
           `(docs/scaling.md)`,

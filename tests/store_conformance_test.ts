@@ -392,6 +392,10 @@ const BEHAVIOURS: Record<string, (s: Subject, d: Dialect) => Promise<void>> = {
     assert.deepEqual(await settings.get("u1", "theme", null), { dark: true, size: 2 });
     assert.equal(await settings.get("u2", "theme", ""), "plain");
     assert.equal(await settings.get("u1", "other", 7), 7);
+    // The first value wins; a later one is refused and changes nothing.
+    assert.equal(await settings.setIfAbsent("", "relay.k", "first"), true);
+    assert.equal(await settings.setIfAbsent("", "relay.k", "second"), false);
+    assert.equal(await settings.get("", "relay.k", null), "first");
   },
 
   "triggers: subscriptions and listeners keep the order they were added in": async (s) => {

@@ -15,6 +15,15 @@ export class SettingsRepo {
     return r ? JSON.parse(r.value) as T : fallback;
   }
 
+  /** Stores `value` unless the key has one already; whether it was stored. */
+  setIfAbsent(userId: string, key: string, value: unknown): boolean {
+    const r = this.#sql.sql(
+      `INSERT INTO user_settings (user_id, key, value) VALUES (?, ?, ?)
+       ON CONFLICT (user_id, key) DO NOTHING`,
+    ).run(userId, key, JSON.stringify(value));
+    return Number(r.changes) > 0;
+  }
+
   set(userId: string, key: string, value: unknown): void {
     this.#sql.sql(
       `INSERT INTO user_settings (user_id, key, value) VALUES (?, ?, ?)

@@ -13,6 +13,17 @@ export class PgSettingsRepo {
     return r ? JSON.parse(r.value) as T : fallback;
   }
 
+  async setIfAbsent(userId: string, key: string, value: unknown): Promise<boolean> {
+    const n = await this.sql.run(
+      `INSERT INTO user_settings (user_id, key, value) VALUES (?, ?, ?)
+       ON CONFLICT (user_id, key) DO NOTHING`,
+      userId,
+      key,
+      JSON.stringify(value),
+    );
+    return n > 0;
+  }
+
   async set(userId: string, key: string, value: unknown): Promise<void> {
     await this.sql.run(
       `INSERT INTO user_settings (user_id, key, value) VALUES (?, ?, ?)
