@@ -23,7 +23,8 @@ import { parseFlags } from "./_args.ts";
 export const DOCTOR_HELP = `Usage: baton doctor [--data-dir <dir>]
 
 Check this machine for baton, one line per check with a fix for what fails:
-version, relay reachable and the API key accepted, this runner registered,
+version, each relay node reachable (all of a comma-separated BATON_RELAY_URL
+or relayUrls), the API key accepted and this runner registered,
 the clocks of this machine and the relay (webhook signatures allow 5 minutes),
 workspace roots, git, rg, the sandbox's bwrap and socat (Linux), the models and
 which providers have keys, and the free space of the data folder (--data-dir,
@@ -111,6 +112,43 @@ const INSTALL: Record<string, Record<string, string>> = {
   },
 };
 
+/** One relay node: does it answer /health, and does its clock agree with ours? */
+async function relayCheck(
+  base: string,
+  o: DoctorOptions,
+): Promise<{ ok: boolean; results: CheckResult[] }> {
+  const sentAt = o.now();
+  let health: Response;
+  try {
+    health = await o.fetch(`${base}/health`, { signal: AbortSignal.timeout(5000) });
+    await health.body?.cancel();
+  } catch (err) {
+    return {
+      ok: false,
+      results: [{
+        status: "fail",
+        name: "relay",
+        detail: `cannot reach ${base}: ${err instanceof Error ? err.message : String(err)}`,
+        fix:
+          "check the address in ~/.baton/config.json (relayUrl), that the relay runs, and the network",
+      }],
+    };
+  }
+  const ms = o.now() - sentAt;
+  return {
+    ok: health.ok,
+    results: [
+      health.ok ? { status: "ok", name: "relay", detail: `${base} answers (${ms} ms)` } : {
+        status: "fail",
+        name: "relay",
+        detail: `${base}/health answered ${health.status}`,
+        fix: "is this the relay's address (not a proxy's or another service's)?",
+      },
+      clockCheck(health.headers.get("date"), sentAt, o.now()),
+    ],
+  };
+}
+
 /** Runs every check; the verdicts in order. */
 export async function runChecks(o: DoctorOptions): Promise<CheckResult[]> {
   const out: CheckResult[] = [];
@@ -143,33 +181,19 @@ export async function runChecks(o: DoctorOptions): Promise<CheckResult[]> {
       fix: "run 'baton setup' or set BATON_RELAY_URL",
     });
   } else if (config?.relayUrl) {
-    const base = config.relayUrl.replace(/\/+$/, "");
-    const sentAt = o.now();
-    let health: Response | null = null;
-    try {
-      health = await o.fetch(`${base}/health`, { signal: AbortSignal.timeout(5000) });
-      await health.body?.cancel();
-    } catch (err) {
-      out.push({
-        status: "fail",
-        name: "relay",
-        detail: `cannot reach ${base}: ${err instanceof Error ? err.message : String(err)}`,
-        fix:
-          "check the address in ~/.baton/config.json (relayUrl), that the relay runs, and the network",
-      });
-    }
-    if (health) {
-      const ms = o.now() - sentAt;
-      out.push(
-        health.ok ? { status: "ok", name: "relay", detail: `${base} answers (${ms} ms)` } : {
-          status: "fail",
-          name: "relay",
-          detail: `${base}/health answered ${health.status}`,
-          fix: "is this the relay's address (not a proxy's or another service's)?",
-        },
-      );
-      out.push(clockCheck(health.headers.get("date"), sentAt, o.now()));
-      out.push(...await keyChecks(base, config, o));
+    // Every node of a deployment (`--relay`/relayUrls takes several): a node the
+    // runner cannot reach is where its failover would stall. The key and the
+    // runner are checked on the first node that answers, since all of them
+    // share one store.
+    let keysChecked = false;
+    for (const url of config.relayUrls) {
+      const base = url.replace(/\/+$/, "");
+      const answered = await relayCheck(base, o);
+      out.push(...answered.results);
+      if (answered.ok && !keysChecked) {
+        keysChecked = true;
+        out.push(...await keyChecks(base, config, o));
+      }
     }
   }
 

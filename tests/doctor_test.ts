@@ -90,6 +90,27 @@ Deno.test("baton doctor names what is broken, one line each with a fix, and exit
     );
     assert.doesNotMatch(r.stdout, /^\w+ +key:/m, "no key check without a relay");
   });
+  await t.step(
+    "several relay nodes: each is checked, the key on the first that answers",
+    async () => {
+      const home = await tempDir("baton-doctor-");
+      const user = await signUp(relay.url);
+      const closed = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+      const down = `http://127.0.0.1:${closed.addr.port}`;
+      closed.close();
+      const r = await baton(
+        ["doctor"],
+        baseEnv(home, { BATON_RELAY_URL: `${down},${relay.url}`, BATON_API_KEY: user.apiKey }),
+      );
+      assert.equal(r.code, 1, r.stdout + r.stderr);
+      const relays = r.stdout.split("\n").filter((l) => l.slice(5).startsWith("relay:"));
+      assert.equal(relays.length, 2, r.stdout);
+      assert.match(relays[0]!, /^fail relay: cannot reach http:\/\/127\.0\.0\.1:\d+: /);
+      assert.match(relays[1]!, new RegExp(`^ok {3}relay: ${relay.url} answers`));
+      assert.equal(lineOf(r.stdout, "key"), "ok   key: accepted");
+      assert.equal(r.stdout.split("\n").filter((l) => l.slice(5).startsWith("key:")).length, 1);
+    },
+  );
   await t.step("a config file that is not JSON: one line, the other checks still run", async () => {
     const home = await tempDir("baton-doctor-");
     await Deno.mkdir(join(home, ".baton"));
