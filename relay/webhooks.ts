@@ -33,6 +33,11 @@ import { MAX_SKEW_MS, verifyWebhook } from "../shared/webhook_signing.ts";
 export const MAX_WEBHOOK_BODY = 1024 * 1024;
 /** How long GitHub and Standard Webhooks delivery ids (and GitHub bodies) are remembered. */
 const DELIVERY_TTL_MS = 24 * 60 * 60_000;
+/**
+ * Beyond the wait for a session to start, how long a delivery's attempt may
+ * still be in flight (the spawn on the runner, the store's writes).
+ */
+const IN_FLIGHT_SLACK_MS = 5_000;
 /** Signed fires a webhook takes per minute by default: far above a CI's fan-out, far below a flood. */
 export const DEFAULT_WEBHOOK_FIRES_PER_MINUTE = 60;
 
@@ -257,6 +262,13 @@ export class Webhooks {
       // The first attempt failed: this one tries again, unless another retry
       // that waited with it already has (look again after the await).
     }
+    // Across relay nodes, one attempt per delivery id at a time: a retry the
+    // balancer sent to another node while the first attempt is still starting
+    // its session waits for that attempt's outcome (rather than being refused
+    // as a GitHub body sent again, or starting a second session).
+    const lease = `attempt:${v.deliveryId}`;
+    const waited = await this.#leaseAttempt(w.id, v.deliveryId, lease);
+    if (waited) return { status: 200, body: { ok: true, duplicate: true, ...waited } };
     // The attempt is in #inflight before anything else is awaited, so a retry
     // that comes in meanwhile waits for it rather than starting a second session.
     const attempt = (async () => {
@@ -283,7 +295,42 @@ export class Webhooks {
       return await attempt;
     } finally {
       if (this.#inflight.get(key) === attempt) this.#inflight.delete(key);
+      await this.store.webhooks.releaseNonce(w.id, lease).catch(() => {});
     }
+  }
+
+  /**
+   * Takes the lease on attempting `deliveryId` (a row of the nonces table,
+   * kept until the attempt could have finished, given back when it has), or
+   * waits while another node holds it: null once this request holds it, or
+   * the delivery the other attempt recorded. A lease left by a node that died
+   * expires, so the wait is bounded by one attempt's time.
+   */
+  async #leaseAttempt(
+    webhookId: string,
+    deliveryId: string,
+    lease: string,
+  ): Promise<{ triggerId: string; sessionId: string | null } | null> {
+    const hold = this.#opts.connectTimeoutMs + IN_FLIGHT_SLACK_MS;
+    for (let pause = 25;; pause = Math.min(pause * 2, 400)) {
+      const now = this.#clock.now();
+      if (await this.store.webhooks.claimNonce(webhookId, lease, now + hold, now)) break;
+      await new Promise<void>((r) => this.#clock.setTimeout(r, pause));
+      const earlier = await this.store.webhooks.delivery(
+        webhookId,
+        deliveryId,
+        this.#clock.now() - DELIVERY_TTL_MS,
+      );
+      if (earlier) return earlier;
+    }
+    // The attempt that held it may have finished just before this one took it.
+    const done = await this.store.webhooks.delivery(
+      webhookId,
+      deliveryId,
+      this.#clock.now() - DELIVERY_TTL_MS,
+    );
+    if (done) await this.store.webhooks.releaseNonce(webhookId, lease);
+    return done ?? null;
   }
 
   /** Everything after the signature: JSON, filters, then the session. */

@@ -20,6 +20,7 @@ import {
 import type { FakeRunner } from "./harness/fake_runner.ts";
 import { withTwoNodes } from "./harness/cluster.ts";
 import { postgresAvailable } from "./harness/postgres.ts";
+import { eventually } from "./harness/wait.ts";
 
 const HAS_PG = postgresAvailable("the limits across relay nodes");
 
@@ -92,6 +93,51 @@ Deno.test({
         assert.equal(delivered.status, 200, JSON.stringify(delivered.body));
         await assertGitHubReplays(b, gh.id, push, headers, delivered.body.sessionId);
         assert.equal(spawned.length, 2, "one session per delivery, none for the replays");
+      } finally {
+        await runner?.close();
+      }
+    });
+  },
+});
+
+Deno.test({
+  name:
+    "a GitHub retry that reaches the other node while the first attempt still starts its session gets that session",
+  ignore: !HAS_PG,
+  async fn() {
+    await withTwoNodes(async ({ a, b }) => {
+      let runner: FakeRunner | undefined;
+      try {
+        const user = await signUp(a.url);
+        let start!: () => void;
+        const held = new Promise<void>((r) => start = r);
+        const started = await startingRunner(a, user, undefined, held);
+        runner = started.runner;
+        const gh = await createHook(user, {
+          name: "GH",
+          source: "github",
+          runnerId: runner.runnerId,
+        });
+        const push = JSON.stringify({ ref: "refs/heads/main", marker: "SLOW" });
+        const headers = await github(gh.secret, push, crypto.randomUUID());
+        const first = fire(a, gh.id, push, headers);
+        await eventually("the spawn on the runner", () => started.spawned.length || undefined);
+        // The sender gave up on A and retried; the balancer sent the retry to B.
+        const retry = fire(b, gh.id, push, headers);
+        const early = await Promise.race([
+          retry.then((r) => r),
+          new Promise<null>((r) => setTimeout(() => r(null), 500)),
+        ]);
+        assert.equal(early, null, `B answered before A's attempt ended: ${JSON.stringify(early)}`);
+        start();
+        const [delivered, again] = await Promise.all([first, retry]);
+        assert.equal(delivered.status, 200, JSON.stringify(delivered.body));
+        assert.equal(again.status, 200, JSON.stringify(again.body));
+        assert.equal(again.body.duplicate, true);
+        assert.equal(again.body.sessionId, delivered.body.sessionId);
+        assert.equal(started.spawned.length, 1, "one session for the delivery and its retry");
+        // Once answered, the body under another delivery id is still a replay, refused at once.
+        await assertGitHubReplays(b, gh.id, push, headers, delivered.body.sessionId);
       } finally {
         await runner?.close();
       }

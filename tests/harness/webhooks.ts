@@ -111,20 +111,26 @@ export async function createHook(user: User, body: Record<string, unknown>): Pro
   return got.webhook;
 }
 
-/** A fake runner that starts every session it is asked to spawn; the ids, in order. */
+/**
+ * A fake runner that starts every session it is asked to spawn; the ids, in
+ * order. With `held`, it answers each spawn only once `held` resolves (a
+ * session slow to start).
+ */
 export async function startingRunner(
   relay: { url: string },
   user: User,
   runnerId?: string,
+  held?: Promise<void>,
 ): Promise<{ runner: FakeRunner; spawned: string[] }> {
   const spawned: string[] = [];
   const runner = await FakeRunner.connect(relay.url, {
     apiKey: user.apiKey,
     ...(runnerId ? { runnerId } : {}),
-    answer: (req) => {
+    answer: async (req) => {
       if (req.op === "spawn") {
         const { sessionId } = req.data as SpawnRequest;
         spawned.push(sessionId);
+        await held;
         setTimeout(() =>
           runner.sendEvents(sessionId, [{
             seq: 1,
