@@ -22,6 +22,12 @@ import {
 } from "./errors.ts";
 import { type Limiter, type Limits, memoryLimits } from "./limits.ts";
 import { replayKey } from "./webhook_replay.ts";
+import {
+  DELIVERY_TTL_MS,
+  DeliveryAttempts,
+  type FireResult,
+  IN_FLIGHT_SLACK_MS,
+} from "./webhook_deliveries.ts";
 import type { RunnerPresence } from "./runner_registry.ts";
 import type { SecretBox } from "./secret_box.ts";
 import type { SessionControl } from "./session_service.ts";
@@ -31,13 +37,6 @@ import { MAX_SKEW_MS, verifyWebhook } from "../shared/webhook_signing.ts";
 
 /** Largest webhook body accepted. */
 export const MAX_WEBHOOK_BODY = 1024 * 1024;
-/** How long GitHub and Standard Webhooks delivery ids (and GitHub bodies) are remembered. */
-const DELIVERY_TTL_MS = 24 * 60 * 60_000;
-/**
- * Beyond the wait for a session to start, how long a delivery's attempt may
- * still be in flight (the spawn on the runner, the store's writes).
- */
-const IN_FLIGHT_SLACK_MS = 5_000;
 /** Signed fires a webhook takes per minute by default: far above a CI's fan-out, far below a flood. */
 export const DEFAULT_WEBHOOK_FIRES_PER_MINUTE = 60;
 
@@ -68,18 +67,14 @@ export interface WebhooksOptions {
   clock?: Clock;
 }
 
-/** The outcome of a fire: the HTTP status and body to answer. */
-export interface FireResult {
-  status: 200;
-  body: Record<string, unknown>;
-}
+export type { FireResult };
 
 /** Webhook CRUD and firing. */
 export class Webhooks {
   /** When used nonces were last pruned from the database (epoch ms). */
   #noncesPrunedAt = 0;
-  /** Deliveries (by webhook and delivery id) whose session is still starting. */
-  readonly #inflight = new Map<string, Promise<FireResult>>();
+  /** One attempt per delivery id, on this node and across nodes. */
+  readonly #attempts: DeliveryAttempts;
   /**
    * Fires per webhook in the last minute: in memory on SQLite (a restart
    * forgets a minute at most), in the database that relay nodes share.
@@ -100,6 +95,11 @@ export class Webhooks {
       limit: this.#firesPerMinute,
       windowMs: 60_000,
       now: () => this.#clock.now(),
+    });
+    this.#attempts = new DeliveryAttempts({
+      store: options.store,
+      clock: this.#clock,
+      holdMs: options.connectTimeoutMs + IN_FLIGHT_SLACK_MS,
     });
   }
 
@@ -238,99 +238,14 @@ export class Webhooks {
       ? { nonce: bodyKey, until: now + DELIVERY_TTL_MS, now, body: true }
       : null;
     if (!v.deliveryId) return await this.#deliver(w, headers, raw, nonce);
-    const key = `${w.id}:${v.deliveryId}`;
-    while (true) {
-      const earlier = await this.store.webhooks.delivery(
-        w.id,
-        v.deliveryId,
-        now - DELIVERY_TTL_MS,
-      );
-      if (earlier) {
-        // A redelivery (retry) of something already handled: answer success, do nothing.
-        return { status: 200, body: { ok: true, duplicate: true, ...earlier } };
-      }
-      // A retry while the first attempt is still starting its session waits for
-      // that attempt instead of starting a second session.
-      const running = this.#inflight.get(key);
-      if (!running) break;
-      const first = await running.catch(() => null);
-      if (first?.body.sessionId) {
-        const { triggerId, sessionId } = first.body;
-        return { status: 200, body: { ok: true, duplicate: true, triggerId, sessionId } };
-      }
-      if (first) return first;
-      // The first attempt failed: this one tries again, unless another retry
-      // that waited with it already has (look again after the await).
-    }
-    // Across relay nodes, one attempt per delivery id at a time: a retry the
-    // balancer sent to another node while the first attempt is still starting
-    // its session waits for that attempt's outcome (rather than being refused
-    // as a GitHub body sent again, or starting a second session).
-    const lease = `attempt:${v.deliveryId}`;
-    const waited = await this.#leaseAttempt(w.id, v.deliveryId, lease);
-    if (waited) return { status: 200, body: { ok: true, duplicate: true, ...waited } };
-    // The attempt is in #inflight before anything else is awaited, so a retry
-    // that comes in meanwhile waits for it rather than starting a second session.
-    const attempt = (async () => {
+    return await this.#attempts.once(w.id, v.deliveryId, now, async () => {
       // Not a redelivery, yet the same signed body: a captured request sent
       // again with a delivery id of the sender's choosing (GitHub signs the body only).
       if (bodyKey !== null && await this.store.webhooks.nonceUsedUntil(w.id, bodyKey) > now) {
         throw conflict("replayed", "This body was already delivered under another delivery id");
       }
       return await this.#deliver(w, headers, raw, nonce);
-    })().then(async (r) => {
-      if (r.body.sessionId) {
-        await this.store.webhooks.recordDelivery(
-          w.id,
-          v.deliveryId!,
-          String(r.body.triggerId),
-          String(r.body.sessionId),
-          now,
-        );
-      }
-      return r;
     });
-    this.#inflight.set(key, attempt);
-    try {
-      return await attempt;
-    } finally {
-      if (this.#inflight.get(key) === attempt) this.#inflight.delete(key);
-      await this.store.webhooks.releaseNonce(w.id, lease).catch(() => {});
-    }
-  }
-
-  /**
-   * Takes the lease on attempting `deliveryId` (a row of the nonces table,
-   * kept until the attempt could have finished, given back when it has), or
-   * waits while another node holds it: null once this request holds it, or
-   * the delivery the other attempt recorded. A lease left by a node that died
-   * expires, so the wait is bounded by one attempt's time.
-   */
-  async #leaseAttempt(
-    webhookId: string,
-    deliveryId: string,
-    lease: string,
-  ): Promise<{ triggerId: string; sessionId: string | null } | null> {
-    const hold = this.#opts.connectTimeoutMs + IN_FLIGHT_SLACK_MS;
-    for (let pause = 25;; pause = Math.min(pause * 2, 400)) {
-      const now = this.#clock.now();
-      if (await this.store.webhooks.claimNonce(webhookId, lease, now + hold, now)) break;
-      await new Promise<void>((r) => this.#clock.setTimeout(r, pause));
-      const earlier = await this.store.webhooks.delivery(
-        webhookId,
-        deliveryId,
-        this.#clock.now() - DELIVERY_TTL_MS,
-      );
-      if (earlier) return earlier;
-    }
-    // The attempt that held it may have finished just before this one took it.
-    const done = await this.store.webhooks.delivery(
-      webhookId,
-      deliveryId,
-      this.#clock.now() - DELIVERY_TTL_MS,
-    );
-    if (done) await this.store.webhooks.releaseNonce(webhookId, lease);
-    return done ?? null;
   }
 
   /** Everything after the signature: JSON, filters, then the session. */
