@@ -10,6 +10,8 @@
 import type { Bus, EventSubscription } from "./bus/mod.ts";
 import type { EventPipeline } from "./event_pipeline.ts";
 import type { Fanout } from "./fanout.ts";
+import type { Clock } from "./_clock.ts";
+import { isScreenNotice, type ScreenNotice, Screens } from "./screens.ts";
 import { type FeedChange, isFeedChange, type StateFeed } from "./state_feed.ts";
 import type { StoredEvent } from "./store/mod.ts";
 
@@ -17,7 +19,7 @@ import type { StoredEvent } from "./store/mod.ts";
 export interface ClusterOptions {
   bus: Bus;
   events: Pick<EventPipeline, "mirror" | "catchUp" | "get" | "drop">;
-  fanout: Pick<Fanout, "broadcast" | "tailMoved" | "watched" | "sessionDeleted">;
+  fanout: Pick<Fanout, "broadcast" | "tailMoved" | "watched" | "sessionDeleted" | "onScreen">;
   feed: Pick<StateFeed, "apply" | "bump">;
   /** Takes what a runner held elsewhere sent on its own (ServiceRouter.fromNode). */
   services?: {
@@ -26,6 +28,7 @@ export interface ClusterOptions {
   /** Wakes the waits on a session whose row changed (SessionService.statusChanged). */
   statusChanged?: (sessionId: string) => void;
   log?: (line: string) => void;
+  clock?: Clock;
 }
 
 /** A runner's own `service_message` (a progress or status notice), for viewers on every node. */
@@ -37,7 +40,7 @@ interface ServiceNotice {
 }
 
 /** What crosses `baton.state.<user>`, with the node it came from. */
-type SharedChange = (FeedChange | ServiceNotice) & { from: string };
+type SharedChange = (FeedChange | ServiceNotice | ScreenNotice) & { from: string };
 
 /** Most bytes of a runner's notice that is handed on to other nodes (bigger ones stay here). */
 const MAX_SHARED_NOTICE = 256 * 1024;
@@ -61,8 +64,17 @@ export class Cluster {
    */
   readonly #users = new Map<string, { count: number; stop: () => void }>();
 
+  /** Sessions on a viewer's screen, here or on other nodes (no push for those). */
+  readonly #screens: Screens;
+
   constructor(options: ClusterOptions) {
     this.#o = options;
+    this.#screens = new Screens({
+      local: (id) => options.fanout.onScreen(id),
+      publish: (notice) =>
+        this.#o.bus.publishState(notice.userId, { ...notice, from: this.#o.bus.nodeId }),
+      ...(options.clock ? { clock: options.clock } : {}),
+    });
   }
 
   #log(line: string): void {
@@ -76,8 +88,19 @@ export class Cluster {
 
   /** Tells the other nodes' feeds of a change in this one. */
   share(change: FeedChange): void {
+    if (change.t === "deleted") this.#screens.forget(change.sessionId);
     const shared: SharedChange = { ...change, from: this.#o.bus.nodeId };
     this.#o.bus.publishState(change.userId, shared);
+  }
+
+  /** Whether a viewer on any node has the session on screen. */
+  onScreen(sessionId: string): boolean {
+    return this.#screens.onScreen(sessionId);
+  }
+
+  /** A viewer of `userId` here said a session came on or went off its screen. */
+  screenChanged(sessionId: string, userId: string): void {
+    this.#screens.changed(sessionId, userId);
   }
 
   /** Hands a runner's own notice on to the other nodes' viewers of its user. */
@@ -141,6 +164,8 @@ export class Cluster {
 
   /** Stops following a session no viewer here watches any more. */
   unwatchSession(sessionId: string): void {
+    // A viewer left it: was it the last to have it on screen here?
+    this.#screens.changed(sessionId);
     if (this.#o.fanout.watched(sessionId)) return;
     const sub = this.#sessions.get(sessionId);
     if (!sub) return;
@@ -162,7 +187,7 @@ export class Cluster {
     }
     const stop = this.#o.bus.subscribeState(userId, {
       onState: (state) => {
-        const ok = isFeedChange(state) || isServiceNotice(state);
+        const ok = isFeedChange(state) || isServiceNotice(state) || isScreenNotice(state);
         if (ok && state.userId === userId) this.#changed(state as SharedChange);
         else this.#log(`a malformed feed change on the bus for user ${userId}`);
       },
@@ -185,7 +210,12 @@ export class Cluster {
       this.#o.services?.fromNode(change, change.msg);
       return;
     }
+    if (change.t === "screen") {
+      this.#screens.heard(change.from, change);
+      return;
+    }
     if (change.t === "deleted") {
+      this.#screens.forget(change.sessionId);
       this.#o.events.drop(change.sessionId);
       this.#o.fanout.sessionDeleted(change.userId, change.sessionId);
       this.#o.feed.bump(change.userId);
@@ -197,6 +227,7 @@ export class Cluster {
 
   /** Stops every subscription (the relay shuts down). */
   close(): void {
+    this.#screens.close();
     for (const sub of this.#sessions.values()) sub.stop();
     this.#sessions.clear();
     for (const user of this.#users.values()) user.stop();

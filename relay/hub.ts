@@ -180,7 +180,7 @@ export class Hub implements RunnerHub, ViewerHub {
       ? new PushNotifier({
         store,
         send: options.pushSend,
-        onScreen: (id) => this.fanout.onScreen(id),
+        onScreen: (id) => this.cluster?.onScreen(id) ?? this.fanout.onScreen(id),
         parentOf: async (id) => (await store.sessions.get(id))?.parentId ?? null,
         collab: (userId, id) => isCollab(store, userId, id),
         log: this.#log,
@@ -197,6 +197,7 @@ export class Hub implements RunnerHub, ViewerHub {
         services: this.services,
         statusChanged: (sessionId) => this.sessions.statusChanged(sessionId),
         log: this.#log,
+        clock,
       })
       : null;
   }
@@ -304,6 +305,11 @@ export class Hub implements RunnerHub, ViewerHub {
   unsubscribe(sub: Subscription): void {
     this.fanout.unsubscribe(sub);
     this.cluster?.unwatchSession(sub.sessionId);
+  }
+
+  /** A viewer's session came on or went off its screen: no push while it is on, on any node. */
+  screenChanged(v: Viewer, sessionId: string): void {
+    this.cluster?.screenChanged(sessionId, v.principal.userId);
   }
 
   input(

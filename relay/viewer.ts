@@ -74,6 +74,8 @@ export interface ViewerHub {
   /** Subscribes from `since`; rejects with a RelayError (404) for a foreign or unknown session. */
   subscribe(v: Viewer, sessionId: string, since: number): Promise<Subscription>;
   unsubscribe(sub: Subscription): void;
+  /** A subscription's `visible` changed (no push while a session is on a screen). */
+  screenChanged(v: Viewer, sessionId: string): void;
   input(
     userId: string,
     sessionId: string,
@@ -288,6 +290,7 @@ function handle(
         const sub = v.subs.get(sessionId);
         if (!sub) throw invalid("Subscribe to the session first", "not_subscribed");
         sub.visible = msg.visible;
+        hub.screenChanged(v, sessionId);
         return;
       }
       case "watch":

@@ -24,6 +24,7 @@ Deno.test("a viewer's messages are answered in the order they came while a subsc
     close: () => {},
   } as unknown as ChannelSocket;
   const loads: (() => void)[] = [];
+  const screens: string[] = [];
   const hub = {
     addViewer: () => {},
     removeViewer: () => {},
@@ -38,6 +39,7 @@ Deno.test("a viewer's messages are answered in the order they came while a subsc
         })
       ),
     unsubscribe: (sub: Subscription) => sub.viewer.subs.delete(sub.sessionId),
+    screenChanged: (_v: Viewer, sessionId: string) => screens.push(sessionId),
     listRunners: () => Promise.resolve([]),
     listSessions: () => Promise.resolve([]),
     log: () => {},
@@ -57,6 +59,7 @@ Deno.test("a viewer's messages are answered in the order they came while a subsc
   loads.shift()!();
   await new Promise((resolve) => setTimeout(resolve, 0));
   assert.deepEqual(sent.map((m) => m.t), ["hello", "caught_up", "pong"], "no not_subscribed error");
+  assert.deepEqual(screens, ["s1"], "the hub heard the session came on screen");
   // Nothing waiting: answered at once.
   say({ t: "ping" });
   assert.equal(sent.at(-1)?.t, "pong");
