@@ -231,6 +231,9 @@ export class SessionService implements SessionControl {
     try {
       const s = await this.#store.sessions.get(sessionId);
       if (!s) return;
+      // Another relay node may hold the runner and have committed events this
+      // node's tail has not heard of: the end goes after them, not over them.
+      await this.#opts.events.catchUp(sessionId);
       if (isEnded(this.#opts.events.statusOf(sessionId) ?? s.status)) return;
       await this.#endSession(s, reason);
     } catch (err) {
