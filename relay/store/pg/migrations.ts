@@ -346,6 +346,34 @@ export const PG_MIGRATIONS: PgMigration[] = [
       CREATE INDEX rate_limits_resets ON rate_limits (resets_at);
     `,
   },
+  {
+    // Shared by every node (relay/tunnel_grants.ts): a preview opened on one
+    // node is answered by all, and outlives a restart.
+    version: 14,
+    name: "tunnel grants",
+    sql: `
+      CREATE TABLE tunnel_grants (
+        hash TEXT PRIMARY KEY,
+        user_id TEXT NOT NULL,
+        runner_id TEXT NOT NULL,
+        port BIGINT NOT NULL,
+        auth_session_id TEXT,
+        created_at BIGINT NOT NULL,
+        last_used BIGINT NOT NULL,
+        expires_at BIGINT NOT NULL
+      );
+      CREATE INDEX tunnel_grants_user ON tunnel_grants (user_id, last_used);
+      CREATE INDEX tunnel_grants_expires ON tunnel_grants (expires_at);
+      CREATE TABLE tunnel_tickets (
+        hash TEXT PRIMARY KEY,
+        user_id TEXT NOT NULL,
+        sealed TEXT NOT NULL,
+        expires_at BIGINT NOT NULL
+      );
+      CREATE INDEX tunnel_tickets_user ON tunnel_tickets (user_id, expires_at);
+      CREATE INDEX tunnel_tickets_expires ON tunnel_tickets (expires_at);
+    `,
+  },
 ];
 
 /**
