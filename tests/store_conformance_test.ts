@@ -14,6 +14,7 @@ import type { SessionRecord, StoredEvent } from "../relay/store/mod.ts";
 import { openPgStore, PG_MIGRATIONS, type PgStore } from "../relay/store/pg/mod.ts";
 import { authConfig, type AuthConfigOptions, startBetterAuth } from "../relay/_better_auth.ts";
 import { openRelayStore } from "../relay/relay_store.ts";
+import { TunnelGrants } from "../relay/tunnel_grants.ts";
 import { postgresAvailable, type PostgresServer, startPostgres } from "./harness/postgres.ts";
 
 /** One store under test, with a way to reach its tables directly. */
@@ -910,6 +911,24 @@ const BEHAVIOURS: Record<string, (s: Subject, d: Dialect) => Promise<void>> = {
     assert.equal(await tunnelGrants.sweep(101), 1, "x expired at 50");
     assert.equal(await tunnelGrants.sweep(104), 3);
     assert.deepEqual(await held(), []);
+  },
+
+  "preview grants across two nodes: made on one, checked on the other, a ticket spent once": async (
+    s,
+  ) => {
+    const a = new TunnelGrants(s.store.tunnelGrants);
+    const b = new TunnelGrants(s.store.tunnelGrants);
+    const g = { userId: "u1", runnerId: "r1", port: 8080, authSessionId: "bs1" };
+    const token = await a.mint(g);
+    assert.deepEqual(await b.check(token), g);
+    assert.equal(await b.check(token.replace(/^./, (c) => c === "A" ? "B" : "A")), null);
+    // Both nodes spend one ticket at once (a replayed handoff): one wins.
+    const ticket = await a.ticket(token, "/next");
+    const spent = await Promise.all([a.redeem(ticket), b.redeem(ticket), b.redeem(ticket)]);
+    assert.deepEqual(spent.filter((t) => t !== null), [{ grant: token, next: "/next" }]);
+    await b.revoke(token);
+    assert.equal(await b.check(token), null);
+    assert.equal(await s.store.tunnelGrants.count(), 0);
   },
 
   "the event committer: one transaction per batch, re-sends skipped, state with it": async (s) => {
