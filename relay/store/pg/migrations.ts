@@ -15,6 +15,9 @@
  * trigger_listeners stands in for SQLite's rowid, by which their lists keep
  * the order rows were added in.
  *
+ * Over 400 lines, as db.ts: the migrations are the schema's history, one
+ * list in order.
+ *
  * The DDL stands here and in db.ts on purpose, though much of it reads
  * alike (`duplicates` lists it): a migration is history, applied as written
  * to databases already in use, so neither text may be derived from the
