@@ -59,8 +59,9 @@ export const MAX_TICKETS_PER_USER = 64;
 export const MAX_GRANTS_PER_USER = 64;
 /**
  * How long a node believes a grant it found live without asking the store
- * again: a page's burst of sub-requests (a dev server's page loads a hundred
- * modules) costs one read, and a revoke on another node holds within this.
+ * again: a page's burst of sub-requests (a dev server serves each module
+ * of the page as its own request) costs one read, and a revoke on another
+ * node holds within this.
  */
 export const CHECK_CACHE_MS = 3_000;
 /** A grant's use is written at most this often (the idle hour is measured from it). */
@@ -86,6 +87,8 @@ export class TunnelGrants {
   readonly #repo: Async<TunnelGrantsRepo>;
   /** Grants found live lately, by hash, and until when this node believes them. */
   readonly #believed = new Map<string, { grant: TunnelGrant; until: number }>();
+  /** Reads of the store under way, by hash. */
+  readonly #asking = new Map<string, Promise<GrantRecord | null>>();
   readonly #now: () => number;
   #sweptAt = -Infinity;
 
@@ -125,6 +128,24 @@ export class TunnelGrants {
     const held = this.#believed.get(hash);
     if (held && now <= held.until) return { ...held.grant };
     this.#believed.delete(hash);
+    // The page's requests that arrive together share one read of the store.
+    let asking = this.#asking.get(hash);
+    if (!asking) {
+      const p: Promise<GrantRecord | null> = this.#lookUp(hash, now).then((g) => {
+        // Revoked meanwhile (the entry is gone): not believed.
+        if (g && this.#asking.get(hash) === p) this.#believe(g, now);
+        return g;
+      }).finally(() => {
+        if (this.#asking.get(hash) === p) this.#asking.delete(hash);
+      });
+      this.#asking.set(hash, asking = p);
+    }
+    const g = await asking;
+    return g && binding(g);
+  }
+
+  /** The live grant stored under `hash`, its use written when the last is a minute old. */
+  async #lookUp(hash: string, now: number): Promise<GrantRecord | null> {
     const g = await this.#repo.get(hash);
     if (!g) return null;
     if (now > g.expiresAt) {
@@ -136,8 +157,7 @@ export class TunnelGrants {
       g.expiresAt = expiryOf(g.createdAt, now);
       await this.#repo.touch(hash, { lastUsed: g.lastUsed, expiresAt: g.expiresAt });
     }
-    this.#believe(g, now);
-    return binding(g);
+    return g;
   }
 
   /** Forgets a grant (its session ended), on every node (another believes it CHECK_CACHE_MS at most). */
@@ -145,6 +165,7 @@ export class TunnelGrants {
     if (!GRANT_TOKEN.test(token)) return;
     const hash = await sha256(token);
     this.#believed.delete(hash);
+    this.#asking.delete(hash);
     await this.#repo.delete(hash);
   }
 

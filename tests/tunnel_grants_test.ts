@@ -6,7 +6,8 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { openDatabase } from "../relay/store/db.ts";
-import { asyncStore, Store } from "../relay/store/mod.ts";
+import { type Async, asyncStore, Store } from "../relay/store/mod.ts";
+import type { TunnelGrantsRepo } from "../relay/store/tunnel_grants.ts";
 import {
   CHECK_CACHE_MS,
   GRANT_IDLE_MS,
@@ -24,6 +25,10 @@ const G = { userId: "u1", runnerId: "r1", port: 5173, authSessionId: "s1" };
 interface Rig {
   /** A node's grants over the shared store. */
   node(options?: TunnelGrantsOptions): TunnelGrants;
+  /** How many times the nodes read a grant from the store. */
+  reads(): number;
+  /** The store's repository itself. */
+  repo: Async<TunnelGrantsRepo>;
   /** Rows of the store's database. */
   rows(sql: string): Record<string, unknown>[];
 }
@@ -32,9 +37,13 @@ async function withGrants(fn: (rig: Rig) => Promise<void>): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "baton-grants-" });
   const db = openDatabase(join(dir, "relay.db"));
   try {
-    const store = asyncStore(new Store(db));
+    const repo = asyncStore(new Store(db)).tunnelGrants;
+    let reads = 0;
+    const counted = { ...repo, get: (hash: string) => (reads++, repo.get(hash)) };
     await fn({
-      node: (options) => new TunnelGrants(store.tunnelGrants, options),
+      node: (options) => new TunnelGrants(counted, options),
+      reads: () => reads,
+      repo,
       rows: (sql) => db.prepare(sql).all() as Record<string, unknown>[],
     });
   } finally {
@@ -161,8 +170,8 @@ Deno.test("the store holds hashes and sealed tickets, never a token", async () =
   });
 });
 
-Deno.test("a node asks the store at most every few seconds per grant and writes a use once a minute", async () => {
-  await withGrants(async ({ node, rows }) => {
+Deno.test("a node reads a grant once per burst and every few seconds, writes a use once a minute, and a revoke beats a read under way", async () => {
+  await withGrants(async ({ node, rows, reads, repo }) => {
     let now = 1_000;
     const grants = node({ now: () => now });
     const token = await grants.mint(G);
@@ -173,6 +182,34 @@ Deno.test("a node asks the store at most every few seconds per grant and writes 
     assert.deepEqual(await grants.check(token), G, "believed");
     now += 1;
     assert.equal(await grants.check(token), null, "asked the store again");
+
+    // A page's requests arriving together on a node that does not believe the grant: one read.
+    const burst = await node({ now: () => now }).mint(G);
+    const other = node({ now: () => now });
+    const before = reads();
+    const seen = await Promise.all(Array.from({ length: 20 }, () => other.check(burst)));
+    assert.deepEqual(seen, Array(20).fill(G));
+    assert.equal(reads() - before, 1);
+    // Revoked while a read is under way: what the read found is not believed after.
+    let read!: () => void;
+    const wasRead = new Promise<void>((r) => read = r);
+    let release!: () => void;
+    const released = new Promise<void>((r) => release = r);
+    const slow = new TunnelGrants({
+      ...repo,
+      get: async (hash) => {
+        const g = await repo.get(hash);
+        read();
+        await released;
+        return g;
+      },
+    }, { now: () => now });
+    const reading = slow.check(burst);
+    await wasRead;
+    await slow.revoke(burst);
+    release();
+    assert.deepEqual(await reading, G, "found before the revoke");
+    assert.equal(await slow.check(burst), null);
 
     const kept = await grants.mint(G);
     const made = now;

@@ -29,6 +29,7 @@ export interface TicketRecord {
 /** What spending a ticket gives back. */
 export type SpentTicket = Pick<TicketRecord, "sealed" | "expiresAt">;
 
+/** A `tunnel_grants` row as both engines read it (the hash is the key asked for). */
 export interface GrantRow {
   user_id: string;
   runner_id: string;
@@ -39,6 +40,7 @@ export interface GrantRow {
   expires_at: number;
 }
 
+/** The record of a row read under `hash`. */
 export function grantFromRow(hash: string, r: GrantRow): GrantRecord {
   return {
     hash,
@@ -53,8 +55,9 @@ export function grantFromRow(hash: string, r: GrantRow): GrantRecord {
 }
 
 /**
- * Leaves a user the `?` (third parameter) most recently used grants, making
- * room for one more. Parameters: user, user, how many to keep.
+ * Keeps a user's most recently used grants, as many as the third parameter
+ * says, and deletes the rest (run before an insert, with the bound less one).
+ * Parameters: user, user, how many to keep.
  */
 export const TRIM_GRANTS_SQL = `
   DELETE FROM tunnel_grants WHERE user_id = ? AND hash NOT IN (
@@ -80,15 +83,19 @@ export function insertGrant(g: GrantRecord): Write {
   };
 }
 
+/** A grant by hash. */
 export const GET_GRANT_SQL = `
   SELECT user_id, runner_id, port, auth_session_id, created_at, last_used, expires_at
   FROM tunnel_grants WHERE hash = ?`;
 
+/** Records a use: last_used, expires_at, hash. */
 export const TOUCH_GRANT_SQL =
   "UPDATE tunnel_grants SET last_used = ?, expires_at = ? WHERE hash = ?";
 
+/** Forgets a grant by hash. */
 export const DELETE_GRANT_SQL = "DELETE FROM tunnel_grants WHERE hash = ?";
 
+/** Grants stored, expired ones not yet swept included. */
 export const COUNT_GRANTS_SQL = "SELECT COUNT(*) AS n FROM tunnel_grants";
 
 /** Like TRIM_GRANTS_SQL, for a user's tickets: the latest to expire stay. */
@@ -96,6 +103,7 @@ export const TRIM_TICKETS_SQL = `
   DELETE FROM tunnel_tickets WHERE user_id = ? AND hash NOT IN (
     SELECT hash FROM tunnel_tickets WHERE user_id = ? ORDER BY expires_at DESC LIMIT ?)`;
 
+/** Stores a ticket: hash, user, sealed, expires_at. */
 export const INSERT_TICKET_SQL =
   "INSERT INTO tunnel_tickets (hash, user_id, sealed, expires_at) VALUES (?, ?, ?, ?)";
 
@@ -107,8 +115,9 @@ export const INSERT_TICKET_SQL =
 export const REDEEM_TICKET_SQL =
   "DELETE FROM tunnel_tickets WHERE hash = ? RETURNING sealed, expires_at";
 
-/** Forgets what expired before `now` (the indexes on expires_at find them). */
+/** Forgets grants that expired before `now` (the indexes on expires_at find them). */
 export const SWEEP_GRANTS_SQL = "DELETE FROM tunnel_grants WHERE expires_at < ?";
+/** Forgets tickets that expired before `now`. */
 export const SWEEP_TICKETS_SQL = "DELETE FROM tunnel_tickets WHERE expires_at < ?";
 
 /** Checks what every engine's bounded insert is given. */
