@@ -284,7 +284,7 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
     c.header("referrer-policy", "same-origin");
     if (hsts) c.header("strict-transport-security", "max-age=31536000");
   });
-  app.use("*", tunnelOriginMiddleware(hub.tunnels, auth, { ...options, baseUrl })); // before the host check
+  app.use("*", tunnelOriginMiddleware(hub.tunnels, auth, { ...options, baseUrl, secret })); // before the host check
   // A page on a name that an attacker points at a loopback relay (DNS
   // rebinding) reaches it with its own name as Host: refused before anything.
   if (options.hostCheck) {

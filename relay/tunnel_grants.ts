@@ -14,14 +14,25 @@
  * isolation"). With a separate tunnel origin the same grant rides in a
  * cookie of that origin instead, set by a one-time ticket (tunnel_origin.ts).
  *
- * Tokens are random (32 bytes) and kept only as their SHA-256; grants live
- * in memory (a relay restart asks the person to open the preview again),
- * expire after an idle hour and at most a day after they were made, die
- * with the browser session that made them, and each user holds at most
- * {@linkcode MAX_GRANTS_PER_USER} (the oldest goes first).
+ * Tokens are random (32 bytes) and kept only as their SHA-256, in the store
+ * (`tunnel_grants`, store/tunnel_grants.ts): every relay node of a cluster
+ * answers a grant another node made, and a restart keeps them. A grant
+ * expires after an idle hour and at most a day after it was made, dies with
+ * the browser session that made it (the routes ask on each use), and each
+ * user holds at most {@linkcode MAX_GRANTS_PER_USER} (the least recently
+ * used goes first).
+ *
+ * Per request a node costs the store little: a grant it found live is
+ * believed for {@linkcode CHECK_CACHE_MS} (a revoke on this node forgets it
+ * at once; one on another node is seen within that), and a use is written
+ * at most once per {@linkcode TOUCH_EVERY_MS} (an idle hour measured from a
+ * use up to a minute old ends that much early, which the hour tolerates).
  *
  * @module
  */
+import { SecretBox } from "./secret_box.ts";
+import type { Async } from "./store/contract.ts";
+import type { GrantRecord, TunnelGrantsRepo } from "./store/tunnel_grants.ts";
 
 /** A grant's binding: who opened which port of which runner. */
 export interface TunnelGrant {
@@ -38,15 +49,29 @@ export const GRANT_IDLE_MS = 60 * 60 * 1000;
 export const GRANT_MAX_MS = 24 * 60 * 60 * 1000;
 /** A handoff ticket is spent within this long (one redirect). */
 export const TICKET_MS = 60 * 1000;
-/** Tickets waiting to be spent, over all users. */
-export const MAX_TICKETS = 10_000;
-/** Grants one user holds at once: opening the 65th preview forgets the oldest. */
+/**
+ * Tickets one user has waiting to be spent: a flood of opens loses that
+ * user's oldest, nobody else's (a ticket is spent within a second of being
+ * made when a browser follows the redirect).
+ */
+export const MAX_TICKETS_PER_USER = 64;
+/** Grants one user holds at once: opening the 65th preview forgets the least recently used. */
 export const MAX_GRANTS_PER_USER = 64;
-
-interface Held extends TunnelGrant {
-  created: number;
-  lastUsed: number;
-}
+/**
+ * How long a node believes a grant it found live without asking the store
+ * again: a page's burst of sub-requests (a dev server serves each module
+ * of the page as its own request) costs one read, and a revoke on another
+ * node holds within this.
+ */
+export const CHECK_CACHE_MS = 3_000;
+/** A grant's use is written at most this often (the idle hour is measured from it). */
+export const TOUCH_EVERY_MS = 60_000;
+/** Grants a node believes at once (a few bytes each); beyond it the oldest are asked again. */
+const CACHE_MAX = 4096;
+/** How often a node deletes expired grants and tickets (with a mint or a ticket). */
+const SWEEP_EVERY_MS = 60_000;
+/** The HKDF label of a ticket's sealing key (see {@linkcode TunnelGrants.ticket}). */
+const TICKET_KEY_PURPOSE = "baton tunnel ticket";
 
 /** A token's form: 43 characters of base64url (32 bytes). */
 export const GRANT_TOKEN = /^[A-Za-z0-9_-]{43}$/;
@@ -57,34 +82,41 @@ export interface TunnelGrantsOptions {
   now?: () => number;
 }
 
-/** The live grants and handoff tickets, by the hash of their token. */
+/** The grants and handoff tickets of every node on the store, by the hash of their token. */
 export class TunnelGrants {
-  readonly #grants = new Map<string, Held>();
-  readonly #tickets = new Map<string, { grant: string; until: number; next: string }>();
+  readonly #repo: Async<TunnelGrantsRepo>;
+  /** Grants found live lately, by hash, and until when this node believes them. */
+  readonly #believed = new Map<string, { grant: TunnelGrant; until: number }>();
+  /** Reads of the store under way, by hash. */
+  readonly #asking = new Map<string, Promise<GrantRecord | null>>();
   readonly #now: () => number;
+  #sweptAt = -Infinity;
 
-  constructor(options: TunnelGrantsOptions = {}) {
+  constructor(repo: Async<TunnelGrantsRepo>, options: TunnelGrantsOptions = {}) {
+    this.#repo = repo;
     this.#now = options.now ?? Date.now;
   }
 
-  /** Grants held now (for tests and bounds). */
-  get size(): number {
-    return this.#grants.size;
+  /** Grants held now, over all nodes (for tests and bounds). */
+  async size(): Promise<number> {
+    return await this.#repo.count();
   }
 
   /** Makes a grant; returns its token (shown once, kept hashed). */
   async mint(grant: TunnelGrant): Promise<string> {
-    this.#sweep();
-    const mine = [...this.#grants].filter(([, g]) => g.userId === grant.userId);
-    if (mine.length >= MAX_GRANTS_PER_USER) {
-      mine.sort((a, b) => a[1].lastUsed - b[1].lastUsed);
-      for (const [h] of mine.slice(0, mine.length - MAX_GRANTS_PER_USER + 1)) {
-        this.#grants.delete(h);
-      }
-    }
-    const token = randomToken();
     const now = this.#now();
-    this.#grants.set(await sha256(token), { ...grant, created: now, lastUsed: now });
+    await this.#sweep(now);
+    const token = randomToken();
+    const rec: GrantRecord = {
+      hash: await sha256(token),
+      ...binding(grant),
+      createdAt: now,
+      lastUsed: now,
+      expiresAt: expiryOf(now, now),
+    };
+    await this.#repo.insert(rec, MAX_GRANTS_PER_USER);
+    // The navigation that made it is followed by its page's requests: most reach this node.
+    this.#believe(rec, now);
     return token;
   }
 
@@ -92,58 +124,113 @@ export class TunnelGrants {
   async check(token: string): Promise<TunnelGrant | null> {
     if (!GRANT_TOKEN.test(token)) return null;
     const hash = await sha256(token);
-    const g = this.#grants.get(hash);
-    if (!g) return null;
     const now = this.#now();
-    if (now - g.lastUsed > GRANT_IDLE_MS || now - g.created > GRANT_MAX_MS) {
-      this.#grants.delete(hash);
-      return null;
+    const held = this.#believed.get(hash);
+    if (held && now <= held.until) return { ...held.grant };
+    this.#believed.delete(hash);
+    // The page's requests that arrive together share one read of the store.
+    let asking = this.#asking.get(hash);
+    if (!asking) {
+      const p: Promise<GrantRecord | null> = this.#lookUp(hash, now).then((g) => {
+        // Revoked meanwhile (the entry is gone): not believed.
+        if (g && this.#asking.get(hash) === p) this.#believe(g, now);
+        return g;
+      }).finally(() => {
+        if (this.#asking.get(hash) === p) this.#asking.delete(hash);
+      });
+      this.#asking.set(hash, asking = p);
     }
-    g.lastUsed = now;
-    const { userId, runnerId, port, authSessionId } = g;
-    return { userId, runnerId, port, authSessionId };
+    const g = await asking;
+    return g && binding(g);
   }
 
-  /** Forgets a grant (its session ended). */
+  /** The live grant stored under `hash`, its use written when the last is a minute old. */
+  async #lookUp(hash: string, now: number): Promise<GrantRecord | null> {
+    const g = await this.#repo.get(hash);
+    if (!g) return null;
+    if (now > g.expiresAt) {
+      await this.#repo.delete(hash);
+      return null;
+    }
+    if (now - g.lastUsed >= TOUCH_EVERY_MS) {
+      g.lastUsed = now;
+      g.expiresAt = expiryOf(g.createdAt, now);
+      await this.#repo.touch(hash, { lastUsed: g.lastUsed, expiresAt: g.expiresAt });
+    }
+    return g;
+  }
+
+  /** Forgets a grant (its session ended), on every node (another believes it CHECK_CACHE_MS at most). */
   async revoke(token: string): Promise<void> {
-    if (GRANT_TOKEN.test(token)) this.#grants.delete(await sha256(token));
+    if (!GRANT_TOKEN.test(token)) return;
+    const hash = await sha256(token);
+    this.#believed.delete(hash);
+    this.#asking.delete(hash);
+    await this.#repo.delete(hash);
   }
 
   /**
-   * A one-time ticket that hands `grantToken` to the tunnel origin: the
-   * origin exchanges it for the grant (as its own cookie) within a minute.
+   * A one-time ticket that hands `grantToken` (a live grant's; a RangeError
+   * otherwise) to the tunnel origin: the origin exchanges it for the grant
+   * (as its own cookie) within a minute, on any node.
+   *
+   * The grant token must come back out of the store, yet no reader of the
+   * store may learn it: the row holds it sealed (AES-256-GCM) with a key
+   * derived from the ticket token itself (HKDF-SHA256, its own label), and
+   * is found by the ticket's SHA-256. The ticket travels only in the
+   * redirect's URL, so only its bearer can open the row, once.
    */
   async ticket(grantToken: string, next: string): Promise<string> {
-    this.#sweep();
-    // Bounded whatever a client does: a flood of opens loses the oldest tickets.
-    if (this.#tickets.size >= MAX_TICKETS) {
-      const oldest = this.#tickets.keys().next().value;
-      if (oldest !== undefined) this.#tickets.delete(oldest);
-    }
+    const grant = await this.check(grantToken);
+    if (!grant) throw new RangeError("Not a live preview grant");
+    const now = this.#now();
+    await this.#sweep(now);
     const t = randomToken();
-    this.#tickets.set(await sha256(t), { grant: grantToken, until: this.#now() + TICKET_MS, next });
+    const box = await SecretBox.fromSecret(t, TICKET_KEY_PURPOSE);
+    await this.#repo.insertTicket({
+      hash: await sha256(t),
+      userId: grant.userId,
+      sealed: await box.seal(JSON.stringify({ grant: grantToken, next })),
+      expiresAt: now + TICKET_MS,
+    }, MAX_TICKETS_PER_USER);
     return t;
   }
 
-  /** Spends a ticket: its grant token and where to go, once. */
+  /** Spends a ticket: its grant token and where to go, once over all nodes. */
   async redeem(ticket: string): Promise<{ grant: string; next: string } | null> {
     if (!GRANT_TOKEN.test(ticket)) return null;
-    const hash = await sha256(ticket);
-    const t = this.#tickets.get(hash);
-    this.#tickets.delete(hash);
-    if (!t || t.until < this.#now()) return null;
-    return { grant: t.grant, next: t.next };
+    const spent = await this.#repo.redeemTicket(await sha256(ticket));
+    if (!spent || spent.expiresAt < this.#now()) return null;
+    const box = await SecretBox.fromSecret(ticket, TICKET_KEY_PURPOSE);
+    const { grant, next } = JSON.parse(await box.open(spent.sealed));
+    return { grant: String(grant), next: String(next) };
   }
 
-  #sweep(): void {
-    const now = this.#now();
-    for (const [h, g] of this.#grants) {
-      if (now - g.lastUsed > GRANT_IDLE_MS || now - g.created > GRANT_MAX_MS) {
-        this.#grants.delete(h);
-      }
+  #believe(g: GrantRecord, now: number): void {
+    if (this.#believed.size >= CACHE_MAX) {
+      const oldest = this.#believed.keys().next().value;
+      if (oldest !== undefined) this.#believed.delete(oldest);
     }
-    for (const [h, t] of this.#tickets) if (t.until < now) this.#tickets.delete(h);
+    const until = Math.min(now + CHECK_CACHE_MS, g.expiresAt);
+    this.#believed.set(g.hash, { grant: binding(g), until });
   }
+
+  async #sweep(now: number): Promise<void> {
+    if (now - this.#sweptAt < SWEEP_EVERY_MS) return;
+    this.#sweptAt = now;
+    for (const [h, b] of this.#believed) if (b.until < now) this.#believed.delete(h);
+    await this.#repo.sweep(now);
+  }
+}
+
+/** When a grant made at `created` and last used at `used` expires: its idle hour or its day. */
+function expiryOf(created: number, used: number): number {
+  return Math.min(used + GRANT_IDLE_MS, created + GRANT_MAX_MS);
+}
+
+function binding(g: TunnelGrant): TunnelGrant {
+  const { userId, runnerId, port, authSessionId } = g;
+  return { userId, runnerId, port, authSessionId };
 }
 
 /** `path` with every preview grant token replaced by `…`, for logs (a token is a credential). */

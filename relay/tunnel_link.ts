@@ -80,8 +80,8 @@ export class TunnelRegistry {
   readonly #links = new Map<string, TunnelLink>();
   /** Stops serving each link's streams to other nodes over the bus. */
   readonly #served = new Map<TunnelLink, () => void>();
-  /** Preview grants (the capability of a previewed page's sub-requests). */
-  readonly grants = new TunnelGrants();
+  /** Preview grants (the capability of a previewed page's sub-requests), in the store. */
+  readonly grants: TunnelGrants;
   /** How previews are served (set by createRelay through tunnelOriginMiddleware). */
   readonly previews: PreviewSettings = {};
 
@@ -89,7 +89,12 @@ export class TunnelRegistry {
    * `bus`: other nodes open streams to the runners whose tunnel is here, and
    * this one to the runners whose tunnel is elsewhere (none: this node alone).
    */
-  constructor(readonly store: Pick<AsyncStore, "runners">, readonly bus?: Bus) {}
+  constructor(
+    readonly store: Pick<AsyncStore, "runners" | "tunnelGrants">,
+    readonly bus?: Bus,
+  ) {
+    this.grants = new TunnelGrants(store.tunnelGrants);
+  }
 
   /** Registers a link, closing an older one of the same runner. */
   attach(link: TunnelLink): void {

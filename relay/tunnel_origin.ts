@@ -54,11 +54,20 @@ export interface TunnelOriginDeps {
 export function tunnelOriginMiddleware(
   tunnels: TunnelRegistry,
   auth: Pick<Auth, "principalLive">,
-  options: { tunnelOrigin?: string; baseUrl: string; upgrade?: PreviewSettings["upgrade"] },
+  options: {
+    tunnelOrigin?: string;
+    baseUrl: string;
+    /** The relay's signing secret, which every node of a cluster shares: the labels' key. */
+    secret: string;
+    upgrade?: PreviewSettings["upgrade"];
+  },
 ): MiddlewareHandler {
   tunnels.previews.upgrade = options.upgrade;
   if (!options.tunnelOrigin) return async (_c, next) => await next();
-  const origin = new TunnelOrigin(options.tunnelOrigin, new URL(options.baseUrl).host);
+  const origin = new TunnelOrigin(options.tunnelOrigin, {
+    relayHost: new URL(options.baseUrl).host,
+    secret: options.secret,
+  });
   tunnels.previews.handoff = (token, grant, path) =>
     origin.handoff(token, grant, path, tunnels.grants);
   const deps = { tunnels, auth, upgrade: options.upgrade };
@@ -79,8 +88,9 @@ export class TunnelOrigin {
   /**
    * Parses `value`; a RangeError names what is wrong. `relayHost` (the base
    * URL's host) may not be the tunnel's: the relay's cookie would reach it.
+   * Labels are keyed by `secret` (the relay's signing secret).
    */
-  constructor(value: string, relayHost: string) {
+  constructor(value: string, { relayHost, secret }: { relayHost: string; secret: string }) {
     const m = value.trim().match(/^(https?):\/\/(\*\.)?([a-z0-9.-]+(?::\d{1,5})?)\/?$/i);
     if (!m) {
       throw new RangeError(
@@ -96,12 +106,10 @@ export class TunnelOrigin {
         `Invalid BATON_TUNNEL_ORIGIN: '${value}' is the relay's own host (its cookie would reach previews)`,
       );
     }
-    // Labels are stable for a relay's life, and unguessable from outside it.
-    this.#key = crypto.subtle.generateKey({ name: "HMAC", hash: "SHA-256" }, false, [
-      "sign",
-    ]) as Promise<
-      CryptoKey
-    >;
+    // Labels are unguessable from outside, and the same on every node of a
+    // cluster and across restarts (they share the secret): a handoff made on
+    // one node is spent on another, and a preview keeps its host.
+    this.#key = labelKey(secret);
   }
 
   /** Whether `req` was addressed to the tunnel origin. */
@@ -220,6 +228,26 @@ export class TunnelOrigin {
     if (isUpgrade(req)) return await proxyWebSocket(req, link, target, deps.upgrade);
     return await proxyHttp(req, link, target);
   }
+}
+
+/** HMAC-SHA256 key of the labels: HKDF-SHA256 of the relay's secret, with its own purpose. */
+async function labelKey(secret: string): Promise<CryptoKey> {
+  const enc = new TextEncoder();
+  const base = await crypto.subtle.importKey("raw", enc.encode(secret), "HKDF", false, [
+    "deriveKey",
+  ]);
+  return await crypto.subtle.deriveKey(
+    {
+      name: "HKDF",
+      hash: "SHA-256",
+      salt: enc.encode("baton"),
+      info: enc.encode("baton tunnel origin labels"),
+    },
+    base,
+    { name: "HMAC", hash: "SHA-256", length: 256 },
+    false,
+    ["sign"],
+  );
 }
 
 function cookieOf(header: string | null, name: string): string | null {

@@ -14,6 +14,7 @@ import type { SessionRecord, StoredEvent } from "../relay/store/mod.ts";
 import { openPgStore, PG_MIGRATIONS, type PgStore } from "../relay/store/pg/mod.ts";
 import { authConfig, type AuthConfigOptions, startBetterAuth } from "../relay/_better_auth.ts";
 import { openRelayStore } from "../relay/relay_store.ts";
+import { TunnelGrants } from "../relay/tunnel_grants.ts";
 import { postgresAvailable, type PostgresServer, startPostgres } from "./harness/postgres.ts";
 
 /** One store under test, with a way to reach its tables directly. */
@@ -833,6 +834,102 @@ const BEHAVIOURS: Record<string, (s: Subject, d: Dialect) => Promise<void>> = {
       const rows = await s.exec("SELECT key, hits FROM rate_limits");
       assert.deepEqual(rows.map((r) => [r.key, Number(r.hits)]), [["a", 4]]);
     },
+
+  "tunnel grants: by hash, the least recently used beyond a user's bound go, touched, swept":
+    async (s) => {
+      const { tunnelGrants } = s.store;
+      const grant = (hash: string, at: number, userId = "u1") => ({
+        hash,
+        userId,
+        runnerId: "r1",
+        port: 5173,
+        authSessionId: userId === "u1" ? "bs1" : null,
+        createdAt: at,
+        lastUsed: at,
+        expiresAt: at + 1000,
+      });
+      for (const [i, h] of ["g1", "g2", "g3"].entries()) await tunnelGrants.insert(grant(h, i), 2);
+      await tunnelGrants.insert(grant("other", 0, "u2"), 2);
+      assert.equal(await tunnelGrants.get("g1"), null, "u1 holds 2: the oldest went");
+      assert.deepEqual(await tunnelGrants.get("g3"), grant("g3", 2));
+      assert.deepEqual(await tunnelGrants.get("other"), grant("other", 0, "u2"));
+      assert.equal(await tunnelGrants.count(), 3);
+      // A use moves a grant up: the next insert evicts the other one.
+      await tunnelGrants.touch("g2", { lastUsed: 10, expiresAt: 1010 });
+      assert.deepEqual(await tunnelGrants.get("g2"), {
+        ...grant("g2", 1),
+        lastUsed: 10,
+        expiresAt: 1010,
+      });
+      await tunnelGrants.insert(grant("g4", 5), 2);
+      assert.deepEqual(
+        (await Promise.all(["g2", "g3", "g4"].map((h) => tunnelGrants.get(h))))
+          .map((g) => g?.hash ?? null),
+        ["g2", null, "g4"],
+      );
+      await assert.rejects(tunnelGrants.insert(grant("g5", 6), 0), RangeError);
+      await assert.rejects(tunnelGrants.insert(grant("g4", 6), 9), /UNIQUE constraint failed/);
+      assert.equal(await tunnelGrants.delete("g4"), true);
+      assert.equal(await tunnelGrants.delete("g4"), false);
+      // Swept once expired (strictly before now): "other" ends at 1000, g2 at 1010.
+      assert.equal(await tunnelGrants.sweep(1000), 0);
+      assert.equal(await tunnelGrants.sweep(1001), 1);
+      assert.deepEqual((await s.exec("SELECT hash FROM tunnel_grants")).map((r) => r.hash), ["g2"]);
+    },
+
+  "tunnel tickets: spent once, by one of many spending at once; bounded per user; swept": async (
+    s,
+  ) => {
+    const { tunnelGrants } = s.store;
+    const ticket = (hash: string, expiresAt: number, userId = "u1") => ({
+      hash,
+      userId,
+      sealed: `sealed ${hash}`,
+      expiresAt,
+    });
+    await tunnelGrants.insertTicket(ticket("t1", 100), 3);
+    assert.deepEqual(await tunnelGrants.redeemTicket("t1"), {
+      sealed: "sealed t1",
+      expiresAt: 100,
+    });
+    assert.equal(await tunnelGrants.redeemTicket("t1"), null, "spent");
+    assert.equal(await tunnelGrants.redeemTicket("nope"), null);
+    // Eight nodes spending one ticket at once: exactly one gets it.
+    await tunnelGrants.insertTicket(ticket("t2", 100), 3);
+    const spent = await Promise.all(
+      Array.from({ length: 8 }, () => tunnelGrants.redeemTicket("t2")),
+    );
+    assert.deepEqual(spent.filter((t) => t !== null), [{ sealed: "sealed t2", expiresAt: 100 }]);
+    // A user's tickets beyond the bound: the soonest to expire go; others' stay.
+    await tunnelGrants.insertTicket(ticket("x", 50, "u2"), 3);
+    for (const [i, h] of ["a", "b", "c", "d"].entries()) {
+      await tunnelGrants.insertTicket(ticket(h, 100 + i), 3);
+    }
+    const held = async () =>
+      (await s.exec("SELECT hash FROM tunnel_tickets ORDER BY hash")).map((r) => r.hash);
+    assert.deepEqual(await held(), ["b", "c", "d", "x"]);
+    assert.equal(await tunnelGrants.sweep(101), 1, "x expired at 50");
+    assert.equal(await tunnelGrants.sweep(104), 3);
+    assert.deepEqual(await held(), []);
+  },
+
+  "preview grants across two nodes: made on one, checked on the other, a ticket spent once": async (
+    s,
+  ) => {
+    const a = new TunnelGrants(s.store.tunnelGrants);
+    const b = new TunnelGrants(s.store.tunnelGrants);
+    const g = { userId: "u1", runnerId: "r1", port: 8080, authSessionId: "bs1" };
+    const token = await a.mint(g);
+    assert.deepEqual(await b.check(token), g);
+    assert.equal(await b.check(token.replace(/^./, (c) => c === "A" ? "B" : "A")), null);
+    // Both nodes spend one ticket at once (a replayed handoff): one wins.
+    const ticket = await a.ticket(token, "/next");
+    const spent = await Promise.all([a.redeem(ticket), b.redeem(ticket), b.redeem(ticket)]);
+    assert.deepEqual(spent.filter((t) => t !== null), [{ grant: token, next: "/next" }]);
+    await b.revoke(token);
+    assert.equal(await b.check(token), null);
+    assert.equal(await s.store.tunnelGrants.count(), 0);
+  },
 
   "the event committer: one transaction per batch, re-sends skipped, state with it": async (s) => {
     const { sessions, events } = s.store;

@@ -24,6 +24,7 @@ import type { RunnersRepo } from "./runners.ts";
 import type { SessionsRepo } from "./sessions.ts";
 import type { SettingsRepo } from "./settings.ts";
 import type { TriggersRepo } from "./triggers.ts";
+import type { TunnelGrantsRepo } from "./tunnel_grants.ts";
 import type { WebhooksRepo } from "./webhooks.ts";
 
 /** A repository's methods, each answering a promise of what the SQLite one returns. */
@@ -55,6 +56,7 @@ export interface AsyncStore {
   readonly attachments: Async<AttachmentsRepo>;
   readonly push: Async<PushRepo>;
   readonly rateLimits: Async<RateLimitsRepo>;
+  readonly tunnelGrants: Async<TunnelGrantsRepo>;
 }
 
 /** The repository names of {@linkcode AsyncStore}, in one list. */
@@ -71,6 +73,7 @@ export const REPOSITORIES = [
   "attachments",
   "push",
   "rateLimits",
+  "tunnelGrants",
 ] as const;
 
 /**

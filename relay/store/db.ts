@@ -341,6 +341,36 @@ const MIGRATIONS: Migration[] = [
       CREATE INDEX rate_limits_resets ON rate_limits (resets_at);
     `,
   },
+  {
+    // Preview grants and their handoff tickets (relay/tunnel_grants.ts), by
+    // the SHA-256 of their token, never the token: every node of a cluster
+    // answers a preview another node opened, and a restart keeps them. A
+    // ticket's grant is sealed with a key only its token gives (see there).
+    version: 14,
+    name: "tunnel grants",
+    sql: `
+      CREATE TABLE tunnel_grants (
+        hash TEXT PRIMARY KEY,
+        user_id TEXT NOT NULL,
+        runner_id TEXT NOT NULL,
+        port INTEGER NOT NULL,
+        auth_session_id TEXT,
+        created_at INTEGER NOT NULL,
+        last_used INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL
+      );
+      CREATE INDEX tunnel_grants_user ON tunnel_grants (user_id, last_used);
+      CREATE INDEX tunnel_grants_expires ON tunnel_grants (expires_at);
+      CREATE TABLE tunnel_tickets (
+        hash TEXT PRIMARY KEY,
+        user_id TEXT NOT NULL,
+        sealed TEXT NOT NULL,
+        expires_at INTEGER NOT NULL
+      );
+      CREATE INDEX tunnel_tickets_user ON tunnel_tickets (user_id, expires_at);
+      CREATE INDEX tunnel_tickets_expires ON tunnel_tickets (expires_at);
+    `,
+  },
 ];
 
 /** The relay's SQLite handle with WAL on and migrations applied. */

@@ -16,6 +16,7 @@ import { RunnersRepo } from "./runners.ts";
 import { SessionsRepo } from "./sessions.ts";
 import { SettingsRepo } from "./settings.ts";
 import { TriggersRepo } from "./triggers.ts";
+import { TunnelGrantsRepo } from "./tunnel_grants.ts";
 import { WebhooksRepo } from "./webhooks.ts";
 import { asyncRepo, type AsyncSettings, type AsyncStore } from "./contract.ts";
 
@@ -31,6 +32,7 @@ export type { RunnerRecord } from "./runners.ts";
 export type { SessionPatch, SessionRecord } from "./sessions.ts";
 export type { StoredEvent } from "./events.ts";
 export type { HistoryEntry, ListenerRecord, SubscriptionRecord } from "./triggers.ts";
+export type { GrantRecord, SpentTicket, TicketRecord } from "./tunnel_grants.ts";
 export type { WebhookRecord } from "./webhooks.ts";
 
 /** All repositories over one database. */
@@ -47,6 +49,7 @@ export class Store {
   readonly attachments: AttachmentsRepo;
   readonly push: PushRepo;
   readonly rateLimits: RateLimitsRepo;
+  readonly tunnelGrants: TunnelGrantsRepo;
 
   constructor(readonly db: Database) {
     this.accounts = new AccountsRepo(db);
@@ -61,6 +64,7 @@ export class Store {
     this.attachments = new AttachmentsRepo(db);
     this.push = new PushRepo(db);
     this.rateLimits = new RateLimitsRepo(db);
+    this.tunnelGrants = new TunnelGrantsRepo(db);
   }
 
   /** Runs `fn` in one transaction. */
@@ -88,5 +92,6 @@ export function asyncStore(store: Store): AsyncStore {
     attachments: asyncRepo(store.attachments),
     push: asyncRepo(store.push),
     rateLimits: asyncRepo(store.rateLimits),
+    tunnelGrants: asyncRepo(store.tunnelGrants),
   };
 }

@@ -15,6 +15,9 @@
  * trigger_listeners stands in for SQLite's rowid, by which their lists keep
  * the order rows were added in.
  *
+ * Over 400 lines, as db.ts: the migrations are the schema's history, one
+ * list in order.
+ *
  * The DDL stands here and in db.ts on purpose, though much of it reads
  * alike (`duplicates` lists it): a migration is history, applied as written
  * to databases already in use, so neither text may be derived from the
@@ -344,6 +347,34 @@ export const PG_MIGRATIONS: PgMigration[] = [
         resets_at BIGINT NOT NULL
       );
       CREATE INDEX rate_limits_resets ON rate_limits (resets_at);
+    `,
+  },
+  {
+    // Shared by every node (relay/tunnel_grants.ts): a preview opened on one
+    // node is answered by all, and outlives a restart.
+    version: 14,
+    name: "tunnel grants",
+    sql: `
+      CREATE TABLE tunnel_grants (
+        hash TEXT PRIMARY KEY,
+        user_id TEXT NOT NULL,
+        runner_id TEXT NOT NULL,
+        port BIGINT NOT NULL,
+        auth_session_id TEXT,
+        created_at BIGINT NOT NULL,
+        last_used BIGINT NOT NULL,
+        expires_at BIGINT NOT NULL
+      );
+      CREATE INDEX tunnel_grants_user ON tunnel_grants (user_id, last_used);
+      CREATE INDEX tunnel_grants_expires ON tunnel_grants (expires_at);
+      CREATE TABLE tunnel_tickets (
+        hash TEXT PRIMARY KEY,
+        user_id TEXT NOT NULL,
+        sealed TEXT NOT NULL,
+        expires_at BIGINT NOT NULL
+      );
+      CREATE INDEX tunnel_tickets_user ON tunnel_tickets (user_id, expires_at);
+      CREATE INDEX tunnel_tickets_expires ON tunnel_tickets (expires_at);
     `,
   },
 ];

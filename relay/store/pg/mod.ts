@@ -24,6 +24,7 @@ import { PgRunnersRepo } from "./runners.ts";
 import { PgSessionsRepo } from "./sessions.ts";
 import { PgSettingsRepo } from "./settings.ts";
 import { PgTriggersRepo } from "./triggers.ts";
+import { PgTunnelGrantsRepo } from "./tunnel_grants.ts";
 import { PgWebhooksRepo } from "./webhooks.ts";
 
 export { migratePg, PG_MIGRATIONS } from "./migrations.ts";
@@ -64,6 +65,7 @@ export class PgStore implements AsyncStore {
   readonly attachments: PgAttachmentsRepo;
   readonly push: PgPushRepo;
   readonly rateLimits: PgRateLimitsRepo;
+  readonly tunnelGrants: PgTunnelGrantsRepo;
   readonly #sql: PgSql;
 
   constructor(readonly pool: PgPool) {
@@ -80,6 +82,7 @@ export class PgStore implements AsyncStore {
     this.attachments = new PgAttachmentsRepo(sql);
     this.push = new PgPushRepo(sql);
     this.rateLimits = new PgRateLimitsRepo(sql);
+    this.tunnelGrants = new PgTunnelGrantsRepo(sql);
   }
 
   /**
