@@ -1,5 +1,6 @@
 import { join } from "node:path";
 import {
+  type BusConfig,
   CONNECTION_DEFAULTS,
   DEFAULT_RETENTION,
   type RetentionPolicy,
@@ -40,9 +41,11 @@ Options:
                      shared by every relay node on it (env BATON_DATABASE_URL, which
                      may carry the password; else PGPASSWORD; default: SQLite in
                      <data-dir>/relay.db; see docs/scaling.md)
-  --bus <url>        The bus between relay nodes, nats://host:port (env BATON_BUS_URL;
-                     default: none, one relay alone; credentials in BATON_BUS_TOKEN or
-                     BATON_BUS_USER and BATON_BUS_PASSWORD; see docs/scaling.md)
+  --bus <url>        The bus between relay nodes, nats://host:port or tls://host:port
+                     (env BATON_BUS_URL; default: none, one relay alone; credentials in
+                     BATON_BUS_TOKEN or BATON_BUS_USER and BATON_BUS_PASSWORD; TLS files
+                     in BATON_BUS_CA, BATON_BUS_CERT and BATON_BUS_KEY; see
+                     docs/scaling.md)
   -h, --help         Show this help
 
 Environment:
@@ -191,22 +194,49 @@ export function metricsTokenFromEnv(): { metricsToken?: string } {
 /**
  * The bus from `--bus` / `BATON_BUS_URL` and its credentials, which only
  * variables carry (a flag would show in `ps`): `BATON_BUS_TOKEN`, or
- * `BATON_BUS_USER` and `BATON_BUS_PASSWORD`.
+ * `BATON_BUS_USER` and `BATON_BUS_PASSWORD`; and its TLS files
+ * (`BATON_BUS_CA`, `BATON_BUS_CERT` with `BATON_BUS_KEY`), which must be
+ * readable now.
  */
-function busFromEnv(
-  url: string,
-): { url: string; token?: string; user?: string; password?: string } {
+function busFromEnv(url: string): BusConfig {
   const token = Deno.env.get("BATON_BUS_TOKEN");
   const user = Deno.env.get("BATON_BUS_USER");
   const password = Deno.env.get("BATON_BUS_PASSWORD");
+  const [caFile, certFile, keyFile] = ["BATON_BUS_CA", "BATON_BUS_CERT", "BATON_BUS_KEY"].map(
+    readablePem,
+  );
+  if (!certFile !== !keyFile) {
+    throw new UsageError("BATON_BUS_CERT and BATON_BUS_KEY go together: set both or neither");
+  }
+  const tls = { ...(caFile ? { caFile } : {}), ...(certFile ? { certFile, keyFile } : {}) };
   return {
     url: parseBusUrl(url),
     ...(token ? { token } : {}),
     ...(user ? { user, password: password ?? "" } : {}),
+    ...(caFile || certFile ? { tls } : {}),
   };
 }
 
-/** `--bus` / `BATON_BUS_URL`: a nats:// URL (a comma-separated list names several servers). */
+/** The PEM file a variable names, checked readable (a usage error otherwise); undefined when unset. */
+function readablePem(name: string): string | undefined {
+  const path = Deno.env.get(name)?.trim();
+  if (!path) return undefined;
+  let text: string;
+  try {
+    text = Deno.readTextFileSync(path);
+  } catch (err) {
+    throw new UsageError(`Invalid ${name}: cannot read '${path}' (${(err as Error).message})`);
+  }
+  if (!text.includes("-----BEGIN ")) {
+    throw new UsageError(`Invalid ${name}: '${path}' is not a PEM file`);
+  }
+  return path;
+}
+
+/**
+ * `--bus` / `BATON_BUS_URL`: a nats:// or tls:// URL (a comma-separated list
+ * names several servers).
+ */
 export function parseBusUrl(value: string): string {
   const urls = value.split(",").map((u) => u.trim());
   for (const u of urls) {
@@ -216,9 +246,15 @@ export function parseBusUrl(value: string): string {
     } catch {
       // Reported below.
     }
-    if (!url || url.protocol !== "nats:" || !url.hostname || url.username || url.password) {
+    const scheme = url?.protocol;
+    if (
+      !url || (scheme !== "nats:" && scheme !== "tls:") || !url.hostname || url.username ||
+      url.password
+    ) {
       const shown = u.replace(/\/\/[^@/]*@/, "//…@");
-      throw new UsageError(`Invalid --bus: '${shown}' (expected nats://host:port, no credentials)`);
+      throw new UsageError(
+        `Invalid --bus: '${shown}' (expected nats://host:port or tls://host:port, no credentials)`,
+      );
     }
   }
   return urls.join(",");

@@ -18,3 +18,4 @@ export {
 export { createKey, hashKey } from "./keys.ts";
 export { DEFAULT_VAPID_SUBJECT, vapidFromEnv, type VapidKeys } from "./push_keys.ts";
 export type { AsyncStore, Store } from "./store/mod.ts";
+export type { BusConfig } from "./bus/mod.ts";

@@ -119,15 +119,19 @@ export class NatsBus implements Bus {
    * cannot be reached or allows too small a payload.
    */
   static async connect(bus: string | BusConfig, options: BusOptions = {}): Promise<NatsBus> {
-    const { url, token, user, password } = typeof bus === "string"
+    const { url, token, user, password, tls } = typeof bus === "string"
       ? { url: bus } as BusConfig
       : bus;
+    const servers = url.split(",");
+    const usesTls = servers.some((u) => u.startsWith("tls://"));
     const nodeId = newNodeId();
     let nc: NatsConnection;
     try {
       nc = await connectGuarded({
-        servers: url.split(","),
+        servers,
         ...(token ? { token } : {}),
+        // A tls:// server is only ever spoken to over TLS, checked against the system's CAs or these.
+        ...(tls || usesTls ? { tls: { ...tls } } : {}),
         ...(user ? { user, pass: password ?? "" } : {}),
         name: `baton-relay-${nodeId}`,
         // Keep trying for as long as the relay runs: it serves its own runners meanwhile.
@@ -139,9 +143,13 @@ export class NatsBus implements Bus {
         timeout: 10_000,
       });
     } catch (err) {
-      throw new Error(
-        `Cannot reach the bus at ${redacted(url)}: ${err instanceof Error ? err.message : err}`,
-      );
+      const why = err instanceof Error ? err.message : String(err);
+      // A server that wants a client certificate drops the connection once
+      // TLS is up, without a word the client hears: it only times out.
+      const hint = why === "timeout" && usesTls && !tls?.certFile
+        ? " (a server that verifies its clients needs BATON_BUS_CERT and BATON_BUS_KEY)"
+        : "";
+      throw new Error(`Cannot reach the bus at ${redacted(url)}: ${why}${hint}`);
     }
     const max = nc.info?.max_payload ?? 0;
     if (max < MIN_MAX_PAYLOAD) {

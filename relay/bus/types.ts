@@ -132,6 +132,13 @@ export interface BusConfig {
   /** The server's `authorization { user, password }`. */
   user?: string;
   password?: string;
+  /**
+   * TLS beyond the system's trust (a `tls://` URL, or a server that requires
+   * TLS, uses it anyway): PEM files of the CA that signed the server's
+   * certificate, and of this node's own certificate and key for a server
+   * that verifies its clients. Read at each (re)connect.
+   */
+  tls?: { caFile?: string; certFile?: string; keyFile?: string };
 }
 
 /** Options of {@linkcode openBus}. */

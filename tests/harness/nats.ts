@@ -37,6 +37,11 @@ export interface NatsServerOptions {
   token?: string;
   /** How long a write to one client may block before the server drops it (e.g. "2s"; 10 s). */
   writeDeadline?: string;
+  /**
+   * Clients must speak TLS to this certificate and key (PEM files); with
+   * `clientCa`, they must also present a certificate that CA signed.
+   */
+  tls?: { cert: string; key: string; clientCa?: string };
 }
 
 /** A nats-server process of a test. */
@@ -77,6 +82,17 @@ export class NatsServer {
         ...(this.options.writeDeadline ? [`write_deadline: "${this.options.writeDeadline}"`] : []),
         ...(this.options.token
           ? [`authorization { token: ${JSON.stringify(this.options.token)} }`]
+          : []),
+        ...(this.options.tls
+          ? [
+            "tls {",
+            `  cert_file: ${JSON.stringify(this.options.tls.cert)}`,
+            `  key_file: ${JSON.stringify(this.options.tls.key)}`,
+            ...(this.options.tls.clientCa
+              ? [`  ca_file: ${JSON.stringify(this.options.tls.clientCa)}`, "  verify: true"]
+              : []),
+            "}",
+          ]
           : []),
         "",
       ].join("\n"),
