@@ -257,7 +257,8 @@ export function parseBusUrl(value: string): string {
       );
     }
   }
-  return urls.join(",");
+  // The scheme in lower case, as the bus client matches it (`TLS://` must stay TLS).
+  return urls.map((u) => u.replace(/^[a-z]+:/i, (s) => s.toLowerCase())).join(",");
 }
 
 /** `BATON_TUNNEL_ORIGIN` (also read by `baton up`): an http(s) origin, `*.` allowed (relay/tunnel_origin.ts). */

@@ -7,6 +7,11 @@
  */
 import type { ChunkSink } from "./chunked_reply.ts";
 
+/** How long a runner may take to answer a spawn (it starts the worker first). */
+export const SPAWN_ANSWER_MS = 30_000;
+/** ... when it fetches the input's attachments before it answers. */
+export const SPAWN_WITH_ATTACHMENTS_MS = 120_000;
+
 /** What the relay needs of one runner's control connection (`RunnerLink` is one). */
 export interface RunnerConnection {
   readonly runnerId: string;

@@ -20,6 +20,7 @@ import { type Clock, isoNow, systemClock } from "./_clock.ts";
 import { invalid, notFound, rejected } from "./errors.ts";
 import type { EventPipeline } from "./event_pipeline.ts";
 import type { RunnerConnection, RunnerRegistry } from "./runner_registry.ts";
+import { SPAWN_ANSWER_MS, SPAWN_WITH_ATTACHMENTS_MS } from "./runner_connection.ts";
 import { assertNotEnded, isEnded, isModelRef, sessionInfo, titleFrom } from "./session_state.ts";
 import type { StateFeed } from "./state_feed.ts";
 import { attachmentRefs, type InputOptions, spawnAttachmentRefs } from "./input_attachments.ts";
@@ -161,7 +162,11 @@ export class SessionService implements SessionControl {
         ...(req.agent ? { agent: req.agent } : {}),
       };
       // The runner fetches the attachments before it answers.
-      const res = await link.request("spawn", spawn, attachments.length ? 120_000 : 30_000) as
+      const res = await link.request(
+        "spawn",
+        spawn,
+        attachments.length ? SPAWN_WITH_ATTACHMENTS_MS : SPAWN_ANSWER_MS,
+      ) as
         | Partial<SpawnResult>
         | null;
       if (typeof res?.cwd !== "string" || res.cwd.length === 0 || res.cwd.length > 4096) {
@@ -229,11 +234,12 @@ export class SessionService implements SessionControl {
   /** Ends a session on the relay's side (its runner is told to drop it when it asks). */
   async abandonSession(sessionId: string, reason: string): Promise<void> {
     try {
-      const s = await this.#store.sessions.get(sessionId);
-      if (!s) return;
       // Another relay node may hold the runner and have committed events this
-      // node's tail has not heard of: the end goes after them, not over them.
+      // node's tail has not heard of (an end among them): the tail catches up
+      // first, and the row read after it says whether the session ended there.
       await this.#opts.events.catchUp(sessionId);
+      const s = await this.#store.sessions.get(sessionId);
+      if (!s || isEnded(s.status)) return;
       if (isEnded(this.#opts.events.statusOf(sessionId) ?? s.status)) return;
       await this.#endSession(s, reason);
     } catch (err) {

@@ -8,7 +8,12 @@ import { FakeClock, FakeLink } from "./testdata/fakes.ts";
 
 /** A session service on a real store, a clock that moves only when told and a runner that says yes. */
 async function withService(
-  fn: (s: SessionService, clock: FakeClock, folders: RecentFolders) => Promise<void>,
+  fn: (
+    s: SessionService,
+    clock: FakeClock,
+    folders: RecentFolders,
+    more: { store: ReturnType<typeof asyncStore>; injected: string[] },
+  ) => Promise<void>,
 ) {
   const dir = await Deno.makeTempDir({ prefix: "baton-sessions-" });
   const db = openDatabase(join(dir, "relay.db"));
@@ -20,6 +25,7 @@ async function withService(
     }
   }("r1", "u1");
   const store = asyncStore(new Store(db));
+  const injected: string[] = [];
   const service = new SessionService({
     store,
     runners: {
@@ -29,8 +35,13 @@ async function withService(
     },
     events: {
       lastSeq: () => 0,
-      statusOf: () => null,
-      inject: () => {},
+      // What a tail in memory says: still running (it may be stale, another node ingests).
+      statusOf: () => "running",
+      inject: (rec: { sessionId: string }) => {
+        injected.push(rec.sessionId);
+        return Promise.resolve(true);
+      },
+      catchUp: () => Promise.resolve(false),
       retitle: () => {},
       drop: () => {},
       inFlight: () => null,
@@ -40,7 +51,12 @@ async function withService(
     clock,
   });
   try {
-    await fn(service, clock, new RecentFolders(store, { assertOwned: () => Promise.resolve() }));
+    await fn(
+      service,
+      clock,
+      new RecentFolders(store, { assertOwned: () => Promise.resolve() }),
+      { store, injected },
+    );
   } finally {
     db.close();
     await Deno.remove(dir, { recursive: true });
@@ -64,5 +80,17 @@ Deno.test("a folder removed from the recent ones comes back with a session start
     // Removing it again hides every session of it so far, also one of the same millisecond.
     assert.equal(await folders.dismiss("u1", "r1", "/w/a"), true);
     assert.deepEqual(await folders.list("u1", "r1"), ["/w/b"]);
+  });
+});
+
+Deno.test("abandoning a session ends it once, and not one that ended elsewhere meanwhile", async () => {
+  await withService(async (s, _clock, _folders, { store, injected }) => {
+    const live = (await spawn(s, "/w/a")).sessionId;
+    const gone = (await spawn(s, "/w/b")).sessionId;
+    // Another relay node holds the runner and stored gone's end; this node's tail knows nothing of it.
+    await store.sessions.update(gone, { status: "ended" }, new Date().toISOString());
+    await s.abandonSession(gone, "did not start in time");
+    await s.abandonSession(live, "did not start in time");
+    assert.deepEqual(injected, [live]);
   });
 });

@@ -21,8 +21,8 @@ import type { AsyncStore } from "./store/mod.ts";
 /** How long GitHub and Standard Webhooks delivery ids (and GitHub bodies) are remembered. */
 export const DELIVERY_TTL_MS = 24 * 60 * 60_000;
 /**
- * Beyond the wait for a session to start, how long a delivery's attempt may
- * still be in flight (the spawn on the runner, the store's writes).
+ * Beyond the spawn's answer and the wait for the session to start, how long
+ * a delivery's attempt may still be in flight (the store's writes).
  */
 export const IN_FLIGHT_SLACK_MS = 5_000;
 
@@ -82,8 +82,8 @@ export class DeliveryAttempts {
       // that waited with it already has (look again after the await).
     }
     const lease = `attempt:${deliveryId}`;
-    const waited = await this.#lease(webhookId, deliveryId, lease);
-    if (waited) return duplicate(waited);
+    const held = await this.#lease(webhookId, deliveryId, lease);
+    if (typeof held !== "number") return duplicate(held);
     const run = attempt().then(async (r) => {
       if (r.body.sessionId) {
         await webhooks.recordDelivery(
@@ -101,33 +101,38 @@ export class DeliveryAttempts {
       return await run;
     } finally {
       if (this.#inflight.get(key) === run) this.#inflight.delete(key);
-      await webhooks.releaseNonce(webhookId, lease).catch(() => {});
+      // Only this attempt's claim: one that lapsed and another node took stays its.
+      await webhooks.releaseNonce(webhookId, lease, held).catch(() => {});
     }
   }
 
   /**
    * Takes the lease on attempting `deliveryId`, or waits while another node
-   * holds it: null once this request holds it, or the delivery the other
-   * attempt recorded.
+   * holds it: the lease's end (which names this holder's claim) once this
+   * request holds it, or the delivery the other attempt recorded.
    */
   async #lease(
     webhookId: string,
     deliveryId: string,
     lease: string,
-  ): Promise<{ triggerId: unknown; sessionId: unknown } | null> {
+  ): Promise<number | { triggerId: unknown; sessionId: unknown }> {
     const { webhooks } = this.#o.store;
     const clock = this.#o.clock;
+    let until: number;
     for (let pause = 25;; pause = Math.min(pause * 2, 400)) {
       const now = clock.now();
-      if (await webhooks.claimNonce(webhookId, lease, now + this.#o.holdMs, now)) break;
+      // A few random ms make this claim's end its own (two holders never share it).
+      until = now + this.#o.holdMs + Math.floor(Math.random() * 1000);
+      if (await webhooks.claimNonce(webhookId, lease, until, now)) break;
       await new Promise<void>((r) => clock.setTimeout(r, pause));
       const earlier = await webhooks.delivery(webhookId, deliveryId, clock.now() - DELIVERY_TTL_MS);
       if (earlier) return earlier;
     }
     // The attempt that held it may have finished just before this one took it.
     const done = await webhooks.delivery(webhookId, deliveryId, clock.now() - DELIVERY_TTL_MS);
-    if (done) await webhooks.releaseNonce(webhookId, lease);
-    return done ?? null;
+    if (!done) return until;
+    await webhooks.releaseNonce(webhookId, lease, until);
+    return done;
   }
 }
 

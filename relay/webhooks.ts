@@ -31,6 +31,7 @@ import {
 import type { RunnerPresence } from "./runner_registry.ts";
 import type { SecretBox } from "./secret_box.ts";
 import type { SessionControl } from "./session_service.ts";
+import { SPAWN_ANSWER_MS } from "./runner_connection.ts";
 import type { AsyncStore, WebhookRecord } from "./store/mod.ts";
 import type { Triggers } from "./triggers.ts";
 import { MAX_SKEW_MS, verifyWebhook } from "../shared/webhook_signing.ts";
@@ -99,7 +100,8 @@ export class Webhooks {
     this.#attempts = new DeliveryAttempts({
       store: options.store,
       clock: this.#clock,
-      holdMs: options.connectTimeoutMs + IN_FLIGHT_SLACK_MS,
+      // The spawn's answer, then the wait for the session to start, then the writes.
+      holdMs: SPAWN_ANSWER_MS + options.connectTimeoutMs + IN_FLIGHT_SLACK_MS,
     });
   }
 

@@ -135,6 +135,53 @@ Deno.test({
 });
 
 Deno.test({
+  name:
+    "the server's certificate must name the host dialled, and a tls:// URL (any case) never goes plain",
+  ignore: IGNORE,
+  async fn() {
+    const certs = await makeCertificates();
+    // Signed by the trusted CA, but for another name: not the bus at 127.0.0.1.
+    {
+      await using server = await NatsServer.start({
+        token: TOKEN,
+        tls: { cert: certs.otherCert, key: certs.otherKey },
+      });
+      const url = `tls://127.0.0.1:${server.port}`;
+      const { code, lines } = await relayExit({
+        BATON_BUS_URL: url,
+        BATON_BUS_TOKEN: TOKEN,
+        BATON_BUS_CA: certs.ca,
+      });
+      assert.equal(code, 1, lines.join("\n"));
+      assert.ok(
+        lines.some((l) =>
+          l.startsWith(`baton relay: Cannot reach the bus at ${url}: `) && /127\.0\.0\.1/.test(
+            l.slice(`baton relay: Cannot reach the bus at ${url}: `.length),
+          )
+        ),
+        lines.join("\n"),
+      );
+    }
+    // A server without TLS: a TLS:// URL refuses it rather than sending the token in clear.
+    {
+      await using server = await NatsServer.start({ token: TOKEN });
+      const url = `TLS://127.0.0.1:${server.port}`;
+      const { code, lines } = await relayExit({
+        BATON_BUS_URL: url,
+        BATON_BUS_TOKEN: TOKEN,
+        BATON_BUS_CA: certs.ca,
+      });
+      assert.equal(code, 1, lines.join("\n"));
+      assert.ok(
+        lines.some((l) => l.startsWith(`baton relay: Cannot reach the bus at tls://127.0.0.1:`)),
+        lines.join("\n"),
+      );
+      assert.ok(!server.lines.some((l) => /authorization violation/i.test(l)), "no token sent");
+    }
+  },
+});
+
+Deno.test({
   name: "TLS settings that cannot work are usage errors before anything starts",
   ignore: IGNORE,
   async fn() {

@@ -546,6 +546,10 @@ const BEHAVIOURS: Record<string, (s: Subject, d: Dialect) => Promise<void>> = {
     );
     assert.equal(await webhooks.claimNonce("ww", "n1", big + 9000, big + 2000), true, "time up");
     assert.equal(await webhooks.nonceUsedUntil("ww", "n1"), big + 9000, "claimed for the new time");
+    await webhooks.releaseNonce("ww", "n1", big + 2000);
+    assert.equal(await webhooks.nonceUsedUntil("ww", "n1"), big + 9000, "a later holder's stays");
+    await webhooks.releaseNonce("ww", "n1", big + 9000);
+    assert.equal(await webhooks.nonceUsedUntil("ww", "n1"), 0, "its holder gives it back");
     await webhooks.releaseNonce("w", "n1");
     assert.equal(await webhooks.nonceUsedUntil("w", "n1"), 0, "given back");
     assert.equal(await webhooks.claimNonce("w", "n1", big + 1000, big), true, "claimed again");

@@ -21,12 +21,14 @@ import {
   setTransportFactory,
 } from "@nats-io/transport-node";
 import { nodeResolveHost, NodeTransport } from "@nats-io/transport-node/lib/node_transport.js";
+import { checkServerIdentity as nodeCheckServerIdentity, type PeerCertificate } from "node:tls";
 
 type Socket = {
   emit(event: string | symbol, ...args: unknown[]): boolean;
   listenerCount(event: string | symbol): number;
 };
 type HostPort = Parameters<NodeTransport["dial"]>[0];
+type ServerAddress = Parameters<NodeTransport["connect"]>[0];
 
 /** Drops an `error` event that no listener would receive (its `close` follows). */
 export function guardSocket<S extends Socket>(socket: S): S {
@@ -38,8 +40,26 @@ export function guardSocket<S extends Socket>(socket: S): S {
   return socket;
 }
 
-/** The client's Node transport with guarded sockets. */
+/**
+ * The client's Node transport with guarded sockets, and with the server's
+ * certificate checked against the host it was asked for: the client names a
+ * server given by IP address no TLS server name, and Node then checks the
+ * certificate against "localhost" (an IP certificate is refused, any
+ * "localhost" one taken).
+ */
 class GuardedTransport extends NodeTransport {
+  override connect(hp: ServerAddress, options: ConnectionOptions): Promise<void> {
+    const tls = options.tls;
+    if (tls && typeof tls === "object") {
+      // A name resolved to addresses keeps the name (tlsName); an address is its own name.
+      const host = hp.tlsName || hp.hostname.replace(/^\[(.*)\]$/, "$1");
+      const checkServerIdentity = (_name: string, cert: PeerCertificate) =>
+        nodeCheckServerIdentity(host, cert);
+      options = { ...options, tls: { ...tls, checkServerIdentity } as typeof tls };
+    }
+    return super.connect(hp, options);
+  }
+
   override dial(hp: HostPort): ReturnType<NodeTransport["dial"]> {
     const dialed = super.dial(hp);
     // The connect callback resolves and then removes the dial's listeners: the

@@ -123,7 +123,7 @@ export class NatsBus implements Bus {
       ? { url: bus } as BusConfig
       : bus;
     const servers = url.split(",");
-    const usesTls = servers.some((u) => u.startsWith("tls://"));
+    const usesTls = servers.some((u) => /^tls:\/\//i.test(u));
     const nodeId = newNodeId();
     let nc: NatsConnection;
     try {

@@ -165,12 +165,21 @@ export class WebhooksRepo {
     ) > 0;
   }
 
-  /** Gives a nonce back (its delivery failed: the sender may retry it). */
-  releaseNonce(webhookId: string, nonce: string): void {
-    this.#sql.sql("DELETE FROM webhook_nonces WHERE webhook_id = ? AND nonce = ?").run(
-      webhookId,
-      nonce,
-    );
+  /**
+   * Gives a nonce back (its delivery failed: the sender may retry it). With
+   * `until`, only the claim made for that time: one that lapsed and was
+   * claimed again by someone else stays theirs.
+   */
+  releaseNonce(webhookId: string, nonce: string, until?: number): void {
+    if (until === undefined) {
+      this.#sql.sql("DELETE FROM webhook_nonces WHERE webhook_id = ? AND nonce = ?").run(
+        webhookId,
+        nonce,
+      );
+      return;
+    }
+    this.#sql.sql("DELETE FROM webhook_nonces WHERE webhook_id = ? AND nonce = ? AND until = ?")
+      .run(webhookId, nonce, until);
   }
 
   /** Forgets nonces whose time is up. */

@@ -12,8 +12,12 @@ import { tempDir } from "./procs.ts";
 export interface TestCertificates {
   dir: string;
   ca: string;
+  /** For 127.0.0.1 only (an IP address, as the bus's URL names it). */
   serverCert: string;
   serverKey: string;
+  /** Signed by the same CA for another name ("localhost"), not for 127.0.0.1. */
+  otherCert: string;
+  otherKey: string;
   clientCert: string;
   clientKey: string;
 }
@@ -35,7 +39,7 @@ export function opensslAvailable(): boolean {
   }
 }
 
-/** Makes a CA and a server (127.0.0.1, localhost) and a client certificate signed by it. */
+/** Makes a CA and, signed by it, a server certificate for 127.0.0.1, one for localhost, and a client one. */
 export async function makeCertificates(): Promise<TestCertificates> {
   const dir = await tempDir("baton-certs-");
   const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
@@ -53,9 +57,15 @@ export async function makeCertificates(): Promise<TestCertificates> {
     "-subj",
     "/CN=baton test CA",
   );
-  await Deno.writeTextFile(join(dir, "server.ext"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
+  await Deno.writeTextFile(join(dir, "server.ext"), "subjectAltName=IP:127.0.0.1\n");
+  await Deno.writeTextFile(join(dir, "other.ext"), "subjectAltName=DNS:localhost\n");
   await Deno.writeTextFile(join(dir, "client.ext"), "extendedKeyUsage=clientAuth\n");
-  for (const [name, cn] of [["server", "127.0.0.1"], ["client", "baton relay node"]]) {
+  for (
+    const [name, cn] of [["server", "127.0.0.1"], ["other", "localhost"], [
+      "client",
+      "baton relay node",
+    ]]
+  ) {
     await openssl(
       dir,
       "req",
@@ -91,6 +101,8 @@ export async function makeCertificates(): Promise<TestCertificates> {
     ca: join(dir, "ca.pem"),
     serverCert: join(dir, "server.pem"),
     serverKey: join(dir, "server.key"),
+    otherCert: join(dir, "other.pem"),
+    otherKey: join(dir, "other.key"),
     clientCert: join(dir, "client.pem"),
     clientKey: join(dir, "client.key"),
   };

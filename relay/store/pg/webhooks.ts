@@ -65,11 +65,20 @@ export class PgWebhooksRepo {
     ) > 0;
   }
 
-  async releaseNonce(webhookId: string, nonce: string): Promise<void> {
+  async releaseNonce(webhookId: string, nonce: string, until?: number): Promise<void> {
+    if (until === undefined) {
+      await this.sql.run(
+        "DELETE FROM webhook_nonces WHERE webhook_id = ? AND nonce = ?",
+        webhookId,
+        nonce,
+      );
+      return;
+    }
     await this.sql.run(
-      "DELETE FROM webhook_nonces WHERE webhook_id = ? AND nonce = ?",
+      "DELETE FROM webhook_nonces WHERE webhook_id = ? AND nonce = ? AND until = ?",
       webhookId,
       nonce,
+      until,
     );
   }
 
