@@ -7,10 +7,10 @@
  */
 import assert from "node:assert/strict";
 import http from "node:http";
-import { signUp, type User } from "./harness/client.ts";
-import { twoNodes } from "./harness/cluster.ts";
-import { NATS_SERVER, NatsServer } from "./harness/nats.ts";
-import { postgresAvailable, type PostgresServer, startPostgres } from "./harness/postgres.ts";
+import type { User } from "./harness/client.ts";
+import { withBusNodes } from "./harness/cluster.ts";
+import { NATS_SERVER } from "./harness/nats.ts";
+import { postgresAvailable } from "./harness/postgres.ts";
 import { type RelayProcess, type RunnerProcess, startRunner } from "./harness/procs.ts";
 import { navigateTunnel, runnerIdOf } from "./harness/tunnel_world.ts";
 import { eventually } from "./harness/wait.ts";
@@ -43,43 +43,25 @@ async function withPair(env: Record<string, string>, fn: (p: Pair) => Promise<vo
     { hostname: "127.0.0.1", port: 0, onListen() {} },
     (req) => new Response(`served ${new URL(req.url).pathname} from the runner's machine`),
   );
-  let pg: PostgresServer | null = null;
-  let nats: NatsServer | null = null;
-  let a: RelayProcess | null = null;
-  let b: RelayProcess | null = null;
-  let runner: RunnerProcess | null = null;
   try {
-    pg = await startPostgres();
-    nats = await NatsServer.start();
-    const args = ["--allow-signup", "--bus", nats.url];
-    const nodes = await twoNodes(pg, { args, env });
-    a = nodes.a;
-    b = nodes.b;
-    const owner = await signUp(a.url);
-    runner = await startRunner({ relayUrl: a.url, apiKey: owner.apiKey });
-    await runner.proc.waitFor(/tunnel connected/, 20_000);
-    const nodeA = a;
-    await fn({
-      a,
-      b,
-      owner,
-      runner,
-      runnerId: await runnerIdOf(owner),
-      port: service.addr.port,
-      restartA: () => nodeA.restart(args),
-    });
-  } catch (err) {
-    for (const [name, p] of [["A", a], ["B", b]] as const) {
-      if (p) console.error(`--- relay ${name}\n${p.proc.output()}`);
-    }
-    if (runner) console.error(`--- runner\n${runner.proc.output()}`);
-    throw err;
+    await withBusNodes({
+      env,
+      startRunner: async (a, owner) => {
+        const runner = await startRunner({ relayUrl: a.url, apiKey: owner.apiKey });
+        await runner.proc.waitFor(/tunnel connected/, 20_000);
+        return runner;
+      },
+    }, async ({ a, b, args, owner, runner }) =>
+      await fn({
+        a,
+        b,
+        owner,
+        runner,
+        runnerId: await runnerIdOf(owner),
+        port: service.addr.port,
+        restartA: () => a.restart(args),
+      }));
   } finally {
-    await runner?.stop();
-    await b?.stop().catch(() => {});
-    await a?.stop().catch(() => {});
-    await nats?.stop();
-    await pg?.stop();
     await service.shutdown();
   }
 }

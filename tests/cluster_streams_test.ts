@@ -14,10 +14,10 @@
 import assert from "node:assert/strict";
 import WebSocket from "ws";
 import { json, signIn, signUp, type User } from "./harness/client.ts";
-import { twoNodes } from "./harness/cluster.ts";
-import { NATS_SERVER, NatsServer } from "./harness/nats.ts";
-import { postgresAvailable, type PostgresServer, startPostgres } from "./harness/postgres.ts";
-import { RelayProcess, type RunnerProcess } from "./harness/procs.ts";
+import { withBusNodes } from "./harness/cluster.ts";
+import { NATS_SERVER } from "./harness/nats.ts";
+import { postgresAvailable } from "./harness/postgres.ts";
+import type { RelayProcess } from "./harness/procs.ts";
 import { RssWatch } from "./harness/rss.ts";
 import { madeAsRead, runnerIdOf, startTerminalRunner } from "./harness/tunnel_world.ts";
 import { within } from "./harness/wait.ts";
@@ -57,57 +57,38 @@ interface Cluster {
 }
 
 async function withCluster(fn: (c: Cluster) => Promise<void>): Promise<void> {
-  let pg: PostgresServer | null = null;
-  let nats: NatsServer | null = null;
-  let a: RelayProcess | null = null;
-  let b: RelayProcess | null = null;
-  let runner: RunnerProcess | null = null;
   const made = new Map<string, number>();
   const service = startService(made);
   const root = await Deno.realPath(await Deno.makeTempDir({ prefix: "baton-xs-root-" }));
   try {
-    pg = await startPostgres();
-    nats = await NatsServer.start();
     // As a deployment runs them (twoNodes): one database, the same secret and push keys.
-    const nodes = await twoNodes(pg, { args: ["--allow-signup", "--bus", nats.url] });
-    a = nodes.a;
-    b = nodes.b;
-    const ownerA = await signUp(a.url);
-    const stranger = await signUp(b.url);
-    runner = await startTerminalRunner(a.url, ownerA, root);
-    const cookieB = await signIn(b.url, ownerA.email, ownerA.password);
-    const bUrl = b.url;
-    await fn({
-      a,
-      b,
-      ownerA,
-      cookieB,
-      webB: (path, init = {}) =>
-        fetch(`${bUrl}${path}`, {
-          ...init,
-          headers: {
-            cookie: cookieB,
-            origin: bUrl,
-            ...(init.headers as Record<string, string> | undefined),
-          },
-        }),
-      stranger,
-      runnerId: await runnerIdOf(ownerA),
-      port: service.addr.port,
-      made,
+    await withBusNodes({
+      startRunner: (a, owner) => startTerminalRunner(a.url, owner, root),
+    }, async ({ a, b, owner: ownerA }) => {
+      const stranger = await signUp(b.url);
+      const cookieB = await signIn(b.url, ownerA.email, ownerA.password);
+      const bUrl = b.url;
+      await fn({
+        a,
+        b,
+        ownerA,
+        cookieB,
+        webB: (path, init = {}) =>
+          fetch(`${bUrl}${path}`, {
+            ...init,
+            headers: {
+              cookie: cookieB,
+              origin: bUrl,
+              ...(init.headers as Record<string, string> | undefined),
+            },
+          }),
+        stranger,
+        runnerId: await runnerIdOf(ownerA),
+        port: service.addr.port,
+        made,
+      });
     });
-  } catch (err) {
-    for (const [name, p] of [["A", a], ["B", b]] as const) {
-      if (p) console.error(`--- relay ${name}\n${p.proc.output()}`);
-    }
-    if (runner) console.error(`--- runner\n${runner.proc.output()}`);
-    throw err;
   } finally {
-    await runner?.stop();
-    await b?.stop().catch(() => {});
-    await a?.stop().catch(() => {});
-    await nats?.stop();
-    await pg?.stop();
     await service.shutdown();
     await Deno.remove(root, { recursive: true }).catch(() => {});
   }

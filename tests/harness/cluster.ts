@@ -11,6 +11,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { assertContiguous, json, signUp, storedEvents, type User, Viewer } from "./client.ts";
 import { type MockLlm, MODEL } from "./mock_llm.ts";
+import { NatsServer } from "./nats.ts";
 import { type PostgresServer, startPostgres } from "./postgres.ts";
 import {
   RelayProcess,
@@ -96,6 +97,55 @@ export async function withTwoNodes(
     }
   } finally {
     await pg.stop();
+  }
+}
+
+/** Two nodes on a bus, with a runner on node A ({@linkcode withBusNodes}). */
+export interface BusNodes {
+  a: RelayProcess;
+  b: RelayProcess;
+  /** The flags both nodes run with (a node restarted gets them again). */
+  args: string[];
+  /** The runner's owner, signed up on node A. */
+  owner: User;
+  runner: RunnerProcess;
+}
+
+/**
+ * A private PostgreSQL and nats-server, two nodes on them ({@linkcode twoNodes},
+ * with `env`), and the owner's runner on node A (`startRunner`); runs `fn`,
+ * prints every process's output when it fails, and stops them all.
+ */
+export async function withBusNodes(
+  options: {
+    env?: Record<string, string>;
+    startRunner: (a: RelayProcess, owner: User) => Promise<RunnerProcess>;
+  },
+  fn: (c: BusNodes) => Promise<void>,
+): Promise<void> {
+  let pg: PostgresServer | null = null;
+  let nats: NatsServer | null = null;
+  let nodes: TwoNodes | null = null;
+  let runner: RunnerProcess | null = null;
+  try {
+    pg = await startPostgres();
+    nats = await NatsServer.start();
+    const args = ["--allow-signup", "--bus", nats.url];
+    nodes = await twoNodes(pg, { args, ...(options.env ? { env: options.env } : {}) });
+    const owner = await signUp(nodes.a.url);
+    runner = await options.startRunner(nodes.a, owner);
+    await fn({ a: nodes.a, b: nodes.b, args, owner, runner });
+  } catch (err) {
+    if (nodes) {
+      console.error(`--- relay A\n${nodes.a.proc.output()}\n--- relay B\n${nodes.b.proc.output()}`);
+    }
+    if (runner) console.error(`--- runner\n${runner.proc.output()}`);
+    throw err;
+  } finally {
+    await runner?.stop();
+    await nodes?.stop();
+    await nats?.stop();
+    await pg?.stop();
   }
 }
 
