@@ -30,6 +30,21 @@ async function relayExit(env: Record<string, string>): Promise<{ code: number; l
   return { code: st.code, lines: p.lines };
 }
 
+/**
+ * Asserts that `baton relay` with `env` stops at start (exit 1) with one line
+ * saying it cannot reach the bus at `url`, for a reason that matches `why`.
+ */
+async function assertBusRefused(env: Record<string, string>, url: string, why: RegExp) {
+  const { code, lines } = await relayExit(env);
+  assert.equal(code, 1, lines.join("\n"));
+  const head = `baton relay: Cannot reach the bus at ${url}: `;
+  assert.ok(
+    lines.some((l) => l.startsWith(head) && why.test(l.slice(head.length))),
+    lines.join("\n"),
+  );
+  assert.ok(!lines.some((l) => /listening on/.test(l)), "it never listened");
+}
+
 /** Starts a relay on the bus and waits until `watcher` sees its node; stops it after `fn`. */
 async function joins(
   watcher: NatsBus,
@@ -97,15 +112,7 @@ Deno.test({
         },
       );
       // The system's CAs do not know the test CA: the server's certificate is refused.
-      const { code, lines } = await relayExit({ BATON_BUS_URL: url, BATON_BUS_TOKEN: TOKEN });
-      assert.equal(code, 1, lines.join("\n"));
-      assert.ok(
-        lines.some((l) =>
-          l.startsWith(`baton relay: Cannot reach the bus at ${url}: `) && /certificate/i.test(l)
-        ),
-        lines.join("\n"),
-      );
-      assert.ok(!lines.some((l) => /listening on/.test(l)), "it never listened");
+      await assertBusRefused({ BATON_BUS_URL: url, BATON_BUS_TOKEN: TOKEN }, url, /certificate/i);
     });
   },
 });
@@ -122,14 +129,7 @@ Deno.test({
         BATON_BUS_CERT: certs.clientCert,
         BATON_BUS_KEY: certs.clientKey,
       });
-      const { code, lines } = await relayExit(env);
-      assert.equal(code, 1, lines.join("\n"));
-      assert.ok(
-        lines.some((l) =>
-          l.startsWith(`baton relay: Cannot reach the bus at ${url}`) && /BATON_BUS_CERT/.test(l)
-        ),
-        lines.join("\n"),
-      );
+      await assertBusRefused(env, url, /BATON_BUS_CERT/);
     });
   },
 });
@@ -147,35 +147,15 @@ Deno.test({
         tls: { cert: certs.otherCert, key: certs.otherKey },
       });
       const url = `tls://127.0.0.1:${server.port}`;
-      const { code, lines } = await relayExit({
-        BATON_BUS_URL: url,
-        BATON_BUS_TOKEN: TOKEN,
-        BATON_BUS_CA: certs.ca,
-      });
-      assert.equal(code, 1, lines.join("\n"));
-      assert.ok(
-        lines.some((l) =>
-          l.startsWith(`baton relay: Cannot reach the bus at ${url}: `) && /127\.0\.0\.1/.test(
-            l.slice(`baton relay: Cannot reach the bus at ${url}: `.length),
-          )
-        ),
-        lines.join("\n"),
-      );
+      const env = { BATON_BUS_URL: url, BATON_BUS_TOKEN: TOKEN, BATON_BUS_CA: certs.ca };
+      await assertBusRefused(env, url, /127\.0\.0\.1/);
     }
     // A server without TLS: a TLS:// URL refuses it rather than sending the token in clear.
     {
       await using server = await NatsServer.start({ token: TOKEN });
       const url = `TLS://127.0.0.1:${server.port}`;
-      const { code, lines } = await relayExit({
-        BATON_BUS_URL: url,
-        BATON_BUS_TOKEN: TOKEN,
-        BATON_BUS_CA: certs.ca,
-      });
-      assert.equal(code, 1, lines.join("\n"));
-      assert.ok(
-        lines.some((l) => l.startsWith(`baton relay: Cannot reach the bus at tls://127.0.0.1:`)),
-        lines.join("\n"),
-      );
+      const env = { BATON_BUS_URL: url, BATON_BUS_TOKEN: TOKEN, BATON_BUS_CA: certs.ca };
+      await assertBusRefused(env, url.toLowerCase(), /tls/i);
       assert.ok(!server.lines.some((l) => /authorization violation/i.test(l)), "no token sent");
     }
   },

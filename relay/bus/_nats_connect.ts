@@ -60,6 +60,11 @@ class GuardedTransport extends NodeTransport {
     return super.connect(hp, options);
   }
 
+  /** The TLS socket that replaces the dialled one is guarded too (a server refusing this node's certificate). */
+  override async startTLS(): ReturnType<NodeTransport["startTLS"]> {
+    return guardSocket(await super.startTLS());
+  }
+
   override dial(hp: HostPort): ReturnType<NodeTransport["dial"]> {
     const dialed = super.dial(hp);
     // The connect callback resolves and then removes the dial's listeners: the
