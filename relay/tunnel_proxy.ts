@@ -191,12 +191,16 @@ export async function proxyHttp(
     );
   }
   const out = new Headers();
+  /** The service's Content-Length: kept while the body passes as it came (rewriting changes it). */
+  let length: string | null = null;
   for (const [k, v] of Array.isArray(h.headers) ? h.headers : []) {
     const name = String(k).toLowerCase();
     try {
       if (name === "set-cookie") out.append("set-cookie", scopeCookie(String(v), prefix));
       else if (name === "location") out.set("location", rewriteLocation(String(v), prefix, port));
-      else if (!DROPPED_RESPONSE_HEADERS.has(name)) out.append(name, String(v));
+      else if (name === "content-length" && /^\d{1,15}$/.test(String(v).trim())) {
+        length = String(v).trim();
+      } else if (!DROPPED_RESPONSE_HEADERS.has(name)) out.append(name, String(v));
     } catch { /* an invalid header is dropped */ }
   }
   // The service's own CSP still applies; this one adds the sandbox.
@@ -210,10 +214,12 @@ export async function proxyHttp(
   const noBody = req.method === "HEAD" || [204, 205, 304].includes(h.status);
   if (noBody) {
     reader.cancel().catch(() => {});
+    if (req.method === "HEAD" && length !== null) out.set("content-length", length);
     return new Response(null, { status: h.status, headers: out });
   }
   let body = bodyOf(reader, answer.rest, stream);
   const kind = prefix ? rewriteKind(out.get("content-type")) : null;
+  let rewritten = false;
   if (kind) {
     const encoding = out.get("content-encoding");
     const decoder = decoderFor(encoding);
@@ -223,8 +229,13 @@ export async function proxyHttp(
       out.delete("content-encoding");
       out.delete("etag");
       body = body.pipeThrough(rewriteStream(kind, prefix));
+      rewritten = true;
     }
   }
+  // A body that passes as it came keeps its length: the browser shows a download's
+  // size and progress. (One the relay rewrote gets the length of what it sends, or
+  // none.)
+  if (length !== null && !rewritten) out.set("content-length", length);
   return new Response(body, { status: h.status, headers: out });
 }
 

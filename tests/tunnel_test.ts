@@ -109,6 +109,15 @@ function startService(seen: Seen[]) {
     if (url.pathname === "/page") {
       return new Response("<h1>hello</h1>", { headers: { "content-type": "text/html" } });
     }
+    if (url.pathname === "/linked") {
+      return new Response('<a href="/next">next</a>', { headers: { "content-type": "text/html" } });
+    }
+    if (url.pathname === "/sized") {
+      // A file as a file server sends it: its length known up front.
+      return new Response(new Uint8Array(3 * 1024 * 1024).fill(7), {
+        headers: { "content-type": "application/zip" },
+      });
+    }
     return Response.json({
       method: req.method,
       echo: body ? new TextDecoder().decode(body) : null,
@@ -250,6 +259,25 @@ Deno.test("the HTTP tunnel forwards every method with its body to the runner's l
       assert.match(csp, /sandbox allow-scripts allow-forms allow-popups/);
       assert.doesNotMatch(csp, /allow-same-origin/);
     });
+
+    await t.step(
+      "a download keeps its Content-Length; a page rewritten on its way drops it",
+      async () => {
+        const sized = await w.tunnel("/sized");
+        assert.equal(sized.headers.get("content-length"), String(3 * 1024 * 1024));
+        assert.equal((await sized.arrayBuffer()).byteLength, 3 * 1024 * 1024);
+        const head = await w.tunnel("/sized", { method: "HEAD" });
+        assert.equal(head.headers.get("content-length"), String(3 * 1024 * 1024));
+        await head.body?.cancel();
+        // A page's length changes as it is rewritten: the service's is not passed on
+        // (a length the relay sends is that of what it sends).
+        const page = await w.tunnel("/linked");
+        const bytes = new Uint8Array(await page.arrayBuffer());
+        const length = page.headers.get("content-length");
+        assert.ok(length === null || Number(length) === bytes.byteLength, `length ${length}`);
+        assert.match(new TextDecoder().decode(bytes), /href="\/api\/tunnel\/[^"]+\/next"/);
+      },
+    );
 
     await t.step("a 300 MB download streams through with the relay's RSS bounded", async () => {
       const watch = new RssWatch([w.relay.proc.pid, daemonPid(w.runner().proc.pid)]);
