@@ -65,7 +65,7 @@ export class DeliveryAttempts {
     const { webhooks } = this.#o.store;
     const key = `${webhookId}:${deliveryId}`;
     while (true) {
-      const earlier = await webhooks.delivery(webhookId, deliveryId, now - DELIVERY_TTL_MS);
+      const earlier = await this.#recorded(webhookId, deliveryId, now);
       // A redelivery (retry) of something already handled: answer success, do nothing.
       if (earlier) return duplicate(earlier);
       // A retry while the first attempt is still starting its session waits for
@@ -106,6 +106,11 @@ export class DeliveryAttempts {
     }
   }
 
+  /** The outcome recorded for `deliveryId` within the DELIVERY_TTL_MS before `now`, if any. */
+  #recorded(webhookId: string, deliveryId: string, now: number) {
+    return this.#o.store.webhooks.delivery(webhookId, deliveryId, now - DELIVERY_TTL_MS);
+  }
+
   /**
    * Takes the lease on attempting `deliveryId`, or waits while another node
    * holds it: the lease's end (which names this holder's claim) once this
@@ -125,11 +130,11 @@ export class DeliveryAttempts {
       until = now + this.#o.holdMs + Math.floor(Math.random() * 1000);
       if (await webhooks.claimNonce(webhookId, lease, until, now)) break;
       await new Promise<void>((r) => clock.setTimeout(r, pause));
-      const earlier = await webhooks.delivery(webhookId, deliveryId, clock.now() - DELIVERY_TTL_MS);
+      const earlier = await this.#recorded(webhookId, deliveryId, clock.now());
       if (earlier) return earlier;
     }
     // The attempt that held it may have finished just before this one took it.
-    const done = await webhooks.delivery(webhookId, deliveryId, clock.now() - DELIVERY_TTL_MS);
+    const done = await this.#recorded(webhookId, deliveryId, clock.now());
     if (!done) return until;
     await webhooks.releaseNonce(webhookId, lease, until);
     return done;
