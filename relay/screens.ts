@@ -62,11 +62,7 @@ export class Screens {
   onScreen(sessionId: string): boolean {
     if (this.#o.local(sessionId)) return true;
     const nodes = this.#theirs.get(sessionId);
-    if (!nodes) return false;
-    const now = this.#clock.now();
-    for (const [node, until] of nodes) if (until <= now) nodes.delete(node);
-    if (nodes.size === 0) this.#theirs.delete(sessionId);
-    return nodes.size > 0;
+    return nodes !== undefined && this.#lapse(sessionId, nodes, this.#clock.now());
   }
 
   /**
@@ -116,10 +112,14 @@ export class Screens {
     const now = this.#clock.now();
     if (now - this.#swept < SCREEN_TTL_MS) return;
     this.#swept = now;
-    for (const [sessionId, nodes] of this.#theirs) {
-      for (const [node, until] of nodes) if (until <= now) nodes.delete(node);
-      if (nodes.size === 0) this.#theirs.delete(sessionId);
-    }
+    for (const [sessionId, nodes] of this.#theirs) this.#lapse(sessionId, nodes, now);
+  }
+
+  /** Drops the nodes whose word on a session lapsed by `now`; whether any still counts. */
+  #lapse(sessionId: string, nodes: Map<string, number>, now: number): boolean {
+    for (const [node, until] of nodes) if (until <= now) nodes.delete(node);
+    if (nodes.size === 0) this.#theirs.delete(sessionId);
+    return nodes.size > 0;
   }
 
   #sayAgain(): void {
