@@ -61,6 +61,10 @@ Environment:
 ${ATTACHMENT_ENV_HELP}
   BATON_HEADERS_TIMEOUT_MS        Time a client has to send request headers (15000)
   BATON_WS_AUTH_TIMEOUT_MS        Time a WebSocket has to authenticate (10000)
+  BATON_SHUTDOWN_DRAIN_MS         On SIGTERM, keep serving this long with GET /ready
+                                  at 503 before closing, for a load balancer to
+                                  move traffic away (default 0; a second signal
+                                  ends it early)
   VAPID_PUBLIC_KEY                Push notifications' public key (base64url, 65 bytes)
   VAPID_PRIVATE_KEY               Its private key (base64url, exactly 32 bytes); without
                                   both, a pair is made once in <data-dir>/vapid.json
@@ -126,6 +130,7 @@ export function relaySettings(argv: string[]) {
       : {}),
     headersTimeoutMs: ms("BATON_HEADERS_TIMEOUT_MS", CONNECTION_DEFAULTS.headersTimeoutMs),
     wsAuthTimeoutMs: ms("BATON_WS_AUTH_TIMEOUT_MS", 10_000),
+    shutdownDrainMs: limit("BATON_SHUTDOWN_DRAIN_MS", 0),
     maxConnectionsPerAddress: limit(
       "BATON_MAX_CONNECTIONS_PER_ADDRESS",
       CONNECTION_DEFAULTS.maxConnectionsPerAddress,
@@ -334,27 +339,40 @@ export async function relayMain(argv: string[]): Promise<number> {
   const signalled = untilSignal();
   console.log(`baton relay listening on ${served.url} (base URL ${served.baseUrl})`);
   await signalled;
+  const drainMs = settings.shutdownDrainMs ?? 0;
+  const again = new AbortController();
   console.log("baton relay shutting down");
-  await served.shutdown();
+  if (drainMs > 0) {
+    console.log(
+      `baton relay draining for ${drainMs} ms (GET /ready answers 503; a second signal ends it)`,
+    );
+  }
+  await served.shutdown(drainMs > 0 ? untilSignal(again.signal) : undefined);
+  again.abort();
   return 0;
 }
 
 /**
- * Resolves on the first SIGINT or SIGTERM. Call it before printing that the
+ * Resolves on the first SIGINT or SIGTERM (its listeners go once `stop`
+ * aborts, if it never came). Call it before printing that the
  * process is ready: Deno's first signal listener takes about half a
  * millisecond to put in place, and a signal sent as soon as the line was
  * read would kill the process (exit code 130) instead of stopping it.
  */
-export function untilSignal(): Promise<string> {
+export function untilSignal(stop?: AbortSignal): Promise<string> {
   return new Promise((resolve) => {
     const signals: Deno.Signal[] = Deno.build.os === "windows" ? ["SIGINT"] : ["SIGINT", "SIGTERM"];
+    const remove = () => signals.forEach((s, i) => Deno.removeSignalListener(s, handlers[i]!));
     const handlers = signals.map((sig) => {
       const h = () => {
-        signals.forEach((s, i) => Deno.removeSignalListener(s, handlers[i]!));
+        remove();
+        stop?.removeEventListener("abort", remove);
         resolve(sig);
       };
       Deno.addSignalListener(sig, h);
       return h;
     });
+    // No longer wanted (the wait it could cut short is over): the listeners go.
+    stop?.addEventListener("abort", remove, { once: true });
   });
 }

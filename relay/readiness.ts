@@ -3,7 +3,10 @@
  * registers named checks (the store's, later the bus's), each with its own
  * time limit; `GET /ready` runs them all and answers 503 naming those that
  * failed, so a load balancer stops sending work to a node that cannot store
- * or forward it. Liveness (`GET /health`) stays separate and trivial.
+ * or forward it. A node shutting down is draining: from then on it fails a
+ * `draining` check of its own, whatever the others say, so the balancer
+ * moves traffic away while the node still finishes what it has. Liveness
+ * (`GET /health`) stays separate and trivial.
  *
  * @module
  */
@@ -41,6 +44,8 @@ export class Readiness {
   #running: Promise<ReadinessReport> | null = null;
   /** Checks that failed in the last run, to log only changes. */
   readonly #failing = new Set<string>();
+  /** Why the node stopped taking traffic, once it is shutting down. */
+  #draining: string | null = null;
 
   constructor(options: ReadinessOptions = {}) {
     this.#log = options.log ?? (() => {});
@@ -55,6 +60,22 @@ export class Readiness {
   /** The registered checks' names, in order. */
   names(): string[] {
     return [...this.#checks.keys()];
+  }
+
+  /**
+   * Marks the node as shutting down: every report from now on fails, with a
+   * `draining` check saying `reason`. There is no way back (a node drains
+   * once, on its way out).
+   */
+  drain(reason = "Shutting down"): void {
+    if (this.#draining !== null) return;
+    this.#draining = reason;
+    this.#log(`not ready: draining: ${reason}`);
+  }
+
+  /** Whether {@linkcode drain} was called. */
+  get draining(): boolean {
+    return this.#draining !== null;
   }
 
   /** Runs every check at once (or joins the run in flight). */
@@ -80,6 +101,10 @@ export class Readiness {
       } else if (result.ok && this.#failing.delete(name)) {
         this.#log(`ready again: ${name}`);
       }
+    }
+    if (this.#draining !== null) {
+      checks.draining = { ok: false, ms: 0, error: this.#draining };
+      return { ok: false, checks };
     }
     return { ok: results.every(([, r]) => r.ok), checks };
   }

@@ -66,3 +66,19 @@ Deno.test("a check name is registered once", () => {
   r.add("store", () => {});
   assert.throws(() => r.add("store", () => {}), /already registered: 'store'/);
 });
+
+Deno.test("a draining node fails every report with a check of its own, whatever the others say", async () => {
+  const lines: string[] = [];
+  const r = new Readiness({ log: (l) => lines.push(l) });
+  r.add("store", () => {});
+  assert.equal((await r.run()).ok, true);
+  assert.equal(r.draining, false);
+  r.drain();
+  r.drain("said twice");
+  assert.equal(r.draining, true);
+  const report = await r.run();
+  assert.equal(report.ok, false);
+  assert.equal(report.checks.store!.ok, true, "the store still answers");
+  assert.deepEqual(report.checks.draining, { ok: false, ms: 0, error: "Shutting down" });
+  assert.deepEqual(lines, ["not ready: draining: Shutting down"]);
+});

@@ -32,6 +32,12 @@ export interface ServeRelayOptions extends Omit<RelayOptions, "baseUrl" | "upgra
   maxConnectionsPerAddress?: number;
   /** WebSockets not yet authenticated per client address (0: no limit); default 256. */
   maxUnauthenticatedSocketsPerAddress?: number;
+  /**
+   * How long {@linkcode ServedRelay.shutdown} keeps serving with `GET /ready`
+   * at 503 before it closes anything, so a load balancer moves traffic to
+   * the other nodes first (`BATON_SHUTDOWN_DRAIN_MS`); default 0.
+   */
+  shutdownDrainMs?: number;
 }
 
 /** Defaults of the connection limits (docs/configuration.md). */
@@ -48,8 +54,12 @@ export interface ServedRelay {
   url: string;
   baseUrl: string;
   port: number;
-  /** Closes sockets, stops accepting requests and closes the database, within ~5 s. */
-  shutdown(): Promise<void>;
+  /**
+   * Turns `GET /ready` to 503 (draining), keeps serving for the drain period
+   * (`shutdownDrainMs`, cut short when `cut` settles), then closes sockets,
+   * stops accepting requests and closes the database, within ~5 s more.
+   */
+  shutdown(cut?: Promise<unknown>): Promise<void>;
 }
 
 /**
@@ -133,8 +143,18 @@ export async function serveRelay(options: ServeRelayOptions): Promise<ServedRela
     url,
     baseUrl,
     port,
-    shutdown() {
+    shutdown(cut) {
       done ??= (async () => {
+        built.readiness.drain();
+        const drainMs = options.shutdownDrainMs ?? 0;
+        if (drainMs > 0) {
+          let timer: ReturnType<typeof setTimeout> | undefined;
+          await Promise.race([
+            new Promise((resolve) => timer = setTimeout(resolve, drainMs)),
+            ...(cut ? [cut] : []),
+          ]);
+          clearTimeout(timer);
+        }
         await built.hub.close();
         await stopHttp(server, 5000);
         transport.close();

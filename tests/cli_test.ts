@@ -343,6 +343,12 @@ Deno.test("baton rejects command-line mistakes with exit code 2 and one line", a
       re: /Invalid BATON_RETENTION_MAX_AGE_DAYS: '-1' \(expected an integer from 0 to 36500\)/,
     },
     {
+      name: "BATON_SHUTDOWN_DRAIN_MS in seconds",
+      args: relay,
+      env: { BATON_SHUTDOWN_DRAIN_MS: "30s" },
+      re: /Invalid BATON_SHUTDOWN_DRAIN_MS: '30s'/,
+    },
+    {
       name: "BATON_RETENTION_USER_MAX_MB with a unit",
       args: relay,
       env: { BATON_RETENTION_USER_MAX_MB: "2GB" },

@@ -21,7 +21,7 @@ import {
   tempDir,
 } from "./harness/procs.ts";
 import { rawRequest } from "./harness/raw_http.ts";
-import { eventually } from "./harness/wait.ts";
+import { eventually, within } from "./harness/wait.ts";
 import type { ReadyResponse } from "../shared/operations_api.ts";
 
 const TOKEN = "metrics-token-0123456789abcdef";
@@ -471,4 +471,54 @@ Deno.test("GET /ready turns 503 while the data folder's disk is full, and 200 on
     await llm.close();
     await new Deno.Command("umount", { args: ["-l", mountPoint] }).output().catch(() => {});
   }
+});
+
+Deno.test("on SIGTERM with BATON_SHUTDOWN_DRAIN_MS the relay keeps serving with /ready at 503 (draining), then exits", async (t) => {
+  await t.step("the drain runs out by itself", async () => {
+    const relay = await RelayProcess.start({
+      args: ["--allow-signup"],
+      env: { BATON_SHUTDOWN_DRAIN_MS: "2500" },
+    });
+    try {
+      const user = await signUp(relay.url);
+      assert.equal((await ready(relay.url)).status, 200);
+      relay.proc.kill("SIGTERM");
+      await relay.proc.waitFor(/draining for 2500 ms/);
+      const r = await ready(relay.url);
+      assert.equal(r.status, 503);
+      assert.equal(r.body.error?.message, "Not ready: draining");
+      assert.deepEqual(r.body.checks.draining, { ok: false, ms: 0, error: "Shutting down" });
+      assert.equal(r.body.checks.store?.ok, true, "the node itself is sound");
+      // Everything else is still served while the balancer moves away.
+      assert.equal((await user.api("/api/sessions")).status, 200);
+      assert.equal((await fetch(`${relay.url}/health`)).status, 200);
+      assert.equal((await within(relay.proc.status, 20_000, "the relay to exit")).code, 0);
+    } finally {
+      await relay.stop();
+    }
+  });
+
+  await t.step("a second signal ends a long drain at once", async () => {
+    const relay = await RelayProcess.start({ env: { BATON_SHUTDOWN_DRAIN_MS: "600000" } });
+    try {
+      relay.proc.kill("SIGTERM");
+      await relay.proc.waitFor(/draining for 600000 ms/);
+      assert.equal((await ready(relay.url)).status, 503);
+      relay.proc.kill("SIGTERM");
+      assert.equal((await within(relay.proc.status, 20_000, "the relay to exit")).code, 0);
+    } finally {
+      await relay.stop();
+    }
+  });
+
+  await t.step("without it, the relay closes at once on SIGTERM", async () => {
+    const relay = await RelayProcess.start();
+    try {
+      relay.proc.kill("SIGTERM");
+      assert.equal((await within(relay.proc.status, 20_000, "the relay to exit")).code, 0);
+      assert.equal(relay.proc.count(/draining for/), 0, "no drain period");
+    } finally {
+      await relay.stop();
+    }
+  });
 });
