@@ -243,6 +243,10 @@ export function acceptRunnerSocket(socket: ChannelSocket, options: AcceptRunnerO
   const inOrder = new InOrder((err) => {
     hub.log(`runner message failed: ${err}`);
     link?.close(CloseCode.internalError, "Relay failed to handle a message");
+  }, {
+    // Messages waiting for a slow store hold the socket's reading, not the relay's memory.
+    pause: () => socket.pause?.(),
+    resume: () => socket.resume?.(),
   });
   const helloTimeoutMs = options.helloTimeoutMs ?? HELLO_TIMEOUT_MS;
   const helloTimer = setTimeout(() => {
@@ -382,7 +386,7 @@ export function acceptRunnerSocket(socket: ChannelSocket, options: AcceptRunnerO
       return;
     }
     const from = link;
-    inOrder.run(() => onMessage(from, msg));
+    inOrder.run(() => onMessage(from, msg), ev.data.length);
   };
 
   /** One message of an accepted link; a promise when the next one must wait for it. */

@@ -120,7 +120,11 @@ export const VIEWER_SCOPE_MESSAGE =
 export function acceptViewerSocket(socket: ChannelSocket, options: AcceptViewerOptions): void {
   const { hub } = options;
   let viewer: Viewer | null = null;
-  const inOrder = new InOrder((err) => hub.log(`viewer message failed: ${err}`));
+  // Messages waiting for a slow store hold the socket's reading, not the relay's memory.
+  const inOrder = new InOrder((err) => hub.log(`viewer message failed: ${err}`), {
+    pause: () => socket.pause?.(),
+    resume: () => socket.resume?.(),
+  });
   let authTimer: ReturnType<typeof setTimeout> | undefined;
 
   function start(principal: Principal): void {
@@ -202,7 +206,7 @@ export function acceptViewerSocket(socket: ChannelSocket, options: AcceptViewerO
       return;
     }
     const v = viewer;
-    inOrder.run(() => v.closed ? undefined : handle(hub, v, msg));
+    inOrder.run(() => v.closed ? undefined : handle(hub, v, msg), ev.data.length);
   };
 
   socket.onclose = () => {

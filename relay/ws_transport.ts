@@ -34,6 +34,10 @@ export interface ChannelSocket {
   onmessage: ((ev: { data: unknown }) => void) | null;
   onclose: ((ev: { code: number; reason: string }) => void) | null;
   onerror: ((ev: unknown) => void) | null;
+  /** Stops reading from the peer (its messages wait in the kernel; ws has these). */
+  pause?(): void;
+  /** Reads again. */
+  resume?(): void;
 }
 
 /** The channels; each has its own message limit and idle period. */

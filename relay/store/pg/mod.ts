@@ -33,7 +33,10 @@ export { migratePg, PG_MIGRATIONS } from "./migrations.ts";
 export interface PgStoreOptions {
   /** Most connections the pool opens (default 10). */
   poolSize?: number;
-  /** Told when a migration of a database that had data starts and ends. */
+  /**
+   * Told when a migration of a database that had data starts and ends, and
+   * when a connection idle in the pool breaks (the server restarted or cut it).
+   */
   log?: (line: string) => void;
 }
 
@@ -117,8 +120,12 @@ export class PgStore implements AsyncStore {
  */
 export async function openPgStore(url: string, options: PgStoreOptions = {}): Promise<PgStore> {
   const pool = new pg.Pool({ connectionString: url, max: options.poolSize ?? 10, types });
-  // A connection that breaks while idle in the pool must not take the relay down with it.
-  pool.on("error", () => {});
+  // A connection that breaks while idle in the pool must not take the relay
+  // down with it; the pool drops it and opens another when next needed. Said
+  // in the log, since a database that keeps cutting connections is worth a look.
+  pool.on("error", (err: Error) => {
+    options.log?.(`PostgreSQL: a pooled connection broke while idle: ${err.message.slice(0, 300)}`);
+  });
   try {
     await migratePg(pool as unknown as PgPool, { log: options.log });
   } catch (err) {
