@@ -53,7 +53,9 @@ export class Readiness {
 
   /** Registers a check under a name of its own (`store`, `bus`). */
   add(name: string, check: ReadinessCheck, options: ReadinessCheckOptions = {}): void {
-    if (this.#checks.has(name)) throw new Error(`Readiness check already registered: '${name}'`);
+    if (this.#checks.has(name) || name === "draining") {
+      throw new Error(`Readiness check already registered: '${name}'`);
+    }
     this.#checks.set(name, { check, timeoutMs: options.timeoutMs ?? DEFAULT_CHECK_TIMEOUT_MS });
   }
 

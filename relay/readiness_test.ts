@@ -81,4 +81,6 @@ Deno.test("a draining node fails every report with a check of its own, whatever 
   assert.equal(report.checks.store!.ok, true, "the store still answers");
   assert.deepEqual(report.checks.draining, { ok: false, ms: 0, error: "Shutting down" });
   assert.deepEqual(lines, ["not ready: draining: Shutting down"]);
+  // The name is the drain's own: a check cannot take it.
+  assert.throws(() => r.add("draining", () => {}), /already registered/);
 });

@@ -58,6 +58,7 @@ export interface ServedRelay {
    * Turns `GET /ready` to 503 (draining), keeps serving for the drain period
    * (`shutdownDrainMs`, cut short when `cut` settles), then closes sockets,
    * stops accepting requests and closes the database, within ~5 s more.
+   * Called again, it answers the first call's promise (its `cut` counts).
    */
   shutdown(cut?: Promise<unknown>): Promise<void>;
 }
@@ -151,7 +152,8 @@ export async function serveRelay(options: ServeRelayOptions): Promise<ServedRela
           let timer: ReturnType<typeof setTimeout> | undefined;
           await Promise.race([
             new Promise((resolve) => timer = setTimeout(resolve, drainMs)),
-            ...(cut ? [cut] : []),
+            // Whatever `cut` settles with ends the drain; the shutdown goes on.
+            ...(cut ? [cut.then(() => {}, () => {})] : []),
           ]);
           clearTimeout(timer);
         }

@@ -140,7 +140,8 @@ export function acceptViewerSocket(socket: ChannelSocket, options: AcceptViewerO
   }
 
   // The socket is open: the transport hands it over after the handshake.
-  // Messages that arrive while the principal is checked wait for the check, in order.
+  // Messages that arrive while the principal is checked wait for the check, in
+  // order: the check is the queue's first task, so they count against its cap.
   let checking: Promise<void> | null = null;
   if (options.principal) {
     const p = options.principal;
@@ -153,6 +154,8 @@ export function acceptViewerSocket(socket: ChannelSocket, options: AcceptViewerO
       checking = null;
       socket.close(CloseCode.internalError, "Authentication failed");
     });
+    const check = checking;
+    inOrder.run(() => check);
   } else {
     authTimer = setTimeout(() => {
       if (!viewer) socket.close(CloseCode.unauthorized, "Not authenticated");
@@ -162,9 +165,10 @@ export function acceptViewerSocket(socket: ChannelSocket, options: AcceptViewerO
   let authenticating = false;
   socket.onmessage = function onMessage(ev) {
     if (checking) {
-      checking.then(() => {
+      const size = typeof ev.data === "string" ? ev.data.length : 0;
+      inOrder.run(() => {
         if (socket.readyState === WebSocket.OPEN) onMessage(ev);
-      });
+      }, size);
       return;
     }
     if (

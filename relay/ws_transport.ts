@@ -84,7 +84,17 @@ interface RawUpgrade {
 interface Live {
   ws: WebSocket;
   alive: boolean;
+  /** Sweeps in a row that found the socket paused (see #sweep). */
+  pausedSweeps: number;
 }
+
+/**
+ * Sweeps (two per idle period) a paused socket lives through: three idle
+ * periods. A socket paused while its messages wait for a slow store
+ * (_in_order.ts) reads no pongs, and one idle period would drop every busy
+ * link at the first stall of a few seconds more than it.
+ */
+const PAUSED_SWEEPS = 6;
 
 const KEY = /^[+/0-9A-Za-z]{22}==$/;
 
@@ -206,7 +216,7 @@ export class WsTransport {
       release();
       throw new HttpError(400, "bad_upgrade", "Invalid WebSocket handshake: connection closed");
     }
-    const live: Live = { ws: accepted, alive: true };
+    const live: Live = { ws: accepted, alive: true, pausedSweeps: 0 };
     this.#live[channel].add(live);
     accepted.on("pong", () => live.alive = true);
     accepted.on("message", () => live.alive = true);
@@ -271,6 +281,12 @@ export class WsTransport {
 
   #sweep(channel: Channel): void {
     for (const live of this.#live[channel]) {
+      if (live.ws.isPaused) {
+        // Still bounded: a task that never ends does not hold the socket for ever.
+        if (++live.pausedSweeps >= PAUSED_SWEEPS) live.ws.terminate();
+        continue;
+      }
+      live.pausedSweeps = 0;
       if (!live.alive) {
         live.ws.terminate();
         continue;
