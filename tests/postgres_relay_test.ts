@@ -226,8 +226,16 @@ Deno.test({
       }
       const grew = (rssOf(relay.proc.pid) - before) / MB;
       assert.ok(blocked, `the relay read all ${written / MB} MB sent while its store stalled`);
+      // Past the queue's cap (4 MiB waiting), not a slow relay's hiccup before it...
+      assert.ok(written > 4 * MB, `the writes stalled after only ${written / MB} MB`);
       assert.ok(written < 96 * MB, `the relay read ${written / MB} MB before it stopped reading`);
       assert.ok(grew < 64, `the relay grew ${grew.toFixed(1)} MB while the store stalled`);
+      // ...and it stays stopped while the store does.
+      const stillBlocked = await Promise.race([
+        blocked.then(() => false),
+        new Promise<true>((r) => setTimeout(() => r(true), 3000)),
+      ]);
+      assert.ok(stillBlocked, "the relay read on while its store was still stalled");
 
       // The store answers again: the relay reads on, handles everything in order
       // (the subscription's answer first), and the socket is still open.
