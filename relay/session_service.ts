@@ -260,19 +260,13 @@ export class SessionService implements SessionControl {
     const acked: Record<string, number> = {};
     const ended: string[] = [];
     const reported = new Set(sessions);
-    // One query for the runner's live sessions, not a read per reported one
-    // (a round trip each on PostgreSQL): a reported session not among them is
-    // unknown, another runner's or another user's, or over.
-    const live = new Map<string, SessionRecord>();
-    for (const s of await this.#store.sessions.listLiveForRunner(link.runnerId)) {
-      if (s.userId === link.userId && !isEnded(s.status)) live.set(s.sessionId, s);
-    }
-    const mine = new Map<string, SessionRecord>();
-    for (const id of reported) {
-      const s = live.get(id);
-      if (s) mine.set(id, s);
-      else ended.push(id);
-    }
+    // One query, not a read each (a round trip on PostgreSQL): the rest are unknown, another's, or over.
+    const live = (await this.#store.sessions.listLiveForRunner(link.runnerId))
+      .filter((s) => s.userId === link.userId && !isEnded(s.status));
+    const mine = new Map(
+      live.filter((s) => reported.has(s.sessionId)).map((s) => [s.sessionId, s]),
+    );
+    for (const id of reported) if (!mine.has(id)) ended.push(id);
     // A tail in memory may lag the log when another relay node held the
     // runner until now: the runner must resend only what the log lacks.
     for (const id of mine.keys()) await this.#opts.events.catchUp(id);

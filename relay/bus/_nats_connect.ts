@@ -12,6 +12,12 @@
  * the `close` event that always follows it tells the transport, which then
  * fails the connection attempt (or reconnects) as it does for any close.
  *
+ * The upgrade to TLS is this module's own for the same reason: the client's
+ * throws from a `secureConnect` listener when the session is not authorized,
+ * and leaves the TLS socket without listeners once it is up, so a server's
+ * alert that refuses this node's certificate (TLS 1.3 tells it after the
+ * handshake) ended the process now and then instead of failing the connect.
+ *
  * @module
  */
 import {
@@ -21,7 +27,13 @@ import {
   setTransportFactory,
 } from "@nats-io/transport-node";
 import { nodeResolveHost, NodeTransport } from "@nats-io/transport-node/lib/node_transport.js";
-import { checkServerIdentity as nodeCheckServerIdentity, type PeerCertificate } from "node:tls";
+import {
+  checkServerIdentity as nodeCheckServerIdentity,
+  connect as tlsConnect,
+  type ConnectionOptions as TlsConnectionOptions,
+  type PeerCertificate,
+  type TLSSocket,
+} from "node:tls";
 
 type Socket = {
   emit(event: string | symbol, ...args: unknown[]): boolean;
@@ -60,9 +72,41 @@ class GuardedTransport extends NodeTransport {
     return super.connect(hp, options);
   }
 
-  /** The TLS socket that replaces the dialled one is guarded too (a server refusing this node's certificate). */
-  override async startTLS(): ReturnType<NodeTransport["startTLS"]> {
-    return guardSocket(await super.startTLS());
+  /**
+   * Upgrades the dialled socket to TLS (checked against the CAs given, or the
+   * system's), with this node's certificate when it has one. The TLS socket
+   * is guarded from the start, and a failed handshake rejects (its error, or
+   * the close) instead of throwing.
+   */
+  override async startTLS(): Promise<TLSSocket> {
+    const given = typeof this.options.tls === "object" && this.options.tls ? this.options.tls : {};
+    const files = typeof this.options.tls === "object" && this.options.tls
+      ? await this.loadClientCerts() ?? {}
+      : {};
+    const options: TlsConnectionOptions = {
+      ...given as TlsConnectionOptions,
+      ...files as TlsConnectionOptions,
+      socket: this.socket,
+      servername: this.tlsName,
+      rejectUnauthorized: true,
+    };
+    return await new Promise<TLSSocket>((resolve, reject) => {
+      let failure: Error | undefined;
+      const socket = guardSocket(tlsConnect(options, () => {
+        if (!socket.authorized) {
+          failure = socket.authorizationError ?? new Error("TLS: the server is not authorized");
+          return void socket.destroy();
+        }
+        socket.off("error", onError);
+        socket.off("close", onClose);
+        resolve(socket);
+      }));
+      const onError = (err: Error) => failure ??= err;
+      const onClose = () =>
+        reject(failure ?? new Error("TLS: the connection closed in its handshake"));
+      socket.on("error", onError);
+      socket.once("close", onClose);
+    });
   }
 
   override dial(hp: HostPort): ReturnType<NodeTransport["dial"]> {

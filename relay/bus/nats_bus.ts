@@ -145,8 +145,9 @@ export class NatsBus implements Bus {
     } catch (err) {
       const why = err instanceof Error ? err.message : String(err);
       // A server that wants a client certificate drops the connection once
-      // TLS is up, without a word the client hears: it only times out.
-      const hint = why === "timeout" && usesTls && !tls?.certFile
+      // TLS is up: the client hears its alert, or nothing and times out.
+      const refused = why === "timeout" || /certificate/i.test(why);
+      const hint = refused && usesTls && !tls?.certFile
         ? " (a server that verifies its clients needs BATON_BUS_CERT and BATON_BUS_KEY)"
         : "";
       throw new Error(`Cannot reach the bus at ${redacted(url)}: ${why}${hint}`);
