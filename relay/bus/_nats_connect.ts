@@ -13,9 +13,9 @@
  * fails the connection attempt (or reconnects) as it does for any close.
  *
  * The upgrade to TLS is this module's own for the same reason: the client's
- * throws from a `secureConnect` listener when the session is not authorized,
- * and leaves the TLS socket without listeners once it is up, so a server's
- * alert that refuses this node's certificate (TLS 1.3 tells it after the
+ * upgrade throws from a `secureConnect` listener when the session is not
+ * authorized, and leaves the TLS socket without listeners once it is up, so a
+ * server's alert refusing this node's certificate (TLS 1.3 sends it after the
  * handshake) ended the process now and then instead of failing the connect.
  *
  * @module
