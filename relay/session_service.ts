@@ -262,7 +262,7 @@ export class SessionService implements SessionControl {
     const reported = new Set(sessions);
     // One query, not a read each (a round trip on PostgreSQL): the rest are unknown, another's, or over.
     const live = (await this.#store.sessions.listLiveForRunner(link.runnerId))
-      .filter((s) => s.userId === link.userId && !isEnded(s.status));
+      .filter((s) => s.userId === link.userId);
     const mine = new Map(
       live.filter((s) => reported.has(s.sessionId)).map((s) => [s.sessionId, s]),
     );

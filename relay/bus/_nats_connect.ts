@@ -79,12 +79,10 @@ class GuardedTransport extends NodeTransport {
    * the close) instead of throwing.
    */
   override async startTLS(): Promise<TLSSocket> {
-    const given = typeof this.options.tls === "object" && this.options.tls ? this.options.tls : {};
-    const files = typeof this.options.tls === "object" && this.options.tls
-      ? await this.loadClientCerts() ?? {}
-      : {};
+    const given = typeof this.options.tls === "object" ? this.options.tls : null;
+    const files = given ? await this.loadClientCerts() ?? {} : {};
     const options: TlsConnectionOptions = {
-      ...given as TlsConnectionOptions,
+      ...given as TlsConnectionOptions | null,
       ...files as TlsConnectionOptions,
       socket: this.socket,
       servername: this.tlsName,
