@@ -310,7 +310,9 @@ natsTest(
       const forged = new Uint8Array(4 + 1 + 5 + 3);
       new DataView(forged.buffer).setUint32(0, 1_000_000);
       forged.set([2, 0, 0, 0, 1, 7, 7, 7], 4); // data on stream 1: "after a hole"
-      spy.publish(subjects[0]!, forged);
+      // The spy's copy of the channel's messages comes on its own connection, maybe later.
+      const subject = await eventually("the spy to see the channel", () => subjects[0], 5_000);
+      spy.publish(subject, forged);
       await assert.rejects(within(reader.read(), 5_000, "the reset"));
       assert.match(stream.resetReason ?? "", /lost messages/);
       // The serving node heard of it too: the runner's stream is reset.
