@@ -217,7 +217,6 @@ export async function createRelay(options: RelayOptions): Promise<Relay> {
   const listeners = new TriggerListeners({
     store,
     triggers,
-    sessions: hub.sessions,
     runners: hub.runners,
     log: hub.log.bind(hub),
   });

@@ -11,7 +11,6 @@ import { type FilterMode, filtersMatch, invalidParams, paramsMatch } from "../sh
 import { type Clock, isoNow, systemClock } from "./_clock.ts";
 import { invalid, notFound } from "./errors.ts";
 import type { RunnerPresence } from "./runner_registry.ts";
-import type { SessionControl } from "./session_service.ts";
 import type { AsyncStore, ListenerRecord, SessionRecord } from "./store/mod.ts";
 import { named, type TriggerInput, type Triggers } from "./triggers.ts";
 
@@ -27,10 +26,8 @@ export type ListenerChange = ListenerPatchRequest;
 /** Options of {@linkcode TriggerListeners}. */
 export interface TriggerListenersOptions {
   store: AsyncStore;
-  /** The runners' catalogs, session histories and spawns with a trigger. */
-  triggers: Pick<Triggers, "catalog" | "definition" | "record" | "spawnWithTrigger">;
-  /** Delivers broadcasts into subscribed sessions. */
-  sessions: Pick<SessionControl, "deliverTrigger">;
+  /** The runners' catalogs, deliveries into sessions (recorded) and spawns with a trigger. */
+  triggers: Pick<Triggers, "catalog" | "definition" | "deliver" | "spawnWithTrigger">;
   runners: RunnerPresence;
   log?: (line: string) => void;
   clock?: Clock;
@@ -180,12 +177,7 @@ export class TriggerListeners {
       if (s && s.status === "running") sessions.set(s.sessionId, s);
     }
     const delivered = await Promise.all(
-      [...sessions.values()].map((s) =>
-        this.#opts.sessions.deliverTrigger(s, trigger).then(async () => {
-          await this.#triggers.record(s.sessionId, trigger);
-          return 1;
-        }, () => 0)
-      ),
+      [...sessions.values()].map((s) => this.#triggers.deliver(s, trigger).then(() => 1, () => 0)),
     );
     const listeners = (await this.#store.triggers.listenersOf(runnerId, body.type))
       .filter((l) => l.userId === userId && paramsMatch(body.payload, l.params));

@@ -180,12 +180,26 @@ export class Triggers {
       deliverAs: body.deliverAs ?? "steer",
       expectsResponse: body.expectsResponse ?? false,
     };
-    await this.#opts.sessions.deliverTrigger(s, trigger);
-    await this.record(sessionId, trigger);
+    await this.deliver(s, trigger);
     return { triggerId: trigger.triggerId };
   }
 
-  /** Appends an inbound entry (after a successful delivery). */
+  /**
+   * Records `trigger` in the session's history, then delivers it; a failed
+   * delivery takes the entry back out. Recorded first because the agent may
+   * answer it (respond_to_trigger) before the runner's acknowledgement is back.
+   */
+  async deliver(s: SessionRecord, trigger: DeliveredTrigger): Promise<void> {
+    await this.record(s.sessionId, trigger);
+    try {
+      await this.#opts.sessions.deliverTrigger(s, trigger);
+    } catch (err) {
+      await this.store.triggers.removeInbound(s.sessionId, trigger.triggerId);
+      throw err;
+    }
+  }
+
+  /** Appends an inbound entry. */
   async record(sessionId: string, t: DeliveredTrigger): Promise<void> {
     await this.#expireIfIdle(sessionId);
     await this.store.triggers.addHistory(sessionId, {

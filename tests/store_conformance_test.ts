@@ -498,6 +498,13 @@ const BEHAVIOURS: Record<string, (s: Subject, d: Dialect) => Promise<void>> = {
     await triggers.expireHistory("2025-01-01");
     assert.deepEqual(await triggers.history("s2", 5), [], "idle since before the cut");
     assert.equal((await triggers.history("s1", 5)).length, 5);
+    await triggers.removeInbound("s1", "t205");
+    await triggers.removeInbound("s1", "nope");
+    assert.deepEqual(
+      (await triggers.history("s1", 2)).map((e) => e.triggerId),
+      ["t204", "t203"],
+      "only that trigger's entry went",
+    );
     await triggers.clearHistory("s1");
     assert.deepEqual(await triggers.history("s1", 5), []);
   },

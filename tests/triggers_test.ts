@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import type { ChatRequest } from "./harness/mock_llm.ts";
 import { json, signUp, type User } from "./harness/client.ts";
-import { FakeRunner, spawnSession } from "./harness/fake_runner.ts";
+import { defaultAnswer, FakeRunner, spawnSession } from "./harness/fake_runner.ts";
+import type { TriggerRequest } from "../shared/protocol.ts";
 import { MockLlm, MODEL } from "./harness/mock_llm.ts";
 import { RelayProcess, type RunnerProcess, startRunner } from "./harness/procs.ts";
 import {
@@ -478,6 +479,57 @@ Deno.test("session triggers, history, responses, subscriptions, broadcasts and l
             [5],
             "a new entry after an idle day starts afresh",
           );
+        } finally {
+          await fake.close();
+        }
+      },
+    );
+
+    await s.step(
+      "the session may answer before its runner acknowledges the trigger; a refused trigger leaves no entry",
+      async () => {
+        let refuse = false;
+        let callId = 0;
+        const fake: FakeRunner = await FakeRunner.connect(world.relay.url, {
+          apiKey: user.apiKey,
+          answer: async (req) => {
+            if (req.op !== "trigger") return defaultAnswer(req);
+            if (refuse) return { ok: false, error: { code: "busy", message: "Not now" } };
+            // Answer first, as a quick agent does, and acknowledge after the relay replied.
+            const { sessionId, trigger } = req.data as TriggerRequest;
+            const id = ++callId;
+            fake.send({
+              t: "call",
+              id,
+              op: "triggers.respond",
+              data: { sessionId, triggerId: trigger.triggerId, action: "done-early" },
+            });
+            await fake.until(() => fake.received.some((m) => m.t === "result" && m.id === id));
+            return { ok: true, data: {} };
+          },
+        });
+        try {
+          const id = await spawnSession(user, fake.runnerId);
+          const res = await post(api, `/api/sessions/${id}/trigger`, {
+            type: "ci:build_finished",
+            payload: { n: 1 },
+            expectsResponse: true,
+          });
+          assert.equal(res.status, 200, JSON.stringify(res.body));
+          const result = fake.received.find((m) => m.t === "result" && m.id === 1);
+          assert.deepEqual(result, { t: "result", id: 1, ok: true, data: { ok: true } });
+          const [outbound, inbound] = await history(api, id);
+          assert.equal(inbound!.triggerId, res.body.triggerId);
+          assert.equal((inbound!.response as { action: string }).action, "done-early");
+          assert.equal(outbound!.direction, "outbound");
+
+          refuse = true;
+          const refused = await post(api, `/api/sessions/${id}/trigger`, {
+            type: "ci:build_finished",
+            payload: { n: 2 },
+          });
+          assert.notEqual(refused.status, 200);
+          assert.equal((await history(api, id)).length, 2, "the refused trigger is not in it");
         } finally {
           await fake.close();
         }

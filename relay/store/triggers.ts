@@ -305,6 +305,13 @@ export class TriggersRepo {
     });
   }
 
+  /** Drops the inbound entry of `triggerId` (a trigger whose delivery failed). */
+  removeInbound(sessionId: string, triggerId: string): void {
+    this.#sql.sql(
+      "DELETE FROM trigger_history WHERE session_id = ? AND trigger_id = ? AND direction = 'inbound'",
+    ).run(sessionId, triggerId);
+  }
+
   clearHistory(sessionId: string): void {
     this.#sql.sql("DELETE FROM trigger_history WHERE session_id = ?").run(sessionId);
   }

@@ -169,6 +169,15 @@ export class PgTriggersRepo {
     });
   }
 
+  /** Drops the inbound entry of `triggerId` (a trigger whose delivery failed). */
+  async removeInbound(sessionId: string, triggerId: string): Promise<void> {
+    await this.sql.run(
+      "DELETE FROM trigger_history WHERE session_id = ? AND trigger_id = ? AND direction = 'inbound'",
+      sessionId,
+      triggerId,
+    );
+  }
+
   async clearHistory(sessionId: string): Promise<void> {
     await this.sql.run("DELETE FROM trigger_history WHERE session_id = ?", sessionId);
   }
