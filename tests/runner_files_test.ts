@@ -107,9 +107,13 @@ async function runBash(
   }
 }
 
-/** The command the agent runs: how many process environments hold `secret`. */
+/**
+ * The command the agent runs: how many process environments hold `secret`.
+ * A fixed string after `-e`: a base64url secret may start with `-`, which
+ * grep would otherwise take for an option (1 run in 64 printed no count).
+ */
 function scanCommand(secret: string): string {
-  return `cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c '${secret}'; echo scanned`;
+  return `cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -cF -e '${secret}'; echo scanned`;
 }
 
 async function runnerToken(user: User): Promise<string> {
