@@ -198,7 +198,7 @@ export class EventPipeline {
    *
    * A session in memory takes the batch at once; another one is loaded
    * first, and the promise says when the batch was taken: the caller must
-   * hand a link's next batch in only then (runner_link.ts queues them).
+   * hand a link's next batch in only then (runner_socket.ts queues them).
    */
   ingest(link: IngestLink, msg: EventsMessage): void | Promise<void> {
     const live = this.#live.get(msg.sessionId);

@@ -34,7 +34,7 @@ import { StateFeed } from "./state_feed.ts";
 import { Subagents } from "./subagents.ts";
 import { notFound } from "./errors.ts";
 import type { InputOptions } from "./input_attachments.ts";
-import type { RunnerHub } from "./runner_link.ts";
+import type { RunnerHub } from "./runner_socket.ts";
 import type { CommitEvents } from "./store/event_writer.ts";
 import type { AsyncStore } from "./store/mod.ts";
 import type { Viewer, ViewerHub } from "./viewer.ts";

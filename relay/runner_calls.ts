@@ -6,7 +6,7 @@
  */
 import type { z } from "zod";
 import { invalid, notFound } from "./errors.ts";
-import type { RunnerCalls } from "./runner_link.ts";
+import type { RunnerCalls } from "./runner_socket.ts";
 import type { RunnerServices } from "./runner_services.ts";
 import type { AsyncStore } from "./store/mod.ts";
 import type { Triggers } from "./triggers.ts";

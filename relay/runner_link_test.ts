@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { httpErrorOf, RelayError } from "./errors.ts";
-import { type AcceptRunnerOptions, acceptRunnerSocket, RunnerLink } from "./runner_link.ts";
+import { RunnerLink } from "./runner_link.ts";
+import { type AcceptRunnerOptions, acceptRunnerSocket } from "./runner_socket.ts";
 import type { ChannelSocket } from "./ws_transport.ts";
 
 /** A link over a socket that takes frames and never answers by itself. */

@@ -5,7 +5,7 @@
  *
  * - a runner token (`brt_`, scope `runner`) only broadcasts its runner's
  *   triggers and triggers that runner's sessions (what the spec gives
- *   services); its control channel is checked in runner_link.ts;
+ *   services); its control channel is checked in runner_socket.ts;
  * - a read-only key only reads (GET, and the POSTs that only read a
  *   runner's files: `files`, `search-files`, `read-file`);
  * - a key bound to a runner reaches that runner and its sessions only;

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import type { RelayToViewer, SessionEvent, SessionEventBody } from "../shared/protocol.ts";
 import { type ServedRelay, serveRelay } from "../relay/serve.ts";
-import { HELLO_TIMEOUT_MS } from "../relay/runner_link.ts";
+import { HELLO_TIMEOUT_MS } from "../relay/runner_socket.ts";
 import {
   assertContiguous,
   json,

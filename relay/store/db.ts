@@ -200,7 +200,7 @@ const MIGRATIONS: Migration[] = [
   },
   {
     // Existing API keys keep doing everything (full); existing runner tokens
-    // are bound to a runner by their next hello (see runner_link.ts).
+    // are bound to a runner by their next hello (see runner_socket.ts).
     version: 6,
     name: "key scopes and runner binding",
     sql: `
