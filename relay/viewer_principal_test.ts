@@ -20,8 +20,11 @@ function world() {
   const sent: string[] = [];
   const closed: string[] = [];
   const subscribed: string[] = [];
+  const reading: string[] = [];
   let state: number = WebSocket.OPEN;
   const socket: ChannelSocket = {
+    pause: () => void reading.push("pause"),
+    resume: () => void reading.push("resume"),
     get readyState() {
       return state;
     },
@@ -53,7 +56,14 @@ function world() {
   });
   const message = (msg: Record<string, unknown>) =>
     socket.onmessage!({ data: JSON.stringify(msg) });
-  return { sent, closed, subscribed, message, answer: (live: boolean) => answer(live) };
+  return {
+    sent,
+    closed,
+    subscribed,
+    reading,
+    message,
+    answer: (live: boolean) => answer(live),
+  };
 }
 
 const settled = () => new Promise((resolve) => setTimeout(resolve, 0));
@@ -80,4 +90,18 @@ Deno.test("a viewer whose browser session ended before its socket opened is clos
   assert.deepEqual(w.closed, [`${CloseCode.revoked} Signed out or key revoked`]);
   assert.deepEqual(w.sent, []);
   assert.deepEqual(w.subscribed, []);
+});
+
+Deno.test("a flood while the principal is checked stops the socket's reading, and all of it is handled after", async () => {
+  const w = world();
+  for (let i = 0; i < 1000; i++) w.message({ t: "subscribe", sessionId: `s${i}` });
+  await settled();
+  assert.deepEqual(w.reading, ["pause"], "reading stopped while the check holds the queue");
+  assert.deepEqual(w.subscribed, []);
+  w.answer(true);
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  assert.deepEqual(w.reading, ["pause", "resume"]);
+  assert.equal(w.subscribed.length, 1000);
+  assert.deepEqual(w.subscribed.slice(0, 3), ["s0", "s1", "s2"]);
+  assert.equal(w.subscribed.at(-1), "s999");
 });
