@@ -190,6 +190,7 @@ export class Triggers {
    * answer it (respond_to_trigger) before the runner's acknowledgement is back.
    */
   async deliver(s: SessionRecord, trigger: DeliveredTrigger): Promise<void> {
+    assertNotEnded(s); // before writing: an entry in a full history pushes the oldest out
     await this.record(s.sessionId, trigger);
     try {
       await this.#opts.sessions.deliverTrigger(s, trigger);
