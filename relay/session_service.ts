@@ -40,6 +40,8 @@ export interface SpawnInput {
   /** A subagent's parent session and role (relay/subagents.ts checks both). */
   parentId?: string;
   agent?: string;
+  /** Runs once the session's row exists, before the runner is asked (its trigger's history entry). */
+  beforeStart?: (sessionId: string) => Promise<void>;
 }
 
 /** How a wait for a session's start ended. */
@@ -151,6 +153,7 @@ export class SessionService implements SessionControl {
       throw err;
     }
     try {
+      await req.beforeStart?.(sessionId);
       const spawn: SpawnRequest = {
         sessionId,
         cwd: req.cwd,
@@ -162,13 +165,8 @@ export class SessionService implements SessionControl {
         ...(req.agent ? { agent: req.agent } : {}),
       };
       // The runner fetches the attachments before it answers.
-      const res = await link.request(
-        "spawn",
-        spawn,
-        attachments.length ? SPAWN_WITH_ATTACHMENTS_MS : SPAWN_ANSWER_MS,
-      ) as
-        | Partial<SpawnResult>
-        | null;
+      const wait = attachments.length ? SPAWN_WITH_ATTACHMENTS_MS : SPAWN_ANSWER_MS;
+      const res = await link.request("spawn", spawn, wait) as Partial<SpawnResult> | null;
       if (typeof res?.cwd !== "string" || res.cwd.length === 0 || res.cwd.length > 4096) {
         throw badRunnerAnswer("spawn");
       }

@@ -331,22 +331,32 @@ export class Triggers {
     return { ...subscriptionView(subs[0]!), removed };
   }
 
-  /** Spawns a session that starts with `trigger` and records it in its history. */
+  /** Spawns a session that starts with `trigger`, recorded in its history (taken out if the spawn fails). */
   async spawnWithTrigger(
     userId: string,
     runnerId: string,
     how: { prompt?: string | null; cwd?: string | null; model?: ModelRef | null },
     trigger: DeliveredTrigger,
   ): Promise<string> {
-    const { sessionId } = await this.#opts.sessions.spawn(userId, {
-      runnerId,
-      prompt: "",
-      cwd: how.cwd ?? null,
-      model: how.model ?? null,
-      trigger,
-      ...(how.prompt ? { instruction: how.prompt } : {}),
-    });
-    await this.record(sessionId, trigger);
-    return sessionId;
+    // Recorded before the runner starts the agent, which may answer the trigger at once.
+    let created: string | null = null;
+    try {
+      const { sessionId } = await this.#opts.sessions.spawn(userId, {
+        runnerId,
+        prompt: "",
+        cwd: how.cwd ?? null,
+        model: how.model ?? null,
+        trigger,
+        ...(how.prompt ? { instruction: how.prompt } : {}),
+        beforeStart: async (id) => {
+          created = id;
+          await this.record(id, trigger);
+        },
+      });
+      return sessionId;
+    } catch (err) {
+      if (created) await this.store.triggers.removeInbound(created, trigger.triggerId);
+      throw err;
+    }
   }
 }

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import type { ChatRequest } from "./harness/mock_llm.ts";
 import { json, signUp, type User } from "./harness/client.ts";
 import { defaultAnswer, FakeRunner, spawnSession } from "./harness/fake_runner.ts";
-import type { TriggerRequest } from "../shared/protocol.ts";
+import type { SpawnRequest, TriggerRequest } from "../shared/protocol.ts";
 import { MockLlm, MODEL } from "./harness/mock_llm.ts";
 import { RelayProcess, type RunnerProcess, startRunner } from "./harness/procs.ts";
 import {
@@ -486,28 +486,41 @@ Deno.test("session triggers, history, responses, subscriptions, broadcasts and l
     );
 
     await s.step(
-      "the session may answer before its runner acknowledges the trigger; a refused trigger leaves no entry",
+      "the session may answer before its runner acknowledges the trigger or the spawn it starts; a refused one leaves no entry",
       async () => {
         let refuse = false;
         let callId = 0;
         const fake: FakeRunner = await FakeRunner.connect(world.relay.url, {
           apiKey: user.apiKey,
           answer: async (req) => {
-            if (req.op !== "trigger") return defaultAnswer(req);
+            const data = req.data as Partial<TriggerRequest & SpawnRequest>;
+            if (!data.trigger || (req.op !== "trigger" && req.op !== "spawn")) {
+              return defaultAnswer(req);
+            }
             if (refuse) return { ok: false, error: { code: "busy", message: "Not now" } };
             // Answer first, as a quick agent does, and acknowledge after the relay replied.
-            const { sessionId, trigger } = req.data as TriggerRequest;
             const id = ++callId;
             fake.send({
               t: "call",
               id,
               op: "triggers.respond",
-              data: { sessionId, triggerId: trigger.triggerId, action: "done-early" },
+              data: {
+                sessionId: data.sessionId,
+                triggerId: data.trigger.triggerId,
+                action: "early",
+              },
             });
             await fake.until(() => fake.received.some((m) => m.t === "result" && m.id === id));
-            return { ok: true, data: {} };
+            return defaultAnswer(req);
           },
         });
+        const results = () => fake.received.filter((m) => m.t === "result");
+        const answered = async (sessionId: string, triggerId: string) => {
+          const [outbound, inbound] = await history(api, sessionId);
+          assert.equal(inbound!.triggerId, triggerId);
+          assert.equal((inbound!.response as { action: string }).action, "early");
+          assert.equal(outbound!.direction, "outbound");
+        };
         try {
           const id = await spawnSession(user, fake.runnerId);
           const res = await post(api, `/api/sessions/${id}/trigger`, {
@@ -516,12 +529,29 @@ Deno.test("session triggers, history, responses, subscriptions, broadcasts and l
             expectsResponse: true,
           });
           assert.equal(res.status, 200, JSON.stringify(res.body));
-          const result = fake.received.find((m) => m.t === "result" && m.id === 1);
-          assert.deepEqual(result, { t: "result", id: 1, ok: true, data: { ok: true } });
-          const [outbound, inbound] = await history(api, id);
-          assert.equal(inbound!.triggerId, res.body.triggerId);
-          assert.equal((inbound!.response as { action: string }).action, "done-early");
-          assert.equal(outbound!.direction, "outbound");
+          assert.deepEqual(results(), [{ t: "result", id: 1, ok: true, data: { ok: true } }]);
+          await answered(id, res.body.triggerId);
+
+          // A listener's session: its trigger is in the history before the runner starts it.
+          fake.send({ t: "service_announce", triggerDefs: [DEFS[0]] });
+          await eventually("the fake runner's trigger type", async () => {
+            const res = await answer(await api(`/api/runners/${fake.runnerId}/triggers`));
+            return JSON.stringify(res.body).includes("ci:build_finished") || undefined;
+          });
+          const listener = await post(api, `/api/runners/${fake.runnerId}/trigger-listeners`, {
+            triggerType: "ci:build_finished",
+            prompt: "Answer it",
+          });
+          assert.equal(listener.status, 200, JSON.stringify(listener.body));
+          const fired = await post(api, `/api/runners/${fake.runnerId}/trigger-broadcast`, {
+            type: "ci:build_finished",
+            payload: { branch: "main" },
+          });
+          assert.equal(fired.status, 200, JSON.stringify(fired.body));
+          assert.deepEqual(results().map((r) => r.ok), [true, true], JSON.stringify(results()));
+          const spawned = fake.requests.filter((r) => r.op === "spawn")
+            .map((r) => r.data as SpawnRequest).find((d) => d.trigger)!;
+          await answered(spawned.sessionId, spawned.trigger!.triggerId);
 
           refuse = true;
           const refused = await post(api, `/api/sessions/${id}/trigger`, {
@@ -530,6 +560,20 @@ Deno.test("session triggers, history, responses, subscriptions, broadcasts and l
           });
           assert.notEqual(refused.status, 200);
           assert.equal((await history(api, id)).length, 2, "the refused trigger is not in it");
+          const rows = () =>
+            (world.relay.relay.db!.prepare("SELECT COUNT(*) AS n FROM trigger_history").get() as {
+              n: number;
+            }).n;
+          const before = [(await allSessionIds(user)).length, rows()];
+          await post(api, `/api/runners/${fake.runnerId}/trigger-broadcast`, {
+            type: "ci:build_finished",
+            payload: { branch: "main" },
+          });
+          assert.deepEqual(
+            [(await allSessionIds(user)).length, rows()],
+            before,
+            "the refused spawn left no session and no history entry",
+          );
         } finally {
           await fake.close();
         }
