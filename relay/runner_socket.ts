@@ -21,6 +21,7 @@ import { RelayError } from "./errors.ts";
 import { RunnerLink } from "./runner_link.ts";
 import type { AsyncStore } from "./store/mod.ts";
 import { InOrder } from "./_in_order.ts";
+import { refused, runnerKeyOwner } from "./_runner_key.ts";
 import type { ChannelSocket } from "./ws_transport.ts";
 
 /** How long a new runner socket may stay silent before its hello (default). */
@@ -128,27 +129,8 @@ export function acceptRunnerSocket(socket: ChannelSocket, options: AcceptRunnerO
     if (typeof hello.runnerId !== "string" || !RUNNER_ID.test(hello.runnerId)) {
       return reject(CloseCode.badHello, "bad_hello", "Invalid runnerId");
     }
-    const sameKey = !options.headerKey || hello.apiKey === options.headerKey;
-    const principal = typeof hello.apiKey === "string" && sameKey
-      ? await options.principalFromKey(hello.apiKey)
-      : null;
-    if (!principal) {
-      return reject(CloseCode.unauthorized, "unauthorized", "Invalid or revoked API key");
-    }
-    if (principal.scope === "read") {
-      return reject(
-        CloseCode.forbidden,
-        "forbidden_scope",
-        "A read-only key cannot connect a runner",
-      );
-    }
-    if (principal.runnerId !== null && principal.runnerId !== hello.runnerId) {
-      return reject(
-        CloseCode.forbidden,
-        "forbidden_scope",
-        `This key is bound to another runner: '${principal.runnerId}'`,
-      );
-    }
+    const principal = await runnerKeyOwner(hello.apiKey, hello.runnerId, options);
+    if (refused(principal)) return reject(principal.close, principal.code, principal.message);
     const existing = await hub.store.runners.get(hello.runnerId);
     if (existing && existing.userId !== principal.userId) {
       return reject(CloseCode.forbidden, "forbidden", "This runner id belongs to another account");

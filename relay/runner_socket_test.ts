@@ -2,6 +2,20 @@ import assert from "node:assert/strict";
 import { type AcceptRunnerOptions, acceptRunnerSocket } from "./runner_socket.ts";
 import type { ChannelSocket } from "./ws_transport.ts";
 
+/** Drives `socket` for `hub`, where every key belongs to one user with full scope. */
+function acceptWithAnyKey(socket: ChannelSocket, hub: AcceptRunnerOptions["hub"]): void {
+  const owner = { userId: "u1", keyId: null, scope: "full", runnerId: null };
+  acceptRunnerSocket(socket, {
+    hub,
+    calls: {} as AcceptRunnerOptions["calls"],
+    principalFromKey: () =>
+      Promise.resolve(
+        owner as unknown as Awaited<ReturnType<AcceptRunnerOptions["principalFromKey"]>>,
+      ),
+    helloTimeoutMs: 60_000,
+  });
+}
+
 Deno.test("a hello refused with a message of many non-ASCII characters is still closed", async () => {
   const sent: { t: string; code: string; message: string }[] = [];
   let closed: { code: number; reason: string } | null = null;
@@ -49,17 +63,7 @@ Deno.test("a message whose type is an object with a toString that is no function
     ingest: () => {},
     log: () => {},
   } as unknown as AcceptRunnerOptions["hub"];
-  acceptRunnerSocket(socket, {
-    hub,
-    calls: {} as AcceptRunnerOptions["calls"],
-    principalFromKey: () =>
-      Promise.resolve(
-        { userId: "u1", keyId: null, scope: "full", runnerId: null } as unknown as Awaited<
-          ReturnType<AcceptRunnerOptions["principalFromKey"]>
-        >,
-      ),
-    helloTimeoutMs: 60_000,
-  });
+  acceptWithAnyKey(socket, hub);
   return (async () => {
     socket.onmessage!({ data: JSON.stringify({ t: "hello", v: 1, apiKey: "k", runnerId: "r1" }) });
     for (let i = 0; i < 5 && !sent.some((f) => f.t === "welcome"); i++) {
@@ -107,17 +111,7 @@ Deno.test("a runner's messages are handled in the order they came while one wait
     },
     log: () => {},
   } as unknown as AcceptRunnerOptions["hub"];
-  acceptRunnerSocket(socket, {
-    hub,
-    calls: {} as AcceptRunnerOptions["calls"],
-    principalFromKey: () =>
-      Promise.resolve(
-        { userId: "u1", keyId: null, scope: "full", runnerId: null } as unknown as Awaited<
-          ReturnType<AcceptRunnerOptions["principalFromKey"]>
-        >,
-      ),
-    helloTimeoutMs: 60_000,
-  });
+  acceptWithAnyKey(socket, hub);
   const turn = () => new Promise((resolve) => setTimeout(resolve, 0));
   const events = (sessionId: string, ...seqs: number[]) =>
     JSON.stringify({

@@ -13,6 +13,7 @@ import type { Bus } from "./bus/mod.ts";
 import { notFound, offline } from "./errors.ts";
 import type { AsyncStore } from "./store/mod.ts";
 import type { ChannelSocket, Upgraded, UpgradeOptions } from "./ws_transport.ts";
+import { refused, runnerKeyOwner } from "./_runner_key.ts";
 import { TunnelGrants } from "./tunnel_grants.ts";
 
 const RUNNER_ID = /^[A-Za-z0-9_-]{1,64}$/;
@@ -183,23 +184,8 @@ export function acceptTunnelSocket(socket: ChannelSocket, options: AcceptTunnelO
     if (msg.t !== "register" || typeof msg.runnerId !== "string" || !RUNNER_ID.test(msg.runnerId)) {
       return refuse(CloseCode.badHello, "bad_register", "First message must be a register");
     }
-    const sameKey = !options.headerKey || msg.apiKey === options.headerKey;
-    const principal = typeof msg.apiKey === "string" && sameKey
-      ? await options.principalFromKey(msg.apiKey)
-      : null;
-    if (!principal) {
-      return refuse(CloseCode.unauthorized, "unauthorized", "Invalid or revoked API key");
-    }
-    if (principal.scope === "read") {
-      return refuse(
-        CloseCode.forbidden,
-        "forbidden_scope",
-        "A read-only key cannot connect a runner",
-      );
-    }
-    if (principal.runnerId !== null && principal.runnerId !== msg.runnerId) {
-      return refuse(CloseCode.forbidden, "forbidden_scope", "This key is bound to another runner");
-    }
+    const principal = await runnerKeyOwner(msg.apiKey, msg.runnerId, options);
+    if (refused(principal)) return refuse(principal.close, principal.code, principal.message);
     // The control channel makes the runner known; the tunnel follows it.
     const runner = await options.store.runners.get(msg.runnerId);
     if (!runner || runner.userId !== principal.userId) {

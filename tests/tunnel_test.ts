@@ -7,7 +7,8 @@
 import assert from "node:assert/strict";
 import { launchBrowser, newPage } from "./harness/browser.ts";
 import { WsPeer } from "./harness/ws_peer.ts";
-import { signUp, type User } from "./harness/client.ts";
+import { json, signUp, type User } from "./harness/client.ts";
+import { FakeRunner, runnerToken } from "./harness/fake_runner.ts";
 import {
   type RelayProcess,
   RelayProcess as Relay,
@@ -482,6 +483,23 @@ Deno.test("the /_tunnel channel refuses what the control channel refuses", async
     const other = await WsPeer.open(relay.port, "/_tunnel", { "x-api-key": owner.apiKey });
     await other.send({ t: "register", apiKey: "bk_another", runnerId: "r1" });
     assert.equal(await other.closed, 4001, "the register must carry the handshake's key");
+    // A read-only key, and a runner token bound to another runner (by its first hello).
+    const readRes = await owner.api("/api/keys", json("POST", { name: "dash", scope: "read" }));
+    const { key: readKey } = await readRes.json();
+    const token = await runnerToken(owner);
+    const bound = await FakeRunner.connect(relay.url, { apiKey: token, runnerId: "bound-here" });
+    await bound.close();
+    for (
+      const [apiKey, runnerId, message] of [
+        [readKey, "bound-here", "A read-only key cannot connect a runner"],
+        [token, "elsewhere", "This key is bound to another runner: 'bound-here'"],
+      ]
+    ) {
+      const peer = await WsPeer.open(relay.port, "/_tunnel");
+      await peer.send({ t: "register", apiKey, runnerId });
+      assert.equal(await peer.closed, 4003, message);
+      assert.deepEqual(peer.messages.at(-1), { t: "error", code: "forbidden_scope", message });
+    }
     const big = await WsPeer.open(relay.port, "/_tunnel");
     await big.stream(2 * MB);
     assert.equal(await big.closed, 1009);
