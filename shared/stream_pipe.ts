@@ -12,7 +12,8 @@ import { type MuxStream, StreamResetError } from "./streams.ts";
  * each chunk straight into the buffer of the frame that carries it (a
  * BYOB read after the header's room) instead of copying every chunk into
  * a new frame: on a 1 GB body that copy and its zero-filled buffer were a
- * fifth of the runner's CPU. A stream without BYOB reads is piped as
+ * fifth of the runner's CPU. Only a read that filled under a quarter of its
+ * frame is copied out, into a frame of its own size. A stream without BYOB reads is piped as
  * usual. When `stream` is reset, `body` is cancelled; when `body` fails,
  * `stream` is reset, and the error is thrown.
  */
@@ -39,13 +40,14 @@ export async function pipeBytes(
       const { done, value } = await reader.read(frame.subarray(FRAME_HEADER_BYTES));
       if (done || !value) break;
       if (value.byteLength === 0) continue;
-      stream.sendFrame(
-        new Uint8Array(
-          value.buffer,
-          value.byteOffset - FRAME_HEADER_BYTES,
-          FRAME_HEADER_BYTES + value.byteLength,
-        ),
+      const filled = new Uint8Array(
+        value.buffer,
+        value.byteOffset - FRAME_HEADER_BYTES,
+        FRAME_HEADER_BYTES + value.byteLength,
       );
+      // A small read is sent in a copy of its own size: the frame's whole buffer would
+      // be held while it waits to be written, up to 64 KiB for a few bytes of an SSE event.
+      stream.sendFrame(value.byteLength < value.buffer.byteLength / 4 ? filled.slice() : filled);
     }
   } catch (err) {
     reading = false;

@@ -19,13 +19,18 @@ function pair(opts: { window?: number; maxStreams?: number } = {}) {
   let bytesToB = 0;
   let creditsToA = 0;
   const dataSizesToB: number[] = [];
+  /** The size of the buffer behind each data frame (what the frame holds while it waits). */
+  const dataBuffersToB: number[] = [];
   const a: StreamMux = new StreamMux({
     dialer: true,
     ...opts,
     send: (f) => {
       framesToB++;
       bytesToB += f.byteLength;
-      if (f[0] === FrameKind.data) dataSizesToB.push(f.byteLength - 5);
+      if (f[0] === FrameKind.data) {
+        dataSizesToB.push(f.byteLength - 5);
+        dataBuffersToB.push(f.buffer.byteLength);
+      }
       queueMicrotask(() => b.receive(f));
     },
   });
@@ -47,7 +52,7 @@ function pair(opts: { window?: number; maxStreams?: number } = {}) {
     a,
     b,
     accepted,
-    stats: () => ({ framesToB, bytesToB, creditsToA, dataSizesToB }),
+    stats: () => ({ framesToB, bytesToB, creditsToA, dataSizesToB, dataBuffersToB }),
     next: () => {
       const i = taken++;
       return i < accepted.length
@@ -306,6 +311,35 @@ Deno.test("pipeBytes carries a fetch body whole, framed in place within the cred
   assert.equal(got.byteLength, 3 * 1024 * 1024);
   assert.ok(got.every((v, i) => v === (i % (64 * 1024)) % 251), "bytes differ");
   assert.ok(stats().dataSizesToB.every((n) => n > 0 && n <= MAX_DATA_BYTES));
+});
+
+Deno.test("pipeBytes sends a small read in a buffer of its size, not in the frame it was read into", async () => {
+  const { a, next, stats } = pair({ window: 256 * 1024 });
+  const s = a.open(enc("x"));
+  const peer = await next();
+  const reading = readAll(peer);
+  let left = 200;
+  const events = new ReadableStream({
+    type: "bytes",
+    async pull(c) {
+      if (left-- <= 0) {
+        c.close();
+        return c.byobRequest?.respond(0); // what ends a pending BYOB read
+      }
+      await tick(0);
+      c.enqueue(enc(`data: event ${left}\n\n`));
+    },
+  });
+  await pipeBytes(events, s);
+  const got = new TextDecoder().decode(await reading);
+  assert.equal(got.split("\n\n").length - 1, 200, "every event arrived");
+  assert.ok(got.startsWith("data: event 199\n\n") && got.endsWith("data: event 0\n\n"));
+  const { dataSizesToB, dataBuffersToB } = stats();
+  assert.ok(dataSizesToB.length >= 100, "the events went one (or a few) per frame");
+  assert.ok(
+    dataBuffersToB.every((b, i) => b === dataSizesToB[i]! + 5),
+    `frames held more than their bytes: ${dataBuffersToB.slice(0, 5)}`,
+  );
 });
 
 Deno.test("pipeBytes stops at the window for a stalled reader; a reset cancels the service's body", async () => {
