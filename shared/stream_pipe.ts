@@ -13,9 +13,9 @@ import { type MuxStream, StreamResetError } from "./streams.ts";
  * BYOB read after the header's room) instead of copying every chunk into
  * a new frame: on a 1 GB body that copy and its zero-filled buffer were a
  * fifth of the runner's CPU. Only a read that filled under a quarter of its
- * frame is copied out, into a frame of its own size. A stream without BYOB reads is piped as
- * usual. When `stream` is reset, `body` is cancelled; when `body` fails,
- * `stream` is reset, and the error is thrown.
+ * frame is copied out, into a frame of its own size. A stream without BYOB
+ * reads is piped as usual. When `stream` is reset, `body` is cancelled; when
+ * `body` fails, `stream` is reset, and the error is thrown.
  */
 export async function pipeBytes(
   body: ReadableStream<Uint8Array>,
