@@ -9,6 +9,9 @@
 import { CloseCode } from "../shared/protocol.ts";
 import type { Principal } from "./auth.ts";
 
+/** A runner id as both runner sockets accept it (and as the tunnel looks one up on the bus). */
+export const RUNNER_ID = /^[A-Za-z0-9_-]{1,64}$/;
+
 /** Why a runner socket's key is refused: its close code, error code and message. */
 export interface KeyRefusal {
   close: number;

@@ -21,13 +21,11 @@ import { RelayError } from "./errors.ts";
 import { RunnerLink } from "./runner_link.ts";
 import type { AsyncStore } from "./store/mod.ts";
 import { InOrder } from "./_in_order.ts";
-import { refused, runnerKeyOwner } from "./_runner_key.ts";
+import { refused, RUNNER_ID, runnerKeyOwner } from "./_runner_key.ts";
 import type { ChannelSocket } from "./ws_transport.ts";
 
 /** How long a new runner socket may stay silent before its hello (default). */
 export const HELLO_TIMEOUT_MS = 10_000;
-
-const RUNNER_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
 /** What a runner socket needs of the relay (the hub). */
 export interface RunnerHub {

@@ -191,7 +191,7 @@ export class Triggers {
    */
   async deliver(s: SessionRecord, trigger: DeliveredTrigger): Promise<void> {
     assertNotEnded(s); // before writing: an entry in a full history pushes the oldest out
-    await this.record(s.sessionId, trigger);
+    await this.#record(s.sessionId, trigger);
     try {
       await this.#opts.sessions.deliverTrigger(s, trigger);
     } catch (err) {
@@ -201,7 +201,7 @@ export class Triggers {
   }
 
   /** Appends an inbound entry. */
-  async record(sessionId: string, t: DeliveredTrigger): Promise<void> {
+  async #record(sessionId: string, t: DeliveredTrigger): Promise<void> {
     await this.#expireIfIdle(sessionId);
     await this.store.triggers.addHistory(sessionId, {
       triggerId: t.triggerId,
@@ -350,7 +350,7 @@ export class Triggers {
         ...(how.prompt ? { instruction: how.prompt } : {}),
         beforeStart: async (id) => {
           created = id;
-          await this.record(id, trigger);
+          await this.#record(id, trigger);
         },
       });
       return sessionId;

@@ -13,10 +13,9 @@ import type { Bus } from "./bus/mod.ts";
 import { notFound, offline } from "./errors.ts";
 import type { AsyncStore } from "./store/mod.ts";
 import type { ChannelSocket, Upgraded, UpgradeOptions } from "./ws_transport.ts";
-import { refused, runnerKeyOwner } from "./_runner_key.ts";
+import { refused, RUNNER_ID, runnerKeyOwner } from "./_runner_key.ts";
 import { TunnelGrants } from "./tunnel_grants.ts";
 
-const RUNNER_ID = /^[A-Za-z0-9_-]{1,64}$/;
 const OPEN = 1;
 
 /** One runner's tunnel: its multiplexer, and who it belongs to. */
