@@ -1,6 +1,6 @@
 /**
  * The relay's schema on PostgreSQL: one migration for each of SQLite's
- * (relay/store/db.ts), with the same version and name, applied in the same
+ * (relay/store/migrations.ts), with the same version and name, applied in the same
  * order. Append only, as SQLite's. tests/store_conformance_test.ts keeps the
  * two in step: the same versions and names, and after both are migrated the
  * same tables with the same columns.
@@ -15,10 +15,10 @@
  * trigger_listeners stands in for SQLite's rowid, by which their lists keep
  * the order rows were added in.
  *
- * Over 400 lines, as db.ts: the migrations are the schema's history, one
- * list in order.
+ * Over 400 lines: the migrations are the schema's history, one list in
+ * order.
  *
- * The DDL stands here and in db.ts on purpose, though much of it reads
+ * The DDL stands here and in ../migrations.ts on purpose, though much of it reads
  * alike (`duplicates` lists it): a migration is history, applied as written
  * to databases already in use, so neither text may be derived from the
  * other, and each dialect's types differ. The conformance test, not a shared
