@@ -18,13 +18,24 @@
 import { join } from "node:path";
 import { selfCommand } from "./_self.ts";
 
-/** Variables that carry credentials: never passed on to a child process. */
+/**
+ * Variables that carry credentials: never passed on to a child process.
+ * Besides the runner's own, the relay's: `baton up` gives its local runner
+ * the environment it was started with, and a runner started from the same
+ * shell as a relay would carry them too, down to every agent's `bash`.
+ */
 export const SECRET_VARIABLES = [
   "BATON_API_KEY",
   "BATON_RUNNER_API_KEY",
   "BATON_PASSWORD",
   "BATON_OWNER_PASSWORD",
   "BATON_AUTH_SECRET",
+  "BATON_DATABASE_URL",
+  "BATON_BUS_PASSWORD",
+  "BATON_BUS_TOKEN",
+  "BATON_METRICS_TOKEN",
+  "BATON_WEBHOOK_SECRET",
+  "VAPID_PRIVATE_KEY",
 ] as const;
 
 /** Names the one-time file that holds the credentials of a re-executed `baton runner`. */

@@ -15,6 +15,7 @@ import { projectNetworkOf, startSessionMcp } from "./mcp/session.ts";
 import { McpServers } from "./mcp/servers.ts";
 import type { QuestionDesk } from "./questions.ts";
 import { resolveForSession, type SandboxState, SessionSandbox } from "./sandbox/session.ts";
+import { sessionHiddenVariables } from "./sandbox/tool_env.ts";
 import { type AgentDefinition, type AgentFolders, subagentTool } from "./subagents.ts";
 import { type RelayCall, triggerTools } from "./trigger_tools.ts";
 import { deferredExtension, type LateTools } from "./worker_startup.ts";
@@ -52,10 +53,14 @@ export interface SessionServices {
 export async function startSessionServices(o: SessionServicesOptions): Promise<SessionServices> {
   const { msg, agentDir, home, emit } = o;
   const env = (k: string) => Deno.env.get(k);
-  const policy = await resolveForSession({ home, batonDir: agentDir, cwd: msg.cwd, env });
+  // Provider keys stay in the worker: its sandboxed processes go without (tool_env.ts).
+  const [policy, hidden] = await Promise.all([
+    resolveForSession({ home, batonDir: agentDir, cwd: msg.cwd, env }),
+    sessionHiddenVariables(agentDir, env),
+  ]);
   const sandbox = new SessionSandbox(
     policy,
-    { cwd: msg.cwd, home, report: (v) => emit({ type: "sandbox:violation", ...v }) },
+    { cwd: msg.cwd, home, hidden, report: (v) => emit({ type: "sandbox:violation", ...v }) },
   );
   const sandboxing = sandbox.start().then((state) => {
     const reaper = new ChildReaper({ sandboxActive: state.active });
@@ -70,6 +75,7 @@ export async function startSessionServices(o: SessionServicesOptions): Promise<S
         cwd: msg.cwd,
         sessionId: msg.sessionId,
         sandbox: state,
+        hidden,
         reaper,
         notify: (n) => emit({ type: "hook:notice", ...n }),
       })
@@ -82,6 +88,7 @@ export async function startSessionServices(o: SessionServicesOptions): Promise<S
         batonDir: agentDir,
         cwd: msg.cwd,
         sandbox: state,
+        hidden,
         reaper,
         projectNetwork: projectNetworkOf(policy, state),
         notify: (n) => emit({ type: "mcp:notice", ...n }),

@@ -9,6 +9,7 @@ import { join } from "node:path";
 import type { ChildReaper } from "../child_reaper.ts";
 import type { SandboxState } from "../sandbox/session.ts";
 import { projectTrusted, readConfigOrNotice, untrustedNotice } from "../mcp/session.ts";
+import { toolEnvironment } from "../sandbox/tool_env.ts";
 import { parseHooks } from "./config.ts";
 import { type HookNotice, SessionHooks } from "./session_hooks.ts";
 
@@ -18,6 +19,8 @@ export interface LoadHooksOptions {
   cwd: string;
   sessionId: string;
   sandbox: SandboxState;
+  /** Variables kept from the hooks while the sandbox is active (the providers' keys). */
+  hidden: ReadonlySet<string>;
   reaper: ChildReaper;
   notify: (n: HookNotice) => void;
 }
@@ -40,7 +43,7 @@ export async function loadSessionHooks(o: LoadHooksOptions): Promise<SessionHook
     cwd: o.cwd,
     sandbox: o.sandbox,
     reaper: o.reaper,
-    env: Deno.env.toObject(),
+    env: toolEnvironment(o.sandbox, o.hidden),
     notify: o.notify,
   });
 }

@@ -169,13 +169,15 @@ export function projectUrlRefused(url: string, net: ProjectNetwork | null): stri
  * repository must not take over a name the user trusts). Bad entries are
  * skipped with a line in `problems`; the timeouts and the warning switch
  * come from the global file only. A project's HTTP servers must pass the
- * sandbox's network rules ({@linkcode projectUrlRefused}).
+ * sandbox's network rules ({@linkcode projectUrlRefused}), and its `${VAR}`
+ * expand from `projectEnv` (the environment without the providers' keys).
  */
 export function mcpSettings(
   global: Record<string, unknown>,
   project: Record<string, unknown>,
   env: (k: string) => string | undefined,
   projectNetwork: ProjectNetwork | null = null,
+  projectEnv: (k: string) => string | undefined = env,
 ): McpSettings {
   const problems: string[] = [];
   const servers: McpServerConfig[] = [];
@@ -203,7 +205,7 @@ export function mcpSettings(
         continue;
       }
       try {
-        const server = parseServer(name, raw, env);
+        const server = parseServer(name, raw, from === "project" ? projectEnv : env);
         const refused = from === "project" && server.type === "http"
           ? projectUrlRefused(server.url, projectNetwork)
           : null;

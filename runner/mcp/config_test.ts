@@ -138,3 +138,38 @@ Deno.test("a project's HTTP servers must pass the sandbox's network lists; the u
   const refused = mcpSettings({}, project, () => "v", { refuse: "Tools are refused" });
   assert.deepEqual(refused.servers.map((x) => x.name), ["local"]);
 });
+
+Deno.test("a project's ${VAR} expand without the hidden provider keys; the global file's with them", () => {
+  const all = env({ ANTHROPIC_API_KEY: "sk-secret", HOME: "/home/u" });
+  const withoutKeys = env({ HOME: "/home/u" });
+  const server = {
+    type: "http",
+    url: "http://127.0.0.1:9/mcp?k=${ANTHROPIC_API_KEY}",
+    headers: { A: "${ANTHROPIC_API_KEY}" },
+  };
+  const s = mcpSettings(
+    { mcpServers: { mine: server } },
+    { mcpServers: { theirs: server, local: { command: "x", env: { K: "${ANTHROPIC_API_KEY}" } } } },
+    all,
+    null,
+    withoutKeys,
+  );
+  const byName = new Map(s.servers.map((x) => [x.name, x]));
+  assert.deepEqual(byName.get("mine"), {
+    type: "http",
+    url: "http://127.0.0.1:9/mcp?k=sk-secret",
+    headers: { A: "sk-secret" },
+    name: "mine",
+    from: "global",
+  });
+  assert.deepEqual(byName.get("theirs"), {
+    type: "http",
+    url: "http://127.0.0.1:9/mcp?k=",
+    headers: { A: "" },
+    name: "theirs",
+    from: "project",
+  });
+  const local = byName.get("local");
+  assert.ok(local?.type === "stdio");
+  assert.deepEqual(local.env, { K: "" });
+});

@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { ConfigError, readUserConfig } from "../config.ts";
 import type { ResolvedSandbox } from "../sandbox/policy.ts";
 import type { SandboxState } from "../sandbox/session.ts";
+import { toolEnvironment } from "../sandbox/tool_env.ts";
 import { mcpSettings, type ProjectNetwork } from "./config.ts";
 import type { ChildReaper } from "../child_reaper.ts";
 import { type McpNotice, McpServers } from "./servers.ts";
@@ -17,6 +18,8 @@ export interface SessionMcpOptions {
   batonDir: string;
   cwd: string;
   sandbox: SandboxState;
+  /** Variables kept from the servers while the sandbox is active (the providers' keys). */
+  hidden: ReadonlySet<string>;
   reaper: ChildReaper;
   /** The sandbox's network rules for a project's HTTP servers (null: none). */
   projectNetwork: ProjectNetwork | null;
@@ -67,8 +70,11 @@ export async function startSessionMcp(o: SessionMcpOptions): Promise<McpServers>
     if (count > 0) o.notify({ level: "error", text: untrustedNotice("MCP server(s)", count) });
     project = { ...project, mcpServers: undefined };
   }
-  const env = Deno.env.toObject();
-  const settings = mcpSettings(global, project, (k) => env[k], o.projectNetwork);
+  // The global file's `${VAR}` may name any variable (the person wrote it);
+  // a project's, and the servers' own environment, not the hidden ones.
+  const all = Deno.env.toObject();
+  const env = toolEnvironment(o.sandbox, o.hidden);
+  const settings = mcpSettings(global, project, (k) => all[k], o.projectNetwork, (k) => env[k]);
   await servers.start(settings, {
     cwd: o.cwd,
     sandbox: o.sandbox,

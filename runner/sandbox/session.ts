@@ -19,6 +19,7 @@ import type {
 import { hostPlatform } from "../platform/platform.ts";
 import { type AgentShell, agentShell } from "../platform/shell.ts";
 import { shellOperations, shellToolDefinition } from "./shell_tool.ts";
+import { withoutHidden } from "./tool_env.ts";
 import type { SandboxMode, SandboxViolation } from "../../shared/sandbox_api.ts";
 import { readUserConfig } from "../config.ts";
 import { realPathOf } from "../roots.ts";
@@ -113,14 +114,22 @@ export class SessionSandbox {
   readonly #cwd: string;
   readonly #home: string;
   readonly #report: (v: SandboxViolation) => void;
+  readonly #hidden: ReadonlySet<string>;
   #paths: ResolvedSandbox["paths"];
   #state: SandboxState;
 
   constructor(
     policy: ResolvedSandbox,
-    o: { cwd: string; home: string; report: (v: SandboxViolation) => void },
+    o: {
+      cwd: string;
+      home: string;
+      /** Variables kept from `bash` while the sandbox is active (tool_env.ts). */
+      hidden?: ReadonlySet<string>;
+      report: (v: SandboxViolation) => void;
+    },
   ) {
     this.#policy = policy;
+    this.#hidden = o.hidden ?? new Set();
     this.#paths = policy.paths;
     this.#cwd = o.cwd;
     this.#home = o.home;
@@ -206,7 +215,8 @@ export class SessionSandbox {
   /**
    * pi's `bash`, run by the platform's agent shell (bash, else PowerShell on
    * Windows, as its description says), each command inside the OS sandbox
-   * when it is active.
+   * when it is active, and then without the hidden variables (the providers'
+   * keys: tool_env.ts).
    */
   bashTool(shell: AgentShell = agentShell(hostPlatform())): ToolDefinition {
     const local = shellOperations(shell);
@@ -222,7 +232,8 @@ export class SessionSandbox {
           options.signal,
           { commandId: crypto.randomUUID() },
         );
-        return await local.exec(wrapped, cwd, options);
+        const env = withoutHidden(options.env ?? process.env, this.#hidden);
+        return await local.exec(wrapped, cwd, { ...options, env });
       },
     };
     return shellToolDefinition(this.#cwd, shell, operations);

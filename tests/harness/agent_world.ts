@@ -68,12 +68,17 @@ export async function withAgentWorld(
   }
 }
 
-/** Spawns a session in `cwd` (the project) and watches it. */
-export async function spawnIn(w: AgentWorld, prompt = "Go", cwd = w.project) {
+/** Spawns a session in `cwd` (the project), on `model` if given, and watches it. */
+export async function spawnIn(
+  w: AgentWorld,
+  prompt = "Go",
+  cwd = w.project,
+  model?: { provider: string; id: string },
+) {
   const [runner] = await (await w.user.api("/api/runners")).json();
   const res = await w.user.api(
     "/api/runners/spawn",
-    json("POST", { runnerId: runner.id, prompt, cwd }),
+    json("POST", { runnerId: runner.id, prompt, cwd, ...(model ? { model } : {}) }),
   );
   const { sessionId } = await res.json();
   assert.ok(sessionId, "spawn failed");

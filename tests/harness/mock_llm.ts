@@ -47,6 +47,8 @@ export const MODEL = { provider: "mock", id: "mock-1" };
 /** A running mock model server. */
 export class MockLlm {
   readonly requests: ChatRequest[] = [];
+  /** The `Authorization` header of each chat request (the key the runner sent). */
+  readonly authorizations: (string | null)[] = [];
   responder: Responder | null = null;
   readonly #queue: Turn[] = [];
   readonly #server: Deno.HttpServer<Deno.NetAddr>;
@@ -94,9 +96,14 @@ export class MockLlm {
 
   /**
    * Writes `<home>/.baton/models.json` pointing provider `mock` at this
-   * server, with the given model ids.
+   * server, with the given model ids and `apiKey` (a literal key, or the
+   * name of a variable pi reads it from).
    */
-  async writeModelsJson(home: string, models: string[] = [MODEL.id]): Promise<void> {
+  async writeModelsJson(
+    home: string,
+    models: string[] = [MODEL.id],
+    apiKey = "mock-key",
+  ): Promise<void> {
     const dir = join(home, ".baton");
     await Deno.mkdir(dir, { recursive: true });
     await Deno.writeTextFile(
@@ -107,7 +114,7 @@ export class MockLlm {
             mock: {
               baseUrl: this.baseUrl,
               api: "openai-completions",
-              apiKey: "mock-key",
+              apiKey,
               compat: { supportsDeveloperRole: false, supportsReasoningEffort: false },
               models: models.map((id) => ({
                 id,
@@ -141,6 +148,7 @@ export class MockLlm {
     const body = await req.json() as ChatRequest;
     const index = this.requests.length;
     this.requests.push(body);
+    this.authorizations.push(req.headers.get("authorization"));
     for (const w of [...this.#waiters]) {
       if (this.requests.length >= w.n) {
         this.#waiters.splice(this.#waiters.indexOf(w), 1);
