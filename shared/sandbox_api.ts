@@ -60,6 +60,12 @@ export interface SandboxStatus {
   /** Whether enforcement runs (false on Windows, in `none`, or without bwrap/socat on Linux). */
   active: boolean;
   platform: "darwin" | "linux" | "win32";
+  /**
+   * Names of the runner's variables that sandboxed tools (bash, hooks, MCP
+   * servers) start without: the model providers' keys (docs/sandbox.md,
+   * "Provider keys"). Empty while the sandbox is inactive.
+   */
+  hiddenVariables: string[];
   /** Violations since the runner started. */
   violations: number;
   /** The last 20, newest first. */

@@ -42,6 +42,8 @@ Deno.test("sandbox-status and sandbox-config: owner by cookie only, deep merge, 
     assert.equal(st.platform, "linux");
     assert.equal(typeof st.active, "boolean");
     assert.equal(st.violations, 0);
+    // models.json's key is written in it, and no provider variable is set: nothing is kept back.
+    assert.deepEqual(st.hiddenVariables, []);
     assert.deepEqual(st.recentViolations, []);
     assert.deepEqual(st.config.filesystem, { denyRead: ["~/a"], allowWrite: ["."] });
 

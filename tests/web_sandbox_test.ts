@@ -2,7 +2,8 @@
  * The sandbox in a real Chromium, against a real relay and runner: a tool
  * call the sandbox blocks shows inline in the conversation, `/sandbox` typed
  * in the composer is answered there, and the runner settings' Sandbox tab
- * shows the status and saves the mode and lists into `~/.baton/config.json`.
+ * shows the status (with the provider key its tools do not get) and saves the
+ * mode and lists into `~/.baton/config.json`.
  * On a desktop and a phone.
  *
  * With BATON_UPDATE_SCREENSHOTS=1 it also writes docs/screenshots/sandbox-*.png.
@@ -24,7 +25,13 @@ async function keep(page: Page, name: string): Promise<void> {
 }
 
 Deno.test("sandbox in the browser: violations inline, /sandbox answered, settings tab saves", async (t) => {
-  await withStack({ name: "Ada" }, async (s) => {
+  // The provider's key comes from a variable, which the agent's tools do not get.
+  const stack = {
+    name: "Ada",
+    modelsApiKey: "MOCK_PROVIDER_KEY",
+    runnerEnv: { MOCK_PROVIDER_KEY: "mock-key-from-the-environment" },
+  };
+  await withStack(stack, async (s) => {
     // A session whose agent tries to read ~/.ssh and write outside its folder.
     s.llm.enqueue(
       {
@@ -65,7 +72,7 @@ Deno.test("sandbox in the browser: violations inline, /sandbox answered, setting
           await page.getByLabel("Message").press("Enter");
           // The desktop step's answer stays in the conversation: wait for this step's own.
           const expected = label === "desktop"
-            ? /mode basic, active, platform linux, 2 violations/
+            ? /mode basic, active, platform linux, 2 violations; provider keys kept from tools: MOCK_PROVIDER_KEY/
             : /\/etc\/baton-demo/;
           const info = page.locator(".msg.sandbox.info").filter({ hasText: expected }).last();
           await info.waitFor();
@@ -78,8 +85,8 @@ Deno.test("sandbox in the browser: violations inline, /sandbox answered, setting
           assert.match(
             await page.locator(".sandbox-facts").innerText(),
             label === "desktop"
-              ? /basic[\s\S]*active[\s\S]*linux[\s\S]*2 since/
-              : /full[\s\S]*2 since/,
+              ? /basic[\s\S]*active[\s\S]*linux[\s\S]*Kept from tools\s*MOCK_PROVIDER_KEY[\s\S]*2 since/
+              : /full[\s\S]*MOCK_PROVIDER_KEY[\s\S]*2 since/,
           );
           if (label === "desktop") {
             await page.getByRole("combobox").selectOption("full");

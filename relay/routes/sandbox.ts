@@ -49,6 +49,8 @@ const StatusAnswer = z.object({
   mode: z.enum(SANDBOX_MODES),
   active: z.boolean(),
   platform: z.enum(["darwin", "linux", "win32"]),
+  // An older runner does not send it.
+  hiddenVariables: z.array(z.string().max(256)).max(256).default([]),
   violations: z.number().int().nonnegative(),
   recentViolations: z.array(Violation).max(20),
   config: Config,

@@ -20,6 +20,7 @@ import {
 import { readUserConfig, updateUserConfig } from "../config.ts";
 import { RequestError } from "../control_link.ts";
 import { missingPrograms } from "./deps.ts";
+import { sessionHiddenVariables } from "./tool_env.ts";
 import {
   applyModeOverride,
   deepMerge,
@@ -101,10 +102,15 @@ export class SandboxService {
       const missing = missingPrograms(["bwrap", "socat"], this.#o.path);
       if (missing.length) inactiveReason = `Missing on this machine: ${missing.join(", ")}`;
     }
+    const active = inactiveReason === undefined;
+    // Names only, of variables this runner has: what `env` in the agent's shell lacks.
+    const env = (k: string) => Deno.env.get(k);
+    const hidden = active ? await sessionHiddenVariables(this.#o.batonDir, env) : new Set<string>();
     return {
       mode: config.mode ?? "basic",
-      active: inactiveReason === undefined,
+      active,
       platform,
+      hiddenVariables: [...hidden].filter((k) => env(k) !== undefined).sort(),
       violations: this.#total,
       recentViolations: this.#ring.slice(-RECENT_VIOLATIONS).reverse(),
       config,
@@ -192,7 +198,10 @@ export class SandboxService {
         `Sandbox: mode ${st.mode}, ${
           st.active ? "active" : "inactive"
         }, platform ${st.platform}, ${st.violations} violation${st.violations === 1 ? "" : "s"}` +
-        (st.inactiveReason ? ` (${st.inactiveReason})` : ""),
+        (st.inactiveReason ? ` (${st.inactiveReason})` : "") +
+        (st.hiddenVariables.length
+          ? `; provider keys kept from tools: ${st.hiddenVariables.join(", ")}`
+          : ""),
     };
   }
 }

@@ -74,6 +74,8 @@ export interface StackOptions {
   name?: string;
   /** Extra environment for the runner. */
   runnerEnv?: Record<string, string>;
+  /** The mock provider's `apiKey` in models.json (a key, or a variable's name). */
+  modelsApiKey?: string;
   /** Options of the relay. */
   relay?: Parameters<typeof startTestRelay>[0];
 }
@@ -94,7 +96,7 @@ export async function withStack(
   let ok = false;
   try {
     const user = await signUp(relay.url, { name: options.name });
-    await llm.writeModelsJson(home, options.models);
+    await llm.writeModelsJson(home, options.models, options.modelsApiKey);
     runner = await startRunner({
       relayUrl: relay.url,
       apiKey: user.apiKey,

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { Fragment } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import {
   SANDBOX_MODES,
@@ -115,6 +116,25 @@ export function SandboxPanel({ runnerId }: { runnerId: string }) {
           </dd>
           <dt>Platform</dt>
           <dd>{st.platform}</dd>
+          {st.hiddenVariables.length > 0 && (
+            <>
+              <dt>Kept from tools</dt>
+              <dd>
+                <span>
+                  {st.hiddenVariables.map((k, i) => (
+                    <Fragment key={k}>
+                      {i > 0 && ", "}
+                      <code>{k}</code>
+                    </Fragment>
+                  ))}
+                </span>
+                <span class="hint">
+                  Provider keys the agent's shell, hooks and MCP servers do not get; give them back
+                  with <code>exposeProviderKeys</code> in <code>~/.baton/config.json</code>.
+                </span>
+              </dd>
+            </>
+          )}
           <dt>Violations</dt>
           <dd>{st.violations} since the runner started</dd>
         </dl>
