@@ -11,6 +11,11 @@
  *   (its `visibility` message, see fanout.ts).
  * - Per subscription: `enabledEvents` (rule 1), `suppressChildNotifications`
  *   (rule 2); a 404 or 410 from the push service deletes it (rule 4).
+ * - A question's notification (`agent_needs_input`) is withdrawn once it is
+ *   answered in a session view or the agent is stopped: a quiet message of
+ *   the same kind, tag and Topic replaces it, whatever is on screen. One
+ *   answered from the notification itself is not: the device that answered
+ *   has closed it, and another would only add a notification there.
  * - One notification per session waits at a time (a newer one
  *   replaces it, as the `Topic` header does at the push service), at most
  *   MAX_QUEUED in all, CONCURRENCY in flight, each with the sender's time
@@ -70,6 +75,8 @@ interface Pending {
   ts: number;
   /** `agent_needs_input`: the waiting tool call and the notification's buttons. */
   input?: { toolCallId: string; actions: PushPayload["actions"] };
+  /** `agent_needs_input`: the withdrawal of the question `input.toolCallId`. */
+  resolved?: "answered" | "cancelled";
   /** Once its delivery started: the payload and the subscriptions still to send it to. */
   started?: { payload: string; delivery: PushDelivery; targets: PushSubscriptionRecord[] };
 }
@@ -126,6 +133,8 @@ export class PushNotifier {
   #dropped = 0;
   /** Sessions whose current turn ended on a model error (message_end), until its agent_end. */
   readonly #turnError = new Map<string, string>();
+  /** The question each session's last notification asked (its toolCallId), until withdrawn. */
+  readonly #asked = new Map<string, string>();
   #closed = false;
   /** Resolves when the queue is empty and nothing is in flight (tests). */
   #idle: (() => void)[] = [];
@@ -156,7 +165,7 @@ export class PushNotifier {
       if (
         !j.includes('"type":"agent_end"') && !j.includes('"type":"session_error"') &&
         !j.includes('"type":"session_end"') && !j.includes('"stopReason":"error"') &&
-        !j.includes('"type":"question"')
+        !j.includes('"type":"question') // question, question_answered, question_cancelled
       ) continue;
       let parsed: { ts?: number; e?: SessionEventBody };
       try {
@@ -209,7 +218,19 @@ export class PushNotifier {
         const n = needsInput(e, collab);
         if (!n) return;
         const input = { toolCallId: n.toolCallId, actions: n.actions };
-        await this.#notify(userId, sessionId, "agent_needs_input", n.detail, input);
+        if (await this.#notify(userId, sessionId, "agent_needs_input", n.detail, input)) {
+          if (this.#asked.size >= 10_000) this.#asked.clear();
+          this.#asked.set(sessionId, n.toolCallId);
+        }
+        return;
+      }
+      case "question_answered":
+      case "question_cancelled": {
+        const id = String(e.toolCallId ?? "");
+        if (this.#asked.get(sessionId) !== id) return;
+        this.#asked.delete(sessionId);
+        if (stale || e.type === "question_answered" && e.via === "push") return;
+        await this.#withdraw(userId, sessionId, id, e.type === "question_answered");
         return;
       }
       case "session_error":
@@ -240,9 +261,12 @@ export class PushNotifier {
     input?: Pending["input"],
   ): void {
     const ts = this.#clock.now();
-    this.#step(() => this.#notify(userId, sessionId, kind, detail, input, ts));
+    this.#step(async () => {
+      await this.#notify(userId, sessionId, kind, detail, input, ts);
+    });
   }
 
+  /** Queues a notification unless its session is on screen; whether it was queued. */
   async #notify(
     userId: string,
     sessionId: string,
@@ -250,13 +274,42 @@ export class PushNotifier {
     detail = "",
     input?: Pending["input"],
     ts = this.#clock.now(),
-  ): Promise<void> {
-    if (this.#closed) return;
-    if (this.#opts.onScreen(sessionId)) return;
-    if (await this.#opts.store.push.countOf(userId) === 0 || this.#closed) return;
+  ): Promise<boolean> {
+    if (this.#closed) return false;
+    if (this.#opts.onScreen(sessionId)) return false;
+    if (await this.#opts.store.push.countOf(userId) === 0 || this.#closed) return false;
     const job: Pending = { userId, sessionId, kind, detail, ts };
     if (input) job.input = input;
+    // Any other notification replaces the question's (one tag per session).
+    else this.#asked.delete(sessionId);
     this.#enqueue(sessionId, job);
+    this.#pump();
+    return true;
+  }
+
+  /**
+   * Withdraws the question `toolCallId`'s notification: still waiting here,
+   * it is dropped; already sent, a quiet replacement follows it (sent even
+   * while the session is on screen: that is where it was answered).
+   */
+  async #withdraw(userId: string, sessionId: string, toolCallId: string, answered: boolean) {
+    if (this.#closed) return;
+    const waiting = this.#queue.get(sessionId);
+    if (waiting && !waiting.started && waiting.input?.toolCallId === toolCallId) {
+      this.#queue.delete(sessionId);
+      this.#settle();
+      return;
+    }
+    if (await this.#opts.store.push.countOf(userId) === 0 || this.#closed) return;
+    this.#enqueue(sessionId, {
+      userId,
+      sessionId,
+      kind: "agent_needs_input",
+      detail: "",
+      ts: this.#clock.now(),
+      input: { toolCallId, actions: [] },
+      resolved: answered ? "answered" : "cancelled",
+    });
     this.#pump();
   }
 
@@ -273,7 +326,9 @@ export class PushNotifier {
     };
   }
 
-  async #payload({ sessionId, kind, detail, ts, input }: Pending): Promise<PushPayload> {
+  async #payload(
+    { sessionId, kind, detail, ts, input, resolved }: Pending,
+  ): Promise<PushPayload> {
     const rec = await this.#opts.store.sessions.get(sessionId);
     const name = rec?.title ? `"${rec.title}"` : `session ${sessionId.slice(0, 8)}`;
     const cut = (s: string) => (s.length > MAX_BODY ? s.slice(0, MAX_BODY - 1) + "…" : s);
@@ -281,6 +336,10 @@ export class PushNotifier {
       ? `agent in ${name} finished its task`
       : kind === "agent_error"
       ? `error in ${name}: ${detail}`
+      : resolved === "answered"
+      ? `agent in ${name}: the question was answered`
+      : resolved === "cancelled"
+      ? `agent in ${name} no longer waits for an answer`
       : `agent in ${name} asks: ${detail}`;
     return {
       kind,
@@ -291,6 +350,7 @@ export class PushNotifier {
       tag: `session-${sessionId}`,
       ts,
       ...(input ? { toolCallId: input.toolCallId } : {}),
+      ...(resolved ? { resolved } : {}),
       ...(input?.actions?.length ? { actions: input.actions } : {}),
     };
   }

@@ -28,6 +28,7 @@ function notifier(subs: PushSubscriptionRecord[], options: {
   parentOf?: (id: string) => string | null;
   answer?: () => Promise<SendOutcome>;
   maxQueued?: number;
+  onScreen?: () => boolean;
 } = {}) {
   const sent: { endpoint: string; payload: Record<string, unknown>; topic: string }[] = [];
   const deleted: string[] = [];
@@ -45,7 +46,7 @@ function notifier(subs: PushSubscriptionRecord[], options: {
       sent.push({ endpoint: t.endpoint, payload: JSON.parse(payload), topic: d.topic });
       return options.answer?.() ?? Promise.resolve({ ok: true, status: 201 });
     },
-    onScreen: () => false,
+    onScreen: options.onScreen ?? (() => false),
     ...(options.parentOf ? { parentOf: options.parentOf } : {}),
     ...(options.maxQueued ? { maxQueued: options.maxQueued } : {}),
   });
@@ -229,4 +230,112 @@ Deno.test("notifications keep the order of their events when the store answers t
   n.notify("u1", "s1", "agent_finished");
   await n.idle();
   assert.deepEqual(sent, ["agent_needs_input", "agent_finished"]);
+});
+
+/** Commits one event of session `s1` to the notifier, as the pipeline does. */
+function commit(n: PushNotifier, e: Record<string, unknown>, sessionId = "s1"): void {
+  const json = JSON.stringify({ seq: 1, ts: Date.now(), e });
+  n.committed({ sessionId, userId: "u1", runnerId: "r", events: [{ json }], patch: null } as never);
+}
+
+const ASK = {
+  type: "question",
+  toolCallId: "call_1",
+  kind: "question",
+  questions: [{ question: "Which database?", options: [{ label: "SQLite" }] }],
+};
+
+Deno.test("a question answered in a session view or cancelled withdraws its notification; one answered from it does not", async (t) => {
+  await t.step("answered in a session view, even with the session on screen", async () => {
+    let onScreen = false;
+    const { n, sent } = notifier([sub("a")], { onScreen: () => onScreen });
+    commit(n, ASK);
+    await n.idle();
+    onScreen = true;
+    commit(n, {
+      type: "question_answered",
+      toolCallId: "call_1",
+      kind: "question",
+      answer: "SQLite",
+      via: "session",
+    });
+    await n.idle();
+    assert.equal(sent.length, 2);
+    const [asked, withdrawn] = sent;
+    assert.equal(
+      withdrawn!.topic,
+      asked!.topic,
+      "the push service replaces an undelivered question",
+    );
+    assert.equal(withdrawn!.payload.tag, asked!.payload.tag);
+    assert.equal(withdrawn!.payload.kind, "agent_needs_input");
+    assert.equal(withdrawn!.payload.resolved, "answered");
+    assert.equal(withdrawn!.payload.toolCallId, "call_1");
+    assert.equal(withdrawn!.payload.actions, undefined);
+    assert.equal(withdrawn!.payload.body, 'agent in "fix the tests": the question was answered');
+  });
+  await t.step("the agent stopped", async () => {
+    const { n, sent } = notifier([sub("a")]);
+    commit(n, ASK);
+    await n.idle();
+    commit(n, { type: "question_cancelled", toolCallId: "call_1", reason: "stopped" });
+    await n.idle();
+    assert.deepEqual(sent.map((s) => s.payload.resolved), [undefined, "cancelled"]);
+    assert.match(String(sent[1]!.payload.body), /no longer waits for an answer/);
+  });
+  await t.step("answered from the notification: the device that answered closed it", async () => {
+    const { n, sent } = notifier([sub("a")]);
+    commit(n, ASK);
+    await n.idle();
+    commit(n, {
+      type: "question_answered",
+      toolCallId: "call_1",
+      kind: "question",
+      answer: "SQLite",
+      via: "push",
+    });
+    await n.idle();
+    assert.deepEqual(sent.map((s) => s.payload.resolved), [undefined]);
+  });
+  await t.step("another question, or a notification sent since, is not withdrawn", async () => {
+    const { n, sent } = notifier([sub("a")]);
+    commit(n, ASK);
+    await n.idle();
+    commit(n, {
+      type: "question_answered",
+      toolCallId: "call_other",
+      kind: "question",
+      answer: "x",
+      via: "session",
+    });
+    n.notify("u1", "s1", "agent_error", "boom");
+    commit(n, { type: "question_cancelled", toolCallId: "call_1", reason: "stopped" });
+    await n.idle();
+    assert.deepEqual(sent.map((s) => s.payload.kind), ["agent_needs_input", "agent_error"]);
+  });
+  await t.step("still waiting here when answered: dropped, nothing sent", async () => {
+    const release: (() => void)[] = [];
+    const { n, sent } = notifier([sub("a")], {
+      answer: () => new Promise((r) => release.push(() => r({ ok: true, status: 201 }))),
+    });
+    // Four other sessions fill the deliveries in flight, so the question waits.
+    for (let i = 0; i < 4; i++) n.notify("u1", `busy-${i}`, "agent_finished");
+    await settled();
+    commit(n, ASK);
+    await settled();
+    assert.equal(n.pending.queued, 1);
+    commit(n, {
+      type: "question_answered",
+      toolCallId: "call_1",
+      kind: "question",
+      answer: "SQLite",
+      via: "session",
+    });
+    for (let i = 0; i < 50 && (release.length > 0 || n.pending.inFlight > 0); i++) {
+      for (const r of release.splice(0)) r();
+      await settled();
+    }
+    await n.idle();
+    assert.deepEqual(sent.filter((s) => s.payload.sessionId === "s1"), []);
+  });
 });

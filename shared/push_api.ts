@@ -85,6 +85,12 @@ export interface PushPayload {
   /** `agent_needs_input`: the tool call that waits (the answer names it). */
   toolCallId?: string;
   /**
+   * `agent_needs_input` only: the question `toolCallId` no longer waits (it
+   * was answered in a session view, or the agent was stopped). The service
+   * worker quietly replaces that question's notification, if still shown.
+   */
+  resolved?: "answered" | "cancelled";
+  /**
    * `agent_needs_input` in collab mode: the notification's buttons (rule 3),
    * each posting its `answer` to `/api/push/answer`, and an inline reply.
    */

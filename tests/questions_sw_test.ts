@@ -3,7 +3,8 @@
  * a push message with a question's buttons and reply is shown with them, a
  * tap on a button and an inline reply answer the waiting agent through
  * `/api/push/answer` (the worker's fetch carries the browser's cookie and
- * passes the Origin check), and a refused answer says so in a notification.
+ * passes the Origin check), a refused answer says so in a notification, and
+ * a question answered elsewhere has its notification quietly replaced.
  *
  * No push service is reachable from the tests, so the push and the click are
  * dispatched inside the worker (`PushEvent`, `NotificationEvent`); the
@@ -153,6 +154,75 @@ Deno.test("service worker: a question's buttons and inline reply answer the agen
         return null;
       }, tag);
       assert.match(String(refusal), /already answered/);
+
+      // Answered in a session view: the relay's withdrawal (relay/push_test.ts) quietly
+      // replaces the question's notification, and adds none where it is not shown.
+      /**
+       * The notifications shown under `tag` once `until` holds (at most 2 s),
+       * after `act` ran in the worker and `p` was pushed.
+       */
+      const shownAfter = (
+        act: "clear" | "other" | "",
+        p: unknown,
+        until: "empty" | "answered" | "some" | "never",
+      ) =>
+        sw.evaluate(async ({ act, p, tag, until }) => {
+          // deno-lint-ignore no-explicit-any
+          const g = self as any;
+          if (act === "clear") {
+            for (const n of await g.registration.getNotifications()) n.close();
+          } else if (act === "other") {
+            await g.registration.showNotification("baton: another session", { tag: "other" });
+          }
+          if (p) {
+            try {
+              g.dispatchEvent(new g.PushEvent("push", { data: JSON.stringify(p) }));
+            } catch { /* as above */ }
+          }
+          let list: { body: string; actions: number; toolCallId?: string }[] = [];
+          for (let i = 0; i < 40; i++) {
+            list = (await g.registration.getNotifications({ tag })).map((
+              n: { body: string; actions: unknown[]; data: { toolCallId?: string } },
+            ) => ({ body: n.body, actions: n.actions.length, toolCallId: n.data?.toolCallId }));
+            const done = until === "empty"
+              ? list.length === 0
+              : until === "some"
+              ? list.length > 0
+              : until === "answered" && list.some((n) => /answered/.test(n.body));
+            if (done) break;
+            await new Promise((r) => setTimeout(r, 50));
+          }
+          return list;
+        }, { act, p: p as Record<string, unknown>, tag, until });
+      const withdrawal = (toolCallId: string) => ({
+        kind: "agent_needs_input",
+        sessionId,
+        title: "baton: Set up",
+        body: 'agent in "Set up": the question was answered',
+        url: `/session/${sessionId}`,
+        tag,
+        ts: Date.now(),
+        toolCallId,
+        resolved: "answered",
+      });
+      await shownAfter("clear", null, "empty");
+      await push(payload(sessionId, "call_sw3"));
+      assert.deepEqual(
+        await shownAfter("", withdrawal("call_sw3"), "answered"),
+        [{
+          body: 'agent in "Set up": the question was answered',
+          actions: 0,
+          toolCallId: undefined,
+        }],
+      );
+      // Not shown here (dismissed), while another notification is: nothing is added.
+      await shownAfter("clear", null, "empty");
+      assert.deepEqual(await shownAfter("other", withdrawal("call_sw3"), "never"), []);
+      // Nothing of baton's shown at all: a push must show something, so the quiet one does.
+      assert.equal(
+        (await shownAfter("clear", withdrawal("call_sw3"), "some")).length,
+        1,
+      );
     } finally {
       await viewer.close();
       await browser.close();

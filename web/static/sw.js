@@ -26,6 +26,10 @@ self.addEventListener("push", (event) => {
     p = { body: event.data ? event.data.text() : "" };
   }
   const title = typeof p.title === "string" && p.title ? p.title : "baton";
+  if (p.resolved) {
+    event.waitUntil(withdraw(p, title));
+    return;
+  }
   // agent_needs_input in collab mode: the answers its buttons and reply send.
   const actions = Array.isArray(p.actions)
     ? p.actions.filter((a) => a && typeof a.action === "string" && typeof a.title === "string")
@@ -62,6 +66,29 @@ self.addEventListener("push", (event) => {
     }),
   );
 });
+
+/**
+ * A question that no longer waits (answered elsewhere, or the agent was
+ * stopped): its notification, if still shown, is replaced by a quiet one
+ * without buttons. A push must leave a notification on screen (or the
+ * browser shows one of its own): with none of this question's shown but
+ * others of baton's, nothing changes; with none at all, the quiet one shows.
+ */
+async function withdraw(p, title) {
+  const tag = typeof p.tag === "string" ? p.tag : undefined;
+  const shown = await self.registration.getNotifications(tag ? { tag } : {});
+  const asking = shown.some((n) => n.data && n.data.toolCallId === p.toolCallId);
+  if (!asking && (await self.registration.getNotifications()).length > 0) return;
+  await self.registration.showNotification(title, {
+    body: typeof p.body === "string" ? p.body : "",
+    tag,
+    silent: true,
+    icon: "/icons/icon-192.png",
+    badge: "/icons/icon-192.png",
+    timestamp: typeof p.ts === "number" ? p.ts : Date.now(),
+    data: { url: pathOf(p.url), kind: p.kind, sessionId: p.sessionId },
+  });
+}
 
 /**
  * Sends an answer with the browser's cookie (the worker's fetch is
