@@ -238,6 +238,15 @@ function commit(n: PushNotifier, e: Record<string, unknown>, sessionId = "s1"): 
   n.committed({ sessionId, userId: "u1", runnerId: "r", events: [{ json }], patch: null } as never);
 }
 
+/** The event of the question `toolCallId` answered through `via`. */
+const answered = (toolCallId: string, via: "session" | "push") => ({
+  type: "question_answered",
+  toolCallId,
+  kind: "question",
+  answer: "SQLite",
+  via,
+});
+
 const ASK = {
   type: "question",
   toolCallId: "call_1",
@@ -252,13 +261,7 @@ Deno.test("a question answered in a session view or cancelled withdraws its noti
     commit(n, ASK);
     await n.idle();
     onScreen = true;
-    commit(n, {
-      type: "question_answered",
-      toolCallId: "call_1",
-      kind: "question",
-      answer: "SQLite",
-      via: "session",
-    });
+    commit(n, answered("call_1", "session"));
     await n.idle();
     assert.equal(sent.length, 2);
     const [asked, withdrawn] = sent;
@@ -287,13 +290,7 @@ Deno.test("a question answered in a session view or cancelled withdraws its noti
     const { n, sent } = notifier([sub("a")]);
     commit(n, ASK);
     await n.idle();
-    commit(n, {
-      type: "question_answered",
-      toolCallId: "call_1",
-      kind: "question",
-      answer: "SQLite",
-      via: "push",
-    });
+    commit(n, answered("call_1", "push"));
     await n.idle();
     assert.deepEqual(sent.map((s) => s.payload.resolved), [undefined]);
   });
@@ -301,13 +298,7 @@ Deno.test("a question answered in a session view or cancelled withdraws its noti
     const { n, sent } = notifier([sub("a")]);
     commit(n, ASK);
     await n.idle();
-    commit(n, {
-      type: "question_answered",
-      toolCallId: "call_other",
-      kind: "question",
-      answer: "x",
-      via: "session",
-    });
+    commit(n, answered("call_other", "session"));
     n.notify("u1", "s1", "agent_error", "boom");
     commit(n, { type: "question_cancelled", toolCallId: "call_1", reason: "stopped" });
     await n.idle();
@@ -324,13 +315,7 @@ Deno.test("a question answered in a session view or cancelled withdraws its noti
     commit(n, ASK);
     await settled();
     assert.equal(n.pending.queued, 1);
-    commit(n, {
-      type: "question_answered",
-      toolCallId: "call_1",
-      kind: "question",
-      answer: "SQLite",
-      via: "session",
-    });
+    commit(n, answered("call_1", "session"));
     for (let i = 0; i < 50 && (release.length > 0 || n.pending.inFlight > 0); i++) {
       for (const r of release.splice(0)) r();
       await settled();
