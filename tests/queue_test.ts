@@ -6,14 +6,27 @@ import assert from "node:assert/strict";
 import { applyEvents, emptyConversation } from "../shared/conversation.ts";
 import { json, Viewer } from "./harness/client.ts";
 import { type Stack, withStack } from "./harness/in_process.ts";
-import { MODEL } from "./harness/mock_llm.ts";
+import { MODEL, type Turn } from "./harness/mock_llm.ts";
 import { userTexts } from "./harness/trigger_world.ts";
 
-/** A text-only answer slow enough to queue messages while it streams (a steer waits for its end). */
-const SLOW = { text: Array.from({ length: 80 }, (_, i) => `q${i} `), chunkDelayMs: 50 };
+/**
+ * A text-only answer that keeps streaming until `release` (or 60 s), so messages queue
+ * meanwhile however slow the machine is (a steer waits for its end).
+ */
+function slowAnswer(): { turn: Turn; release: () => void } {
+  let release!: () => void;
+  const hold = new Promise<void>((r) => {
+    const timer = setTimeout(r, 60_000);
+    release = () => {
+      clearTimeout(timer);
+      r();
+    };
+  });
+  return { turn: { text: ["q0 ", "q1 "], chunkDelayMs: 50, hold }, release };
+}
 
-async function slowSession(w: Stack, viewer: Viewer): Promise<string> {
-  w.llm.enqueue(SLOW);
+async function slowSession(w: Stack, viewer: Viewer, turn: Turn): Promise<string> {
+  w.llm.enqueue(turn);
   const res = await w.user.api(
     "/api/runners/spawn",
     json("POST", { runnerId: w.runnerId, cwd: w.home, model: MODEL, prompt: "a slow answer" }),
@@ -36,8 +49,9 @@ function queueOf(viewer: Viewer, id: string) {
 Deno.test("stop drops queued steers and follow-ups, so the next prompt goes alone", async () => {
   await withStack({}, async (w) => {
     const viewer = await Viewer.connect(w.relay.url, { apiKey: w.user.apiKey });
+    const slow = slowAnswer();
     try {
-      const id = await slowSession(w, viewer);
+      const id = await slowSession(w, viewer, slow.turn);
       assert.equal((await input(w, id, "steer", "STEER-X")).status, 200);
       assert.equal((await input(w, id, "followUp", "FOLLOW-Y")).status, 200);
       await viewer.until(
@@ -65,6 +79,7 @@ Deno.test("stop drops queued steers and follow-ups, so the next prompt goes alon
         followUp: [],
       });
     } finally {
+      slow.release();
       await viewer.close();
     }
   });
@@ -73,8 +88,9 @@ Deno.test("stop drops queued steers and follow-ups, so the next prompt goes alon
 Deno.test("a queued message can be taken back until the agent reads it", async () => {
   await withStack({}, async (w) => {
     const viewer = await Viewer.connect(w.relay.url, { apiKey: w.user.apiKey });
+    const slow = slowAnswer();
     try {
-      const id = await slowSession(w, viewer);
+      const id = await slowSession(w, viewer, slow.turn);
       for (
         const [kind, text] of [["steer", "KEEP-A"], ["steer", "DROP-B"], ["followUp", "KEEP-C"]]
       ) {
@@ -89,14 +105,16 @@ Deno.test("a queued message can be taken back until the agent reads it", async (
       assert.equal(gone.status, 409);
       assert.equal(gone.body.error.code, "not_queued");
 
-      // The rest is delivered as queued: the steer, then the follow-up.
+      // The rest is delivered as queued once the answer ends: the steer, then the follow-up.
       const before = w.llm.requests.length;
+      slow.release();
       await w.llm.waitForRequests(before + 2);
       const all = w.llm.requests.slice(before).flatMap(userTexts).join("\n");
       assert.match(all, /KEEP-A/);
       assert.match(all, /KEEP-C/);
       assert.doesNotMatch(all, /DROP-B/);
     } finally {
+      slow.release();
       await viewer.close();
     }
   });

@@ -23,6 +23,8 @@ export interface Turn {
   toolCalls?: ScriptedToolCall[];
   /** Pause before each streamed piece, in milliseconds. */
   chunkDelayMs?: number;
+  /** Holds the answer open after its text until this settles (an answer still streaming). */
+  hold?: Promise<unknown>;
   /** Answer with this HTTP error instead of a stream. */
   error?: { status: number; message: string };
   usage?: { prompt: number; completion: number };
@@ -202,6 +204,8 @@ function streamTurn(model: string, turn: Turn): ReadableStream<Uint8Array> {
           if (cancelled) return;
           send(chunk({ content: piece }));
         }
+        if (turn.hold) await turn.hold;
+        if (cancelled) return;
         const calls = turn.toolCalls ?? [];
         for (const [i, call] of calls.entries()) {
           await pause();
