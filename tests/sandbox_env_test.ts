@@ -3,6 +3,7 @@
  * model providers' keys (it calls the model with them), while `bash` and the
  * session's hooks go without, and the relay's own secrets never reach a
  * runner at all. The person may give provider keys back in the global config.
+ * And the file tools, which run in the worker itself, read nothing under /proc.
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
@@ -85,5 +86,55 @@ Deno.test({
         assert.equal(again.includes(v[name]), false, `bash sees ${name}`);
       }
     }, env);
+  },
+});
+
+Deno.test({
+  name: "the file tools read no process's environment or memory under /proc",
+  ignore: !haveBwrap,
+  async fn() {
+    const key = `sk-ant-${secret()}`;
+    // A process of the same user holding a credential, as in sandbox_test.ts.
+    const neighbour = `brt_${secret()}`;
+    const holder = new Deno.Command("sleep", {
+      args: ["60"],
+      env: { BATON_API_KEY: neighbour },
+      stdout: "null",
+      stderr: "null",
+    }).spawn();
+    try {
+      await withAgentWorld({}, async (w) => {
+        const paths = [
+          "/proc/self/environ",
+          `/proc/${holder.pid}/environ`,
+          "/proc/self/mem",
+          "/dev/fd/0",
+          "/proc/self/cwd/../../proc/self/environ",
+        ];
+        w.llm.enqueue(
+          {
+            text: "Reading.",
+            toolCalls: paths.map((path, i) => ({ id: `r${i}`, name: "read", args: { path } })),
+          },
+          { text: "Done." },
+        );
+        const { sessionId, viewer } = await spawnIn(w, "Go", w.project, MODEL);
+        try {
+          await viewer.waitForEvent(sessionId, "agent_end", 60_000);
+          const results = resultsOf(viewer.eventsOf(sessionId));
+          assert.equal(results.size, paths.length);
+          for (const [id, r] of results) {
+            assert.ok(r.isError, `${id} was read: ${r.text.slice(0, 200)}`);
+            assert.match(r.text, /Sandbox: reading '\/proc' is denied/, id);
+            assert.equal(r.text.includes(key) || r.text.includes(neighbour), false);
+          }
+        } finally {
+          await viewer.close();
+        }
+      }, { ANTHROPIC_API_KEY: key });
+    } finally {
+      holder.kill();
+      await holder.status;
+    }
   },
 });

@@ -46,6 +46,16 @@ export const PROTECTED_READS = [
  * outside the sandbox.
  */
 export const PROTECTED_WRITES = [".env", ".env.local", "~/.ssh", ".pi"];
+/**
+ * Denied to the file tools only, in basic and full: `/proc` holds every
+ * process's environment, memory and open files, the worker's own (its
+ * providers' keys) and any process of the same user (a key in its
+ * environment). pi's file tools run in the worker, outside the OS sandbox,
+ * so only this gate stands between them and `/proc/<pid>/environ`. It is
+ * not given to the runtime: `bash` gets a `/proc` of its own PID namespace.
+ * `/dev/fd` and `/dev/std*` lead into `/proc/self` and resolve there.
+ */
+export const GATE_ONLY_READS = ["/proc"];
 /** Where writes go when `filesystem.allowWrite` is not given. */
 export const DEFAULT_WRITES = [".", "/tmp"];
 /**
@@ -359,7 +369,8 @@ export function resolveSandbox(config: SandboxConfig, o: ResolveOptions): Resolv
     ),
   );
   runtime = deepMerge(runtime, { ...extra, filesystem: fsExtra, network: netExtra });
-  return { mode, failClosed, runtime, paths: { denyRead, allowWrite, denyWrite }, config: merged };
+  const gate = { denyRead: [...denyRead, ...GATE_ONLY_READS], allowWrite, denyWrite };
+  return { mode, failClosed, runtime, paths: gate, config: merged };
 }
 
 /**

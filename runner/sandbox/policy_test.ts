@@ -208,6 +208,18 @@ Deno.test("extra keys pass through as runtime overrides, on top of the preset", 
   assert.ok(Array.isArray(fs.denyRead));
 });
 
+Deno.test("the file tools may not read or write /proc; bash, with a /proc of its own, is not told", () => {
+  const r = resolveSandbox({ filesystem: { allowWrite: ["/"] } }, { ...ctx, batonDir: "/b" });
+  for (const p of ["/proc/self/environ", "/proc/1234/mem", "/proc"]) {
+    assert.match(checkAccess(r.paths, "read", p)!, /reading '\/proc' is denied/, p);
+    assert.match(checkAccess(r.paths, "write", p)!, /'\/proc' is denied/, p);
+  }
+  assert.equal(checkAccess(r.paths, "read", "/process/notes.txt"), null);
+  const fs = r.runtime!.filesystem as Record<string, string[]>;
+  assert.equal(fs.denyRead!.includes("/proc"), false);
+  assert.deepEqual(resolveSandbox({ mode: "none" }, { ...ctx, batonDir: "/b" }).paths.denyRead, []);
+});
+
 Deno.test("checkAccess: reads under denied paths, writes outside cwd and /tmp refused", () => {
   const { paths } = resolveSandbox({}, { ...ctx, batonDir: "/home/u/.baton" });
   assert.match(checkAccess(paths, "read", "/home/u/.ssh/id_rsa")!, /reading '\/home\/u\/\.ssh'/);
