@@ -25,14 +25,14 @@
  *
  * @module
  */
-import { createHash } from "node:crypto";
-import { PUSH_KINDS, type PushKind, type PushPayload } from "../shared/push_api.ts";
+import type { PushKind, PushPayload } from "../shared/push_api.ts";
 import type { SessionEventBody } from "../shared/protocol.ts";
 import { type Clock, systemClock } from "./_clock.ts";
 import type { Committed } from "./event_pipeline.ts";
 import type { PushDelivery, PushTarget, SendOutcome } from "./push_sender.ts";
 import type { AsyncStore, PushSubscriptionRecord } from "./store/mod.ts";
 import { needsInput } from "./questions.ts";
+import { DELIVERY, kindEnabled, type Notification, payloadOf, topicOf } from "./push_kinds.ts";
 
 /** Deliveries waiting at most (about 1 KB each). */
 export const MAX_QUEUED = 1000;
@@ -40,16 +40,6 @@ export const MAX_QUEUED = 1000;
 export const CONCURRENCY = 4;
 /** An event older than this when committed (a runner back after a long time) notifies nobody. */
 export const STALE_MS = 30 * 60_000;
-/** Longest notification text (characters); the payload must stay under ~4 KB encrypted. */
-const MAX_BODY = 300;
-
-/** How each kind is delivered (RFC 8030). */
-const DELIVERY: Record<PushKind, Omit<PushDelivery, "topic">> = {
-  agent_finished: { ttl: 24 * 3600, urgency: "normal" },
-  agent_needs_input: { ttl: 24 * 3600, urgency: "high" },
-  agent_error: { ttl: 24 * 3600, urgency: "high" },
-};
-
 /** Options of {@linkcode PushNotifier}. */
 export interface PushNotifierOptions {
   store: Pick<AsyncStore, "push" | "sessions">;
@@ -67,16 +57,8 @@ export interface PushNotifierOptions {
 }
 
 /** A notification waiting: small, so that a queue full of them is (see notify). */
-interface Pending {
+interface Pending extends Notification {
   userId: string;
-  sessionId: string;
-  kind: PushKind;
-  detail: string;
-  ts: number;
-  /** `agent_needs_input`: the waiting tool call and the notification's buttons. */
-  input?: { toolCallId: string; actions: PushPayload["actions"] };
-  /** `agent_needs_input`: the withdrawal of the question `input.toolCallId`. */
-  resolved?: "answered" | "cancelled";
   /** Once its delivery started: the payload and the subscriptions still to send it to. */
   started?: { payload: string; delivery: PushDelivery; targets: PushSubscriptionRecord[] };
 }
@@ -85,35 +67,6 @@ interface Job {
   sub: PushSubscriptionRecord;
   payload: string;
   delivery: PushDelivery;
-}
-
-/** What a subscription's `enabledEvents` lets through. */
-export function kindEnabled(enabledEvents: string, kind: PushKind): boolean {
-  return enabledEvents.split(",").some((k) => k.trim() === "*" || k.trim() === kind);
-}
-
-/**
- * The normalised `enabledEvents` of a request (trimmed, deduplicated; `*`
- * alone when it names every kind), or an Error naming an unknown kind.
- */
-export function parseEnabledEvents(text: string): string | Error {
-  const names = [...new Set(text.split(",").map((s) => s.trim()).filter(Boolean))];
-  if (names.length === 0) return new Error("enabledEvents names no kind (use '*' for all)");
-  if (names.includes("*")) return "*";
-  const unknown = names.find((n) => !(PUSH_KINDS as readonly string[]).includes(n));
-  if (unknown !== undefined) {
-    return new Error(
-      `Unknown kind in enabledEvents: '${unknown.slice(0, 60)}' (expected ${
-        PUSH_KINDS.join(", ")
-      } or *)`,
-    );
-  }
-  return names.join(",");
-}
-
-/** The Topic of a session's messages: 32 base64url characters from its id. */
-export function topicOf(sessionId: string): string {
-  return createHash("sha256").update(sessionId).digest("base64url").slice(0, 32);
 }
 
 /** Turns committed events into push messages and delivers them through a bounded queue. */
@@ -326,33 +279,8 @@ export class PushNotifier {
     };
   }
 
-  async #payload(
-    { sessionId, kind, detail, ts, input, resolved }: Pending,
-  ): Promise<PushPayload> {
-    const rec = await this.#opts.store.sessions.get(sessionId);
-    const name = rec?.title ? `"${rec.title}"` : `session ${sessionId.slice(0, 8)}`;
-    const cut = (s: string) => (s.length > MAX_BODY ? s.slice(0, MAX_BODY - 1) + "…" : s);
-    const body = kind === "agent_finished"
-      ? `agent in ${name} finished its task`
-      : kind === "agent_error"
-      ? `error in ${name}: ${detail}`
-      : resolved === "answered"
-      ? `agent in ${name}: the question was answered`
-      : resolved === "cancelled"
-      ? `agent in ${name} no longer waits for an answer`
-      : `agent in ${name} asks: ${detail}`;
-    return {
-      kind,
-      sessionId,
-      title: cut(rec?.title ? `baton: ${rec.title}` : "baton"),
-      body: cut(body),
-      url: `/session/${sessionId}`,
-      tag: `session-${sessionId}`,
-      ts,
-      ...(input ? { toolCallId: input.toolCallId } : {}),
-      ...(resolved ? { resolved } : {}),
-      ...(input?.actions?.length ? { actions: input.actions } : {}),
-    };
+  async #payload(p: Pending): Promise<PushPayload> {
+    return payloadOf(p, (await this.#opts.store.sessions.get(p.sessionId))?.title ?? null);
   }
 
   #enqueue(key: string, job: Pending): void {

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { kindEnabled, MAX_QUEUED, parseEnabledEvents, PushNotifier, topicOf } from "./push.ts";
+import { MAX_QUEUED, PushNotifier } from "./push.ts";
+import { kindEnabled, parseEnabledEvents, topicOf } from "./push_kinds.ts";
 import type { PushSubscriptionRecord } from "./store/mod.ts";
 import type { SendOutcome } from "./push_sender.ts";
 import { PushSender } from "./push_sender.ts";

@@ -13,7 +13,7 @@ import {
 } from "../../shared/push_api.ts";
 import { HttpError, principal, readJson, type RelayEnv } from "../_http.ts";
 import { conflict, invalid, notFound } from "../errors.ts";
-import { parseEnabledEvents } from "../push.ts";
+import { parseEnabledEvents } from "../push_kinds.ts";
 import { endpointProblem, MAX_ENDPOINT_LENGTH } from "../push_endpoint.ts";
 import type { AsyncStore, PushSubscriptionRecord } from "../store/mod.ts";
 import { requestSchema, routeDoc } from "./_openapi.ts";
