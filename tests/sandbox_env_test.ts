@@ -14,6 +14,7 @@ import {
   spawnIn,
   withAgentWorld,
 } from "./harness/agent_world.ts";
+import { storedEvents } from "./harness/client.ts";
 import { MODEL } from "./harness/mock_llm.ts";
 
 const secret = () => crypto.randomUUID().replaceAll("-", "");
@@ -136,5 +137,49 @@ Deno.test({
       holder.kill();
       await holder.status;
     }
+  },
+});
+
+Deno.test({
+  name: "a role's grep searches no folder that holds a hidden path (~/.ssh under the home folder)",
+  ignore: !haveBwrap,
+  async fn() {
+    await withAgentWorld({}, async (w) => {
+      // A role with pi's grep, which searches hidden folders (rg --hidden).
+      await Deno.mkdir(join(w.home, ".baton", "agents"), { recursive: true });
+      await Deno.writeTextFile(
+        join(w.home, ".baton", "agents", "explorer.md"),
+        "---\nname: explorer\ndescription: Finds things\ntools: read, grep\n---\nFind it.\n",
+      );
+      const searches = [{ pattern: "PRIVATE-KEY", path: w.home }, { pattern: "PRIVATE-KEY" }];
+      w.llm.responder = (req) => {
+        const names = (req.tools ?? []).map((t) => t.function.name);
+        const done = req.messages.some((m) => m.role === "tool");
+        if (names.includes("subagent")) {
+          return done ? { text: "Done." } : {
+            toolCalls: [{ name: "subagent", args: { task: "find the key", agent: "explorer" } }],
+          };
+        }
+        return done ? { text: "Nothing." } : {
+          toolCalls: searches.map((args, i) => ({ id: `g${i}`, name: "grep", args })),
+        };
+      };
+      // The child's grep with no path searches its folder: the home folder here.
+      const { sessionId, viewer } = await spawnIn(w, "Go", w.home, MODEL);
+      try {
+        await viewer.waitForEvent(sessionId, "agent_end", 60_000);
+        const end = viewer.eventsOf(sessionId).find((e) => e.e.type === "tool_execution_end")!;
+        const [run] = (end.e.result as { details: { runs: { sessionId: string }[] } }).details.runs;
+        const child = resultsOf(await storedEvents(w.user, run!.sessionId));
+        assert.equal(child.size, searches.length);
+        for (const [id, r] of child) {
+          assert.ok(r.isError, `${id} searched: ${r.text.slice(0, 200)}`);
+          assert.match(r.text, /Sandbox: searching '.*' would read '.*\.ssh', which is denied/, id);
+          assert.equal(r.text.includes("PRIVATE-KEY-MATERIAL"), false);
+        }
+      } finally {
+        await viewer.close();
+      }
+    });
   },
 });

@@ -374,6 +374,19 @@ export function resolveSandbox(config: SandboxConfig, o: ResolveOptions): Resolv
 }
 
 /**
+ * Why a tool that reads every file below `dir` (pi's `grep`, which also
+ * searches hidden folders) may not search it: a read-denied path lies
+ * inside (`~/.ssh` below the home folder, `/proc` below `/`). Null when
+ * none does.
+ */
+export function searchRefused(paths: ResolvedSandbox["paths"], dir: string): string | null {
+  const inside = paths.denyRead.find((e) => isWithin(e, dir, "linux"));
+  return inside
+    ? `Sandbox: searching '${dir}' would read '${inside}', which is denied; search a folder that does not hold it`
+    : null;
+}
+
+/**
  * Why the policy refuses `op` on `path` (an absolute real path), or null
  * when it allows it. Reads fail under a read-denied path; writes must be
  * under an allowed path and under no denied one (nor a read-denied one).

@@ -7,6 +7,7 @@ import {
   mergeProjectConfig,
   resolveSandbox,
   SandboxConfigError,
+  searchRefused,
   validateSandboxConfig,
 } from "./policy.ts";
 import type { SandboxConfig, SandboxMode } from "../../shared/sandbox_api.ts";
@@ -218,6 +219,17 @@ Deno.test("the file tools may not read or write /proc; bash, with a /proc of its
   const fs = r.runtime!.filesystem as Record<string, string[]>;
   assert.equal(fs.denyRead!.includes("/proc"), false);
   assert.deepEqual(resolveSandbox({ mode: "none" }, { ...ctx, batonDir: "/b" }).paths.denyRead, []);
+});
+
+Deno.test("searchRefused: a search may not cover a hidden path; a folder beside or inside one is fine", () => {
+  const { paths } = resolveSandbox({}, { ...ctx, batonDir: "/home/u/.baton" });
+  assert.match(
+    searchRefused(paths, "/home/u")!,
+    /searching '\/home\/u' would read '\/home\/u\/\.ssh'/,
+  );
+  assert.match(searchRefused(paths, "/")!, /which is denied/);
+  assert.equal(searchRefused(paths, "/home/u/proj"), null);
+  assert.equal(searchRefused(paths, "/home/u/.sshfs"), null);
 });
 
 Deno.test("checkAccess: reads under denied paths, writes outside cwd and /tmp refused", () => {

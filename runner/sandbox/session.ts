@@ -30,6 +30,7 @@ import {
   mergeProjectConfig,
   type ResolvedSandbox,
   resolveSandbox,
+  searchRefused,
   validateSandboxConfig,
 } from "./policy.ts";
 
@@ -269,9 +270,13 @@ export class SessionSandbox {
         if (this.#state.refuse) return { block: true, reason: this.#state.refuse };
         if (this.#policy.mode === "none" || event.toolName === "bash") return undefined;
         const op = WRITING_TOOL.test(event.toolName) ? "write" : "read";
-        for (const p of pathsOf(event.input as Record<string, unknown>)) {
+        const searching = SEARCHING_TOOL.test(event.toolName);
+        const given = pathsOf(event.input as Record<string, unknown>);
+        // A search without a path searches the session's folder.
+        for (const p of given.length === 0 && searching ? [this.#cwd] : given) {
           const abs = await realPathOf(absoluteEntry(p, { home: this.#home, cwd: this.#cwd }));
-          const why = checkAccess(this.#paths, op, abs);
+          const why = checkAccess(this.#paths, op, abs) ??
+            (searching ? searchRefused(this.#paths, abs) : null);
           if (why) {
             this.#report({
               timestamp: new Date().toISOString(),
@@ -311,6 +316,8 @@ function dieOnSigterm(): void {
 
 /** Tools that change files (pi's `write` and `edit`, and any named alike). */
 const WRITING_TOOL = /write|edit|patch|create|delete|remove|move|rename|mkdir/i;
+/** Tools that read every file below their path (pi's `grep`), not just the path itself. */
+const SEARCHING_TOOL = /grep|search/i;
 /** Argument names that hold a path, in pi's tools and common custom ones. */
 const PATH_KEYS = ["path", "file_path", "filePath", "file", "filename", "dir", "directory", "cwd"];
 
