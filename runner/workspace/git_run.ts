@@ -1,11 +1,13 @@
 /**
  * Runs the real `git` binary for the git service: argument arrays only (no
- * shell), never a prompt, a deadline, and capped output.
+ * shell), never a prompt, a deadline, capped output, and nothing the
+ * repository's own config names run (git_config_guard.ts).
  *
  * @module
  */
 import { isAbsolute, normalize, resolve, sep } from "node:path";
 import { isWithin } from "../roots.ts";
+import { guardFlags, guardFor } from "./git_config_guard.ts";
 
 /** A git request that failed, with the code the viewer sees. */
 export class GitError extends Error {
@@ -65,12 +67,24 @@ function gitEnv(): Record<string, string> {
 export async function runGit(args: string[], options: RunGitOptions): Promise<GitResult> {
   const timeoutMs = options.timeoutMs ?? GIT_TIMEOUT_MS;
   const maxBytes = options.maxBytes ?? GIT_MAX_OUTPUT;
+  const env = gitEnv();
+  // What the repository's own config may not make git run (git_config_guard.ts).
+  const guard = (await guardFor(options.cwd, env)).flatMap((s) => ["-c", s]);
+  const [sub, ...rest] = args;
   let child: Deno.ChildProcess;
   try {
     child = new Deno.Command("git", {
-      args: ["-c", "core.quotepath=false", "-c", "color.ui=false", ...args],
+      args: [
+        "-c",
+        "core.quotepath=false",
+        "-c",
+        "color.ui=false",
+        ...guard,
+        ...(sub === undefined ? [] : [sub, ...guardFlags(sub)]),
+        ...rest,
+      ],
       cwd: options.cwd,
-      env: gitEnv(),
+      env,
       stdin: options.stdin !== undefined ? "piped" : "null",
       stdout: "piped",
       stderr: "piped",

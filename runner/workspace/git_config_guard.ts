@@ -1,0 +1,140 @@
+/**
+ * What baton's git service never lets a repository's own config make git
+ * run. The service runs git outside the agent sandbox, as the runner's
+ * user, while the agent can write the repository's `.git/config` from
+ * inside it (the session's folder is writable). A `core.fsmonitor` there
+ * would run at the status watcher's next `git status`, a filter's `clean`
+ * at the next `git add`, a hook at the next commit from the Changes panel:
+ * each one a way out of the sandbox.
+ *
+ * So every git command gets, on its command line (which outranks every
+ * config file and reaches the git processes it starts):
+ *
+ * - always: no fsmonitor, no hooks (`core.hooksPath=/dev/null`: a commit
+ *   from the Changes panel runs no pre-commit hook), no `ext::` transport,
+ *   no signature check in `log`;
+ * - for each setting of the repository's own scopes (`local`, `worktree`,
+ *   and what they include) that names a program: the value the user's own
+ *   config gives it (git-lfs's global filter stays), else a harmless one.
+ *
+ * Diff commands also get `--no-ext-diff --no-textconv`, and status and diff
+ * `--ignore-submodules=dirty` (a submodule's own config is not read here).
+ *
+ * @module
+ */
+
+/** Settings that name a program git runs (git-config(1)), lowercased as git lists them. */
+const RUNS_A_PROGRAM =
+  /^(core\.(askpass|gitproxy)|credential\.(.+\.)?helper|filter\..+\.(clean|smudge|process)|gpg\.(.+\.)?program|remote\..+\.(uploadpack|receivepack)|merge\..+\.driver|diff\.external|diff\..+\.(command|textconv)|core\.(editor|pager)|sequence\.editor)$/;
+
+/** Always on the command line, whatever any config says. */
+const ALWAYS = [
+  "core.fsmonitor=false",
+  "core.hooksPath=/dev/null",
+  "protocol.ext.allow=never",
+  "log.showSignature=false",
+];
+
+/** What a repository-scope setting becomes when the user's own config does not set it. */
+function harmless(key: string): string {
+  if (key === "gpg.program" || key === "gpg.openpgp.program") return "gpg";
+  if (key === "gpg.x509.program") return "gpgsm";
+  if (key === "gpg.ssh.program") return "ssh-keygen";
+  if (key.endsWith(".uploadpack")) return "git-upload-pack";
+  if (key.endsWith(".receivepack")) return "git-receive-pack";
+  // An empty filter, askpass, proxy or helper is none at all.
+  return "";
+}
+
+/** One setting as `git config --list` gives it. */
+export interface ConfigEntry {
+  scope: string;
+  /** As git lists it: section and name lowercased, a subsection as written. */
+  key: string;
+  value: string;
+}
+
+/**
+ * Parses `git config --list -z` (`key\nvalue\0` per setting), with
+ * `--show-scope` (`scope\0key\nvalue\0`) when `scoped`.
+ */
+export function parseConfigList(text: string, scoped: boolean): ConfigEntry[] {
+  const parts = text.split("\0");
+  const out: ConfigEntry[] = [];
+  for (let i = 0; i < parts.length; i++) {
+    const scope = scoped ? parts[i++]! : "local";
+    const rec = parts[i];
+    if (!rec) continue;
+    const nl = rec.indexOf("\n");
+    out.push({
+      scope,
+      key: nl < 0 ? rec : rec.slice(0, nl),
+      value: nl < 0 ? "" : rec.slice(nl + 1),
+    });
+  }
+  return out;
+}
+
+/**
+ * The `-c key=value` pairs for a repository whose config lists `entries`:
+ * the fixed ones, then each program-naming setting of the repository's
+ * scopes replaced by the user's own value or a harmless one.
+ */
+export function guardSettings(entries: ConfigEntry[]): string[] {
+  const out = [...ALWAYS];
+  const ownKeys = new Set<string>();
+  for (const e of entries) {
+    if (
+      (e.scope === "local" || e.scope === "worktree") && RUNS_A_PROGRAM.test(e.key.toLowerCase())
+    ) {
+      ownKeys.add(e.key);
+    }
+  }
+  for (const key of ownKeys) {
+    const outer = entries.filter((e) =>
+      e.key === key && e.scope !== "local" && e.scope !== "worktree" && e.scope !== "command"
+    ).map((e) => e.value);
+    if (/^credential\.(.+\.)?helper$/i.test(key)) {
+      // A list: an empty entry clears it, then the user's own come back in order.
+      out.push(`${key}=`, ...outer.map((v) => `${key}=${v}`));
+    } else {
+      out.push(`${key}=${outer.length ? outer[outer.length - 1] : harmless(key.toLowerCase())}`);
+    }
+  }
+  return out;
+}
+
+/** Extra arguments for subcommand `sub` (placed right after it). */
+export function guardFlags(sub: string | undefined): string[] {
+  if (sub === "diff") return ["--no-ext-diff", "--no-textconv", "--ignore-submodules=dirty"];
+  if (sub === "status") return ["--ignore-submodules=dirty"];
+  return [];
+}
+
+/**
+ * The `-c` settings for git run in `cwd`, read with `git config --list`
+ * (which runs nothing a config names). Without `--show-scope` (git before
+ * 2.26) every program-naming setting counts as the repository's.
+ */
+export async function guardFor(cwd: string, env: Record<string, string>): Promise<string[]> {
+  const list = async (args: string[]) => {
+    try {
+      const out = await new Deno.Command("git", {
+        args: ["config", "--list", "-z", ...args],
+        cwd,
+        env,
+        stdin: "null",
+        stdout: "piped",
+        stderr: "null",
+        signal: AbortSignal.timeout(10_000),
+      }).output();
+      return out.success ? new TextDecoder().decode(out.stdout) : null;
+    } catch {
+      return null;
+    }
+  };
+  const scoped = await list(["--show-scope"]);
+  if (scoped !== null) return guardSettings(parseConfigList(scoped, true));
+  const plain = await list([]);
+  return plain === null ? [...ALWAYS] : guardSettings(parseConfigList(plain, false));
+}
