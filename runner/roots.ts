@@ -123,11 +123,14 @@ export function expandHome(p: string, home: string, os: Os = Deno.build.os): str
  * The real path of `path` (absolute), which need not exist: its deepest
  * existing ancestor's real path followed by the rest. Symlinks and `..` are
  * resolved the way {@linkcode checkCwd} resolves a cwd, so a file tool's
- * target is compared with the sandbox's lists as what it really is.
+ * target is compared with the sandbox's lists as what it really is. A
+ * symlink whose target does not exist yet is followed by its text: a write
+ * through it creates that target (`link -> ~/.bash_aliases`).
  */
 export async function realPathOf(path: string): Promise<string> {
   let head = resolve(path);
   const tail: string[] = [];
+  let hops = 0;
   for (;;) {
     try {
       const real = await Deno.realPath(head);
@@ -137,6 +140,12 @@ export async function realPathOf(path: string): Promise<string> {
         !(err instanceof Deno.errors.NotFound) && !(err instanceof Deno.errors.NotADirectory) &&
         !(err instanceof Deno.errors.PermissionDenied)
       ) throw err;
+      const link = await Deno.readLink(head).catch(() => null);
+      if (link !== null) {
+        if (++hops > 40) throw new Deno.errors.FilesystemLoop(`Too many symlinks: '${path}'`);
+        head = resolve(head, "..", link);
+        continue;
+      }
       const parent = resolve(head, "..");
       if (parent === head) return path;
       tail.push(head.slice(parent.length).replace(/^[\\/]/, ""));

@@ -1,6 +1,13 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { checkCwd, expandHome, isWithin, PathRejectedError, resolveRoots } from "./roots.ts";
+import {
+  checkCwd,
+  expandHome,
+  isWithin,
+  PathRejectedError,
+  realPathOf,
+  resolveRoots,
+} from "./roots.ts";
 import { rootsFromEnv } from "./config.ts";
 
 async function withTree(fn: (dir: string) => Promise<void>) {
@@ -156,4 +163,26 @@ Deno.test("windows paths: drive letters, UNC shares, / or \\, the \\\\?\\ prefix
     assert.equal(await code(checkCwd("\\\\srv\\share\\proj", null, o)), "cwd_not_found");
     assert.equal(await code(checkCwd("~\\proj", null, o)), "cwd_not_found");
   });
+});
+
+Deno.test("realPathOf follows a symlink whose target does not exist yet, and refuses a loop", async () => {
+  const dir = await Deno.realPath(await Deno.makeTempDir({ prefix: "baton-realpath-" }));
+  try {
+    await Deno.symlink("/elsewhere/.bash_aliases", join(dir, "abs"));
+    await Deno.symlink("../gone/dir", join(dir, "rel"));
+    await Deno.mkdir(join(dir, "real"));
+    await Deno.symlink(join(dir, "real"), join(dir, "toreal"));
+    await Deno.symlink(join(dir, "loop-b"), join(dir, "loop-a"));
+    await Deno.symlink(join(dir, "loop-a"), join(dir, "loop-b"));
+    assert.equal(await realPathOf(join(dir, "abs")), "/elsewhere/.bash_aliases");
+    assert.equal(
+      await realPathOf(join(dir, "rel", "x.desktop")),
+      join(dir, "..", "gone/dir/x.desktop"),
+    );
+    assert.equal(await realPathOf(join(dir, "toreal", "new.txt")), join(dir, "real", "new.txt"));
+    assert.equal(await realPathOf(join(dir, "plain", "new.txt")), join(dir, "plain", "new.txt"));
+    await assert.rejects(() => realPathOf(join(dir, "loop-a")));
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });

@@ -3,7 +3,6 @@
  * model providers' keys (it calls the model with them), while `bash` and the
  * session's hooks go without, and the relay's own secrets never reach a
  * runner at all. The person may give provider keys back in the global config.
- * And the file tools, which run in the worker itself, read nothing under /proc.
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
@@ -14,7 +13,6 @@ import {
   spawnIn,
   withAgentWorld,
 } from "./harness/agent_world.ts";
-import { storedEvents } from "./harness/client.ts";
 import { MODEL } from "./harness/mock_llm.ts";
 
 const secret = () => crypto.randomUUID().replaceAll("-", "");
@@ -87,99 +85,5 @@ Deno.test({
         assert.equal(again.includes(v[name]), false, `bash sees ${name}`);
       }
     }, env);
-  },
-});
-
-Deno.test({
-  name: "the file tools read no process's environment or memory under /proc",
-  ignore: !haveBwrap,
-  async fn() {
-    const key = `sk-ant-${secret()}`;
-    // A process of the same user holding a credential, as in sandbox_test.ts.
-    const neighbour = `brt_${secret()}`;
-    const holder = new Deno.Command("sleep", {
-      args: ["60"],
-      env: { BATON_API_KEY: neighbour },
-      stdout: "null",
-      stderr: "null",
-    }).spawn();
-    try {
-      await withAgentWorld({}, async (w) => {
-        const paths = [
-          "/proc/self/environ",
-          `/proc/${holder.pid}/environ`,
-          "/proc/self/mem",
-          "/dev/fd/0",
-          "/proc/self/cwd/../../proc/self/environ",
-        ];
-        w.llm.enqueue(
-          {
-            text: "Reading.",
-            toolCalls: paths.map((path, i) => ({ id: `r${i}`, name: "read", args: { path } })),
-          },
-          { text: "Done." },
-        );
-        const { sessionId, viewer } = await spawnIn(w, "Go", w.project, MODEL);
-        try {
-          await viewer.waitForEvent(sessionId, "agent_end", 60_000);
-          const results = resultsOf(viewer.eventsOf(sessionId));
-          assert.equal(results.size, paths.length);
-          for (const [id, r] of results) {
-            assert.ok(r.isError, `${id} was read: ${r.text.slice(0, 200)}`);
-            assert.match(r.text, /Sandbox: reading '\/proc' is denied/, id);
-            assert.equal(r.text.includes(key) || r.text.includes(neighbour), false);
-          }
-        } finally {
-          await viewer.close();
-        }
-      }, { ANTHROPIC_API_KEY: key });
-    } finally {
-      holder.kill();
-      await holder.status;
-    }
-  },
-});
-
-Deno.test({
-  name: "a role's grep searches no folder that holds a hidden path (~/.ssh under the home folder)",
-  ignore: !haveBwrap,
-  async fn() {
-    await withAgentWorld({}, async (w) => {
-      // A role with pi's grep, which searches hidden folders (rg --hidden).
-      await Deno.mkdir(join(w.home, ".baton", "agents"), { recursive: true });
-      await Deno.writeTextFile(
-        join(w.home, ".baton", "agents", "explorer.md"),
-        "---\nname: explorer\ndescription: Finds things\ntools: read, grep\n---\nFind it.\n",
-      );
-      const searches = [{ pattern: "PRIVATE-KEY", path: w.home }, { pattern: "PRIVATE-KEY" }];
-      w.llm.responder = (req) => {
-        const names = (req.tools ?? []).map((t) => t.function.name);
-        const done = req.messages.some((m) => m.role === "tool");
-        if (names.includes("subagent")) {
-          return done ? { text: "Done." } : {
-            toolCalls: [{ name: "subagent", args: { task: "find the key", agent: "explorer" } }],
-          };
-        }
-        return done ? { text: "Nothing." } : {
-          toolCalls: searches.map((args, i) => ({ id: `g${i}`, name: "grep", args })),
-        };
-      };
-      // The child's grep with no path searches its folder: the home folder here.
-      const { sessionId, viewer } = await spawnIn(w, "Go", w.home, MODEL);
-      try {
-        await viewer.waitForEvent(sessionId, "agent_end", 60_000);
-        const end = viewer.eventsOf(sessionId).find((e) => e.e.type === "tool_execution_end")!;
-        const [run] = (end.e.result as { details: { runs: { sessionId: string }[] } }).details.runs;
-        const child = resultsOf(await storedEvents(w.user, run!.sessionId));
-        assert.equal(child.size, searches.length);
-        for (const [id, r] of child) {
-          assert.ok(r.isError, `${id} searched: ${r.text.slice(0, 200)}`);
-          assert.match(r.text, /Sandbox: searching '.*' would read '.*\.ssh', which is denied/, id);
-          assert.equal(r.text.includes("PRIVATE-KEY-MATERIAL"), false);
-        }
-      } finally {
-        await viewer.close();
-      }
-    });
   },
 });

@@ -274,7 +274,16 @@ export class SessionSandbox {
         const given = pathsOf(event.input as Record<string, unknown>);
         // A search without a path searches the session's folder.
         for (const p of given.length === 0 && searching ? [this.#cwd] : given) {
-          const abs = await realPathOf(absoluteEntry(p, { home: this.#home, cwd: this.#cwd }));
+          let abs: string;
+          try {
+            abs = await realPathOf(absoluteEntry(p, { home: this.#home, cwd: this.#cwd }));
+          } catch (err) {
+            // A path that cannot be resolved (a symlink loop) is not let through unchecked.
+            const why = `Sandbox: cannot check '${p}' (${
+              err instanceof Error ? err.message : err
+            })`;
+            return { block: true, reason: why };
+          }
           const why = checkAccess(this.#paths, op, abs) ??
             (searching ? searchRefused(this.#paths, abs) : null);
           if (why) {

@@ -1,0 +1,150 @@
+/**
+ * The path gate in front of pi's file tools, which run in the worker itself,
+ * outside the OS sandbox: it is all that stands between them and what the
+ * sandbox hides. /proc (any process's environment), a search over a folder
+ * that holds a hidden one, and a symlink whose target does not exist yet.
+ */
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { haveBwrap, resultsOf, spawnIn, withAgentWorld } from "./harness/agent_world.ts";
+import { storedEvents } from "./harness/client.ts";
+import { MODEL } from "./harness/mock_llm.ts";
+
+const secret = () => crypto.randomUUID().replaceAll("-", "");
+
+Deno.test({
+  name: "the file tools read no process's environment or memory under /proc",
+  ignore: !haveBwrap,
+  async fn() {
+    const key = `sk-ant-${secret()}`;
+    // A process of the same user holding a credential, as in sandbox_test.ts.
+    const neighbour = `brt_${secret()}`;
+    const holder = new Deno.Command("sleep", {
+      args: ["60"],
+      env: { BATON_API_KEY: neighbour },
+      stdout: "null",
+      stderr: "null",
+    }).spawn();
+    try {
+      await withAgentWorld({}, async (w) => {
+        const paths = [
+          "/proc/self/environ",
+          `/proc/${holder.pid}/environ`,
+          "/proc/self/mem",
+          "/dev/fd/0",
+          "/proc/self/cwd/../../proc/self/environ",
+        ];
+        w.llm.enqueue(
+          {
+            text: "Reading.",
+            toolCalls: paths.map((path, i) => ({ id: `r${i}`, name: "read", args: { path } })),
+          },
+          { text: "Done." },
+        );
+        const { sessionId, viewer } = await spawnIn(w, "Go", w.project, MODEL);
+        try {
+          await viewer.waitForEvent(sessionId, "agent_end", 60_000);
+          const results = resultsOf(viewer.eventsOf(sessionId));
+          assert.equal(results.size, paths.length);
+          for (const [id, r] of results) {
+            assert.ok(r.isError, `${id} was read: ${r.text.slice(0, 200)}`);
+            assert.match(r.text, /Sandbox: reading '\/proc' is denied/, id);
+            assert.equal(r.text.includes(key) || r.text.includes(neighbour), false);
+          }
+        } finally {
+          await viewer.close();
+        }
+      }, { ANTHROPIC_API_KEY: key });
+    } finally {
+      holder.kill();
+      await holder.status;
+    }
+  },
+});
+
+Deno.test({
+  name: "a role's grep searches no folder that holds a hidden path (~/.ssh under the home folder)",
+  ignore: !haveBwrap,
+  async fn() {
+    await withAgentWorld({}, async (w) => {
+      // A role with pi's grep, which searches hidden folders (rg --hidden).
+      await Deno.mkdir(join(w.home, ".baton", "agents"), { recursive: true });
+      await Deno.writeTextFile(
+        join(w.home, ".baton", "agents", "explorer.md"),
+        "---\nname: explorer\ndescription: Finds things\ntools: read, grep\n---\nFind it.\n",
+      );
+      const searches = [{ pattern: "PRIVATE-KEY", path: w.home }, { pattern: "PRIVATE-KEY" }];
+      w.llm.responder = (req) => {
+        const names = (req.tools ?? []).map((t) => t.function.name);
+        const done = req.messages.some((m) => m.role === "tool");
+        if (names.includes("subagent")) {
+          return done ? { text: "Done." } : {
+            toolCalls: [{ name: "subagent", args: { task: "find the key", agent: "explorer" } }],
+          };
+        }
+        return done ? { text: "Nothing." } : {
+          toolCalls: searches.map((args, i) => ({ id: `g${i}`, name: "grep", args })),
+        };
+      };
+      // The child's grep with no path searches its folder: the home folder here.
+      const { sessionId, viewer } = await spawnIn(w, "Go", w.home, MODEL);
+      try {
+        await viewer.waitForEvent(sessionId, "agent_end", 60_000);
+        const end = viewer.eventsOf(sessionId).find((e) => e.e.type === "tool_execution_end")!;
+        const [run] = (end.e.result as { details: { runs: { sessionId: string }[] } }).details.runs;
+        const child = resultsOf(await storedEvents(w.user, run!.sessionId));
+        assert.equal(child.size, searches.length);
+        for (const [id, r] of child) {
+          assert.ok(r.isError, `${id} searched: ${r.text.slice(0, 200)}`);
+          assert.match(r.text, /Sandbox: searching '.*' would read '.*\.ssh', which is denied/, id);
+          assert.equal(r.text.includes("PRIVATE-KEY-MATERIAL"), false);
+        }
+      } finally {
+        await viewer.close();
+      }
+    });
+  },
+});
+
+Deno.test({
+  name:
+    "a write through a symlink whose target does not exist yet lands nowhere outside the folder",
+  ignore: !haveBwrap,
+  async fn() {
+    // Outside what the sandbox lets the agent write (the folder and /tmp, where the test's home is).
+    const outside = await Deno.makeTempDir({ dir: "/var/tmp", prefix: "baton-gate-" });
+    await withAgentWorld({}, async (w) => {
+      // Files a shell or a desktop would run, not there yet.
+      const targets = [join(outside, ".bash_aliases"), join(outside, "autostart")];
+      const links = targets.map((t, i) => `ln -s '${t}' link${i}`).join(" && ");
+      w.llm.enqueue(
+        { text: "Linking.", toolCalls: [{ id: "ln", name: "bash", args: { command: links } }] },
+        {
+          text: "Writing.",
+          toolCalls: [
+            { id: "w0", name: "write", args: { path: "link0", content: "echo pwned\n" } },
+            { id: "w1", name: "edit", args: { path: "link1/evil", oldText: "a", newText: "b" } },
+            { id: "w2", name: "write", args: { path: "link1/evil.desktop", content: "x" } },
+          ],
+        },
+        { text: "Done." },
+      );
+      const { sessionId, viewer } = await spawnIn(w, "Go", w.project, MODEL);
+      try {
+        await viewer.waitForEvent(sessionId, "agent_end", 60_000);
+        const results = resultsOf(viewer.eventsOf(sessionId));
+        assert.equal(results.get("ln")?.isError, false, String(results.get("ln")?.text));
+        for (const id of ["w0", "w2"]) {
+          const r = results.get(id)!;
+          assert.ok(r.isError, `${id} was written: ${r.text}`);
+          assert.match(r.text, /Sandbox: writes are allowed only in/, id);
+        }
+        for (const t of targets) {
+          assert.equal(await Deno.lstat(t).then(() => true, () => false), false, `${t} exists`);
+        }
+      } finally {
+        await viewer.close();
+      }
+    }).finally(() => Deno.remove(outside, { recursive: true }));
+  },
+});
