@@ -42,6 +42,7 @@ import { findAgentDefinition, listAgentDefinitions, pickModel } from "./subagent
 import { SESSION_MARKER_ENV } from "./workspace/ports.ts";
 import { NotPendingError, QuestionDesk } from "./questions.ts";
 import { effectivePolicy } from "./approvals/service.ts";
+import { guardProjectCode } from "./project_code.ts";
 
 /** A worker without a session this long after `ready` is a spare (see prewarmSpare). */
 const SPARE_IDLE_MS = 200;
@@ -226,6 +227,7 @@ class Worker {
       extensionFactories,
       ...(role?.systemPrompt ? { appendSystemPrompt: [role.systemPrompt] } : {}),
     });
+    const projectNotice = await guardProjectCode(agentDir, resourceLoader, settingsManager);
     await resourceLoader.reload();
     const { session, modelFallbackMessage } = await createAgentSession({
       cwd: msg.cwd,
@@ -247,6 +249,7 @@ class Worker {
       ? { provider: session.model.provider, id: session.model.id }
       : null;
     send({ t: "started", piSessionFile: session.sessionFile ?? null, model: active });
+    const notices = [sandboxState.notice, modelFallbackMessage, projectNotice()].filter(Boolean);
     this.emit({
       type: "session_start",
       cwd: msg.cwd,
@@ -260,9 +263,7 @@ class Worker {
       // conversation only once its first answer ends).
       ...(msg.resumed ? { memory: memoryOf(session.messages) } : {}),
       sandbox: { mode: sandboxState.mode, active: sandboxState.active },
-      ...(modelFallbackMessage || sandboxState.notice
-        ? { notice: [sandboxState.notice, modelFallbackMessage].filter(Boolean).join("\n") }
-        : {}),
+      ...(notices.length ? { notice: notices.join("\n") } : {}),
     });
     session.subscribe((ev) => {
       this.emit(slimPiEvent(ev as { type: string }));

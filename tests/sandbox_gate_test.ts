@@ -148,3 +148,58 @@ Deno.test({
     }).finally(() => Deno.remove(outside, { recursive: true }));
   },
 });
+
+Deno.test({
+  name:
+    "a .pi the agent's bash makes is not loaded by the next session's worker, unless projects are trusted",
+  ignore: !haveBwrap,
+  async fn() {
+    const outside = await Deno.makeTempDir({ dir: "/var/tmp", prefix: "baton-pi-" });
+    const marker = join(outside, "loaded");
+    await withAgentWorld({}, async (w) => {
+      // Where no .pi is, the sandbox cannot keep bash from making one (sandbox.md, "Limits").
+      const code = `Deno.writeTextFileSync(${JSON.stringify(marker)}, "ran");\n` +
+        "export default function () {}\n";
+      const make = `mkdir -p .pi/extensions && cat > .pi/extensions/evil.ts <<'EOF'\n${code}EOF`;
+      w.llm.enqueue(
+        { text: "Setting up.", toolCalls: [{ id: "mk", name: "bash", args: { command: make } }] },
+        { text: "Done." },
+      );
+      const session = async () => {
+        const { sessionId, viewer } = await spawnIn(w, "Go", w.project, MODEL);
+        try {
+          await viewer.waitForEvent(sessionId, "agent_end", 60_000);
+          const events = viewer.eventsOf(sessionId);
+          const start = events.find((e) => e.e.type === "session_start")!.e;
+          return { results: resultsOf(events), notice: String(start.notice ?? "") };
+        } finally {
+          await viewer.close();
+        }
+      };
+      const { results: made } = await session();
+      assert.equal(made.get("mk")?.isError, false, String(made.get("mk")?.text));
+      assert.ok(await Deno.stat(join(w.project, ".pi", "extensions", "evil.ts")));
+      const exists = () => Deno.stat(marker).then(() => true, () => false);
+      assert.equal(await exists(), false, "loaded in the session that made it");
+
+      const next = await session();
+      assert.equal(
+        await exists(),
+        false,
+        "the next session's worker loaded the project's extension",
+      );
+      assert.match(
+        next.notice,
+        /The project's \.pi has 1 extension\(s\) or package\(s\) that are not/,
+      );
+
+      // The person trusts projects: pi loads it as it would (so the check above can fail).
+      await Deno.writeTextFile(
+        join(w.home, ".baton", "config.json"),
+        JSON.stringify({ trustProjectConfig: true }),
+      );
+      assert.doesNotMatch((await session()).notice, /not loaded/);
+      assert.equal(await exists(), true, "a trusted project's extension did not load");
+    }).finally(() => Deno.remove(outside, { recursive: true }));
+  },
+});
