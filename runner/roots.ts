@@ -143,7 +143,8 @@ export async function realPathOf(path: string): Promise<string> {
       const link = await Deno.readLink(head).catch(() => null);
       if (link !== null) {
         if (++hops > 40) throw new Deno.errors.FilesystemLoop(`Too many symlinks: '${path}'`);
-        head = resolve(head, "..", link);
+        // A relative link is read against its folder's real path, as the kernel reads it.
+        head = resolve(await realPathOf(resolve(head, "..")), link);
         continue;
       }
       const parent = resolve(head, "..");

@@ -182,6 +182,15 @@ Deno.test("realPathOf follows a symlink whose target does not exist yet, and ref
     assert.equal(await realPathOf(join(dir, "toreal", "new.txt")), join(dir, "real", "new.txt"));
     assert.equal(await realPathOf(join(dir, "plain", "new.txt")), join(dir, "plain", "new.txt"));
     await assert.rejects(() => realPathOf(join(dir, "loop-a")));
+    // Relative to the link's real folder, not the path it was reached by.
+    await Deno.mkdir(join(dir, "a", "b"), { recursive: true });
+    await Deno.mkdir(join(dir, "d"));
+    await Deno.symlink(join(dir, "d"), join(dir, "a", "b", "A"));
+    await Deno.symlink("../outside/.bash_aliases", join(dir, "d", "L"));
+    assert.equal(
+      await realPathOf(join(dir, "a", "b", "A", "L")),
+      join(dir, "outside/.bash_aliases"),
+    );
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

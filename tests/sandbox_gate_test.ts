@@ -108,7 +108,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "a write through a symlink whose target does not exist yet lands nowhere outside the folder",
+    "a write through a symlink whose target does not exist yet lands nowhere outside the folder; a path is checked as the tool spells it",
   ignore: !haveBwrap,
   async fn() {
     // Outside what the sandbox lets the agent write (the folder and /tmp, where the test's home is).
@@ -116,7 +116,10 @@ Deno.test({
     await withAgentWorld({}, async (w) => {
       // Files a shell or a desktop would run, not there yet.
       const targets = [join(outside, ".bash_aliases"), join(outside, "autostart")];
-      const links = targets.map((t, i) => `ln -s '${t}' link${i}`).join(" && ");
+      // And a link named with a trailing space, read by a name without: pi does not trim.
+      const key = join(w.home, ".ssh", "id_rsa");
+      const links = [...targets.map((t, i) => `ln -s '${t}' link${i}`), `ln -s '${key}' 'k '`]
+        .join(" && ");
       w.llm.enqueue(
         { text: "Linking.", toolCalls: [{ id: "ln", name: "bash", args: { command: links } }] },
         {
@@ -125,6 +128,8 @@ Deno.test({
             { id: "w0", name: "write", args: { path: "link0", content: "echo pwned\n" } },
             { id: "w1", name: "edit", args: { path: "link1/evil", oldText: "a", newText: "b" } },
             { id: "w2", name: "write", args: { path: "link1/evil.desktop", content: "x" } },
+            { id: "r0", name: "read", args: { path: "k " } },
+            { id: "r1", name: "read", args: { path: "@k\u00A0" } },
           ],
         },
         { text: "Done." },
@@ -138,6 +143,12 @@ Deno.test({
           const r = results.get(id)!;
           assert.ok(r.isError, `${id} was written: ${r.text}`);
           assert.match(r.text, /Sandbox: writes are allowed only in/, id);
+        }
+        for (const id of ["r0", "r1"]) {
+          const r = results.get(id)!;
+          assert.ok(r.isError, `${id} was read: ${r.text}`);
+          assert.match(r.text, /Sandbox: reading '.*\.ssh' is denied/, id);
+          assert.equal(r.text.includes("PRIVATE-KEY-MATERIAL"), false);
         }
         for (const t of targets) {
           assert.equal(await Deno.lstat(t).then(() => true, () => false), false, `${t} exists`);

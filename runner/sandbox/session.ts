@@ -273,10 +273,13 @@ export class SessionSandbox {
         const searching = SEARCHING_TOOL.test(event.toolName);
         const given = pathsOf(event.input as Record<string, unknown>);
         // A search without a path searches the session's folder.
-        for (const p of given.length === 0 && searching ? [this.#cwd] : given) {
+        const candidates = (given.length === 0 && searching ? [this.#cwd] : given).flatMap((p) =>
+          readFallbacks(absoluteEntry(p, { home: this.#home, cwd: this.#cwd }))
+        );
+        for (const p of candidates) {
           let abs: string;
           try {
-            abs = await realPathOf(absoluteEntry(p, { home: this.#home, cwd: this.#cwd }));
+            abs = await realPathOf(p);
           } catch (err) {
             // A path that cannot be resolved (a symlink loop) is not let through unchecked.
             const why = `Sandbox: cannot check '${p}' (${
@@ -327,6 +330,36 @@ function dieOnSigterm(): void {
 const WRITING_TOOL = /write|edit|patch|create|delete|remove|move|rename|mkdir/i;
 /** Tools that read every file below their path (pi's `grep`), not just the path itself. */
 const SEARCHING_TOOL = /grep|search/i;
+/** The spaces pi's tools read as a plain space (path-utils.js). */
+const UNICODE_SPACES = /[\u00A0\u2000-\u200A\u202F\u205F\u3000]/g;
+
+/**
+ * Each way a tool may read path argument `v`: as given (pi does not trim),
+ * trimmed, without a leading `@`, and with odd spaces made plain, as pi's
+ * tools expand it. The gate checks all of them: checking one spelling while
+ * the tool opens another (`'k '` is not `k`) would let a symlink through.
+ */
+function spellings(v: string): string[] {
+  const out = new Set<string>();
+  for (const t of [v, v.trim()]) {
+    const bare = t.startsWith("@") ? t.slice(1) : t;
+    for (const x of [t, bare, bare.replace(UNICODE_SPACES, " ")]) if (x !== "") out.add(x);
+  }
+  return [...out];
+}
+
+/**
+ * The files pi's `read` falls back to when `abs` is missing (path-utils.js:
+ * a narrow space before AM/PM, NFD, a curly apostrophe, both).
+ */
+function readFallbacks(abs: string): string[] {
+  const nfd = abs.normalize("NFD");
+  const curly = (p: string) => p.replace(/'/g, "\u2019");
+  return [
+    ...new Set([abs, abs.replace(/ (AM|PM)\./gi, "\u202F$1."), nfd, curly(abs), curly(nfd)]),
+  ];
+}
+
 /** Argument names that hold a path, in pi's tools and common custom ones. */
 const PATH_KEYS = ["path", "file_path", "filePath", "file", "filename", "dir", "directory", "cwd"];
 
@@ -334,11 +367,13 @@ function pathsOf(input: Record<string, unknown>): string[] {
   const out: string[] = [];
   for (const k of PATH_KEYS) {
     const v = input?.[k];
-    if (typeof v === "string" && v.trim() !== "") out.push(v.trim().replace(/^@/, ""));
+    if (typeof v === "string" && v.trim() !== "") out.push(...spellings(v));
   }
   for (const k of ["paths", "files"]) {
     const v = input?.[k];
-    if (Array.isArray(v)) { for (const e of v) if (typeof e === "string") out.push(e); }
+    if (Array.isArray(v)) {
+      for (const e of v) if (typeof e === "string") out.push(...spellings(e));
+    }
   }
   // Tools that default to the working directory (ls, grep, find) read it.
   if (out.length === 0 && "pattern" in (input ?? {})) out.push(".");
