@@ -12,20 +12,29 @@
  *
  * - always: no fsmonitor, no hooks (`core.hooksPath=/dev/null`: a commit
  *   from the Changes panel runs no pre-commit hook), no `ext::` transport,
- *   no signature check in `log`;
+ *   no signature check in `log`, no automatic gc, no recursing into
+ *   submodules; a remote that is a path on this machine gets a
+ *   `receive-pack` without hooks (a push there runs that repository's own
+ *   hooks otherwise), and a repository that rewrites remote URLs in its own
+ *   config (`url.*.insteadOf`) is refused, since a rewrite could make one;
  * - for each setting of the repository's own scopes (`local`, `worktree`,
  *   and what they include) that names a program: the value the user's own
  *   config gives it (git-lfs's global filter stays), else a harmless one.
  *
  * Diff commands also get `--no-ext-diff --no-textconv`, and status and diff
  * `--ignore-submodules=dirty` (a submodule's own config is not read here).
+ * A program-naming key git cannot override (with `=` in it) stops the
+ * command. What this cannot close: the config is read by one git process
+ * and used by the next, so an agent that rewrites it in between, many
+ * times, may still win a race; running the service's git inside the
+ * sandbox would close that.
  *
  * @module
  */
 
 /** Settings that name a program git runs (git-config(1)), lowercased as git lists them. */
 const RUNS_A_PROGRAM =
-  /^(core\.(askpass|gitproxy)|credential\.(.+\.)?helper|filter\..+\.(clean|smudge|process)|gpg\.(.+\.)?program|remote\..+\.(uploadpack|receivepack)|merge\..+\.driver|diff\.external|diff\..+\.(command|textconv)|core\.(editor|pager)|sequence\.editor)$/;
+  /^(core\.(askpass|gitproxy)|credential\.(.+\.)?helper|filter\..+\.(clean|smudge|process)|gpg\.(.+\.)?program|gpg\.ssh\.defaultkeycommand|remote\..+\.(uploadpack|receivepack)|merge\..+\.driver|diff\.external|diff\..+\.(command|textconv)|core\.(editor|pager)|sequence\.editor|hook\..+\.command|gc\.recentobjectshook|lfs\.extension\..+\.(clean|smudge)|lfs\.customtransfer\..+\.path)$/;
 
 /** Always on the command line, whatever any config says. */
 const ALWAYS = [
@@ -33,7 +42,24 @@ const ALWAYS = [
   "core.hooksPath=/dev/null",
   "protocol.ext.allow=never",
   "log.showSignature=false",
+  "gc.auto=0",
+  "submodule.recurse=false",
+  "push.recurseSubmodules=no",
 ];
+
+/**
+ * A repository setting the command line cannot neutralise: a key with `=`
+ * (git splits `-c` at the first one), or a URL rewrite.
+ */
+export class UnsafeConfigError extends Error {
+  constructor(readonly key: string, what: string) {
+    super(
+      `The repository's own config ${what} ('${key.slice(0, 200)}') in a way the git service ` +
+        "cannot neutralise: it will not run git here",
+    );
+    this.name = "UnsafeConfigError";
+  }
+}
 
 /** What a repository-scope setting becomes when the user's own config does not set it. */
 function harmless(key: string): string {
@@ -90,7 +116,14 @@ export function guardSettings(entries: ConfigEntry[]): string[] {
       ownKeys.add(e.key);
     }
   }
+  for (const e of entries) {
+    if (
+      (e.scope === "local" || e.scope === "worktree") &&
+      /^url\..+\.(push)?insteadof$/i.test(e.key)
+    ) throw new UnsafeConfigError(e.key, "rewrites remote URLs");
+  }
   for (const key of ownKeys) {
+    if (key.includes("=")) throw new UnsafeConfigError(key, "names a program");
     const outer = entries.filter((e) =>
       e.key === key && e.scope !== "local" && e.scope !== "worktree" && e.scope !== "command"
     ).map((e) => e.value);
@@ -101,7 +134,28 @@ export function guardSettings(entries: ConfigEntry[]): string[] {
       out.push(`${key}=${outer.length ? outer[outer.length - 1] : harmless(key.toLowerCase())}`);
     }
   }
+  // A push to a path runs git-receive-pack there, under that repository's own config.
+  for (const e of entries) {
+    const m = e.key.match(/^remote\.(.+)\.(url|pushurl)$/i);
+    if (!m || !isLocalUrl(e.value)) continue;
+    if (m[1]!.includes("=")) throw new UnsafeConfigError(e.key, "names a local remote");
+    out.push(`remote.${m[1]}.receivepack=${LOCAL_RECEIVE_PACK}`);
+  }
   return out;
+}
+
+/** The receive-pack a push to a path on this machine runs: no hooks, no gc, no fsmonitor. */
+const LOCAL_RECEIVE_PACK =
+  "git -c core.hooksPath=/dev/null -c receive.autogc=false -c core.fsmonitor=false receive-pack";
+
+/** Whether a remote URL is a path on this machine (not `host:path`, ssh, http, git). */
+export function isLocalUrl(url: string): boolean {
+  if (/^file:/i.test(url)) return true;
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(url)) return false;
+  // scp-like `host:path` has a colon before any slash.
+  const colon = url.indexOf(":");
+  const slash = url.indexOf("/");
+  return colon < 0 || (slash >= 0 && slash < colon);
 }
 
 /** Extra arguments for subcommand `sub` (placed right after it). */

@@ -1,7 +1,12 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { guardSettings, parseConfigList } from "./git_config_guard.ts";
-import { commit, diff, discard, log, repoTop, stage, status } from "./git.ts";
+import {
+  guardSettings,
+  isLocalUrl,
+  parseConfigList,
+  UnsafeConfigError,
+} from "./git_config_guard.ts";
+import { commit, diff, discard, log, push, repoTop, stage, status } from "./git.ts";
 
 Deno.test("parseConfigList reads git's -z listing, with and without scopes", () => {
   assert.deepEqual(
@@ -35,6 +40,9 @@ Deno.test("guardSettings: the repository's program settings give way to the user
     "core.hooksPath=/dev/null",
     "protocol.ext.allow=never",
     "log.showSignature=false",
+    "gc.auto=0",
+    "submodule.recurse=false",
+    "push.recurseSubmodules=no",
     "filter.lfs.process=git-lfs filter-process",
     "filter.Evil.clean=",
     "credential.helper=",
@@ -42,6 +50,30 @@ Deno.test("guardSettings: the repository's program settings give way to the user
     "gpg.program=gpg",
     "remote.origin.receivepack=git-receive-pack",
   ]);
+});
+
+Deno.test("guardSettings: local remotes push without hooks; keys it cannot override are refused", () => {
+  const e = (scope: string, key: string, value: string) => ({ scope, key, value });
+  const got = guardSettings([
+    e("local", "remote.origin.url", "/srv/repo.git"),
+    e("local", "remote.gh.url", "git@github.com:ada/x.git"),
+    e("local", "remote.web.pushurl", "https://example.com/x.git"),
+  ]);
+  assert.deepEqual(got.filter((g) => g.startsWith("remote.")), [
+    "remote.origin.receivepack=git -c core.hooksPath=/dev/null -c receive.autogc=false " +
+    "-c core.fsmonitor=false receive-pack",
+  ]);
+  for (
+    const [key, value] of [["filter.a=b.clean", "evil"], ["url./tmp/x.pushinsteadof", "git@h:r"]]
+  ) {
+    assert.throws(() => guardSettings([e("local", key!, value!)]), UnsafeConfigError, key);
+  }
+  // The person's own rewrites are theirs.
+  assert.doesNotThrow(() => guardSettings([e("global", "url.git@h:.insteadof", "https://h/")]));
+  for (const u of ["/srv/r.git", "../r", "r.git", "file:///srv/r.git"]) assert.ok(isLocalUrl(u), u);
+  for (const u of ["git@github.com:a/b.git", "ssh://h/r", "https://h/r", "git://h/r"]) {
+    assert.equal(isLocalUrl(u), false, u);
+  }
 });
 
 /** Runs git in `dir` for the test's own setup (not through the service). */
@@ -96,6 +128,19 @@ Deno.test("the git service runs nothing a repository's own config names: fsmonit
     assert.match(JSON.stringify(d), /two/);
     await stage(top, { paths: ["a.txt", ".gitattributes", "b.bin"] });
     await commit(top, { message: "second" });
+    // A remote on this machine, whose own hook a push would run.
+    const bare = join(marks, "..", `${marks.split("/").pop()}-remote.git`);
+    await sh(dir, "init", "-q", "--bare", bare);
+    await Deno.writeTextFile(
+      join(bare, "hooks", "post-receive"),
+      `#!/bin/sh\n${mark("remote-hook")}\n`,
+      {
+        mode: 0o755,
+      },
+    );
+    await sh(dir, "remote", "add", "origin", bare);
+    await push(top, {}, () => {});
+    await Deno.remove(bare, { recursive: true });
     assert.equal((await log(top, { limit: 1 }))[0]?.subject, "second");
     await Deno.writeTextFile(join(dir, "a.txt"), "changed\n");
     await discard(top, { paths: ["a.txt"], confirm: true });

@@ -7,7 +7,7 @@
  */
 import { isAbsolute, normalize, resolve, sep } from "node:path";
 import { isWithin } from "../roots.ts";
-import { guardFlags, guardFor } from "./git_config_guard.ts";
+import { guardFlags, guardFor, UnsafeConfigError } from "./git_config_guard.ts";
 
 /** A git request that failed, with the code the viewer sees. */
 export class GitError extends Error {
@@ -69,7 +69,13 @@ export async function runGit(args: string[], options: RunGitOptions): Promise<Gi
   const maxBytes = options.maxBytes ?? GIT_MAX_OUTPUT;
   const env = gitEnv();
   // What the repository's own config may not make git run (git_config_guard.ts).
-  const guard = (await guardFor(options.cwd, env)).flatMap((s) => ["-c", s]);
+  let guard: string[];
+  try {
+    guard = (await guardFor(options.cwd, env)).flatMap((s) => ["-c", s]);
+  } catch (err) {
+    if (err instanceof UnsafeConfigError) throw new GitError("unsafe_config", err.message);
+    throw err;
+  }
   const [sub, ...rest] = args;
   let child: Deno.ChildProcess;
   try {
