@@ -1,7 +1,9 @@
 /**
- * A project's own pi code, kept out of the worker unless the person trusts
- * projects: the extensions of its `.pi/extensions/` and the `packages` and
- * `extensions` of its `.pi/settings.json`.
+ * A project's own pi code and settings, kept out of the worker (and of the
+ * daemon's listings) unless the person trusts projects: the extensions of
+ * its `.pi/extensions/`, and its whole `.pi/settings.json` (its `packages`
+ * and `extensions`, and settings such as `npmCommand` or `shellPath` that
+ * name a program pi runs).
  *
  * pi loads them into the session's worker, which runs outside the agent
  * sandbox with the user's rights, at the session's start. A cloned
@@ -9,17 +11,18 @@
  * none was (the sandbox keeps an existing `.pi` read-only, but cannot keep
  * a folder that does not exist from being created): either would run as
  * the user the next time a session starts there. The project's skills,
- * prompt templates and agent definitions (text) still load, and so does
- * the rest of its settings. `"trustProjectConfig": true` in
- * `~/.baton/config.json` (which a project's file cannot set) loads them as
- * pi itself does; so does the person's own code in `~/.baton` in any case.
+ * prompt templates and agent definitions (text) still load.
+ * `"trustProjectConfig": true` in `~/.baton/config.json` (which a project's
+ * file cannot set) loads them as pi itself does; the person's own code and
+ * settings in `~/.baton` load in any case.
  *
- * The hooks below are on pi's resource loader and settings manager
- * (0.73.1): the settings the package manager reads, and what it resolves
- * before any module is imported.
+ * The hook below is on pi's resource loader (0.73.1): what its package
+ * manager resolves, before any module is imported.
  *
  * @module
  */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import type { DefaultResourceLoader, SettingsManager } from "@mariozechner/pi-coding-agent";
 import { readUserConfig } from "./config.ts";
 
@@ -27,26 +30,32 @@ interface Resolved {
   extensions: { metadata: { scope?: string } }[];
 }
 
+/** Whether `<agentDir>/config.json` trusts projects (`trustProjectConfig: true`). */
+export async function projectsTrusted(agentDir: string): Promise<boolean> {
+  const global = await readUserConfig(agentDir).catch((): Record<string, unknown> => ({}));
+  return global.trustProjectConfig === true;
+}
+
 /**
- * Makes `loader` (built over `settings`) skip the project's extensions and
- * packages; answers how many it skipped at its last load.
+ * The folder pi's settings manager should read a project's settings under:
+ * the project itself when trusted, else the agent folder (which holds no
+ * `.pi/settings.json`), so no project setting is read at all.
+ */
+export function settingsFolder(trusted: boolean, cwd: string, agentDir: string): string {
+  return trusted ? cwd : agentDir;
+}
+
+/**
+ * Makes `loader` skip the project's extensions (`.pi/extensions`), and
+ * answers the session's notice of what was skipped at its last load (none
+ * when nothing was). Its settings manager must read no project settings
+ * ({@linkcode settingsFolder}).
  */
 export function withoutProjectCode(
   loader: DefaultResourceLoader,
-  settings: SettingsManager,
-): () => number {
-  let declared = 0;
+  cwd: string,
+): () => string | undefined {
   let found = 0;
-  const s = settings as unknown as { getProjectSettings(): Record<string, unknown> };
-  const project = s.getProjectSettings.bind(s);
-  s.getProjectSettings = () => {
-    const { packages, extensions, ...rest } = project();
-    declared = [packages, extensions].reduce<number>(
-      (n, l) => n + (Array.isArray(l) ? l.length : 0),
-      0,
-    );
-    return rest;
-  };
   const pm =
     (loader as unknown as { packageManager: { resolve(...a: unknown[]): Promise<Resolved> } })
       .packageManager;
@@ -57,26 +66,31 @@ export function withoutProjectCode(
     found = r.extensions.length - kept.length;
     return { ...r, extensions: kept };
   };
-  return () => declared + found;
+  return () => {
+    const settings = existsSync(join(cwd, ".pi", "settings.json"));
+    if (found === 0 && !settings) return undefined;
+    const what = [
+      ...(found ? [`${found} extension(s)`] : []),
+      ...(settings ? ["a settings.json"] : []),
+    ].join(" and ");
+    return `The project's .pi has ${what} that are not loaded: they would run outside the ` +
+      'sandbox with your rights. To load a project\'s own, set "trustProjectConfig": true ' +
+      "in ~/.baton/config.json.";
+  };
 }
 
 /**
- * Applies {@linkcode withoutProjectCode} unless `<agentDir>/config.json`
- * trusts projects. Answers the session's notice of what was skipped at the
- * loader's last load (none when trusted, or when nothing was).
+ * A session's pi settings for `cwd` (a project's only when trusted) and the
+ * guard to put on its resource loader, which answers the skipped notice.
  */
-export async function guardProjectCode(
-  agentDir: string,
-  loader: DefaultResourceLoader,
-  settings: SettingsManager,
-): Promise<() => string | undefined> {
-  const global = await readUserConfig(agentDir).catch((): Record<string, unknown> => ({}));
-  if (global.trustProjectConfig === true) return () => undefined;
-  const skipped = withoutProjectCode(loader, settings);
-  return () => {
-    const count = skipped();
-    return count === 0 ? undefined : `The project's .pi has ${count} extension(s) or ` +
-      "package(s) that are not loaded: they would run outside the sandbox with your rights. " +
-      'To load a project\'s own, set "trustProjectConfig": true in ~/.baton/config.json.';
+export async function projectScope(agentDir: string, cwd: string): Promise<{
+  settingsManager: SettingsManager;
+  guard(loader: DefaultResourceLoader): () => string | undefined;
+}> {
+  const { SettingsManager } = await import("@mariozechner/pi-coding-agent");
+  const trusted = await projectsTrusted(agentDir);
+  return {
+    settingsManager: SettingsManager.create(settingsFolder(trusted, cwd, agentDir), agentDir),
+    guard: (loader) => trusted ? () => undefined : withoutProjectCode(loader, cwd),
   };
 }

@@ -21,7 +21,6 @@ import {
   DefaultResourceLoader,
   ModelRegistry,
   SessionManager,
-  SettingsManager,
 } from "@mariozechner/pi-coding-agent";
 import { capEvent, slimPiEvent } from "../shared/events.ts";
 import type {
@@ -42,7 +41,7 @@ import { findAgentDefinition, listAgentDefinitions, pickModel } from "./subagent
 import { SESSION_MARKER_ENV } from "./workspace/ports.ts";
 import { NotPendingError, QuestionDesk } from "./questions.ts";
 import { effectivePolicy } from "./approvals/service.ts";
-import { guardProjectCode } from "./project_code.ts";
+import { projectScope } from "./project_code.ts";
 
 /** A worker without a session this long after `ready` is a spare (see prewarmSpare). */
 const SPARE_IDLE_MS = 200;
@@ -209,7 +208,7 @@ class Worker {
     const sessionManager = haveFile
       ? SessionManager.open(msg.resumeFile!)
       : SessionManager.create(msg.cwd);
-    const settingsManager = SettingsManager.create(msg.cwd, agentDir);
+    const { settingsManager, guard } = await projectScope(agentDir, msg.cwd);
     const lateTools = new LateTools();
     const { extensionFactories, customTools } = sessionTools({
       services,
@@ -227,7 +226,7 @@ class Worker {
       extensionFactories,
       ...(role?.systemPrompt ? { appendSystemPrompt: [role.systemPrompt] } : {}),
     });
-    const projectNotice = await guardProjectCode(agentDir, resourceLoader, settingsManager);
+    const projectNotice = guard(resourceLoader);
     await resourceLoader.reload();
     const { session, modelFallbackMessage } = await createAgentSession({
       cwd: msg.cwd,

@@ -201,7 +201,7 @@ Deno.test({
       );
       assert.match(
         next.notice,
-        /The project's \.pi has 1 extension\(s\) or package\(s\) that are not/,
+        /The project's \.pi has 1 extension\(s\) that are not loaded/,
       );
 
       // The person trusts projects: pi loads it as it would (so the check above can fail).

@@ -8,6 +8,7 @@
  * @module
  */
 import { join } from "node:path";
+import { projectsTrusted, settingsFolder } from "../project_code.ts";
 
 /** One resource pi resolved, as its package manager reports it. */
 export interface PiResource {
@@ -24,7 +25,9 @@ export async function resolvePiResources(
   const { DefaultPackageManager, SettingsManager } = await import(
     "@mariozechner/pi-coding-agent"
   );
-  const settingsManager = SettingsManager.create(cwd, agentDir);
+  // An untrusted project's settings are not read (they may name programs: project_code.ts).
+  const trusted = await projectsTrusted(agentDir);
+  const settingsManager = SettingsManager.create(settingsFolder(trusted, cwd, agentDir), agentDir);
   const pm = new DefaultPackageManager({ cwd, agentDir, settingsManager });
   const resolved = await pm.resolve(() => Promise.resolve("skip"));
   return { extensions: resolved.extensions, skills: resolved.skills };
