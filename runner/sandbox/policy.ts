@@ -387,6 +387,17 @@ export function searchRefused(paths: ResolvedSandbox["paths"], dir: string): str
 }
 
 /**
+ * Whether list entry `e` holds `path`: the path itself or below it; an
+ * entry with `*`, `?` or `[` (`runner/.handover-*`) as a glob over one
+ * path segment each, as the sandbox runtime reads it.
+ */
+function covers(e: string, path: string): boolean {
+  if (!/[*?[]/.test(e)) return isWithin(path, e, "linux");
+  const re = e.replace(/[.+^${}()|\\]/g, "\\$&").replace(/\*/g, "[^/]*").replace(/\?/g, "[^/]");
+  return new RegExp(`^${re}(/.*)?$`).test(path);
+}
+
+/**
  * Why the policy refuses `op` on `path` (an absolute real path), or null
  * when it allows it. Reads fail under a read-denied path; writes must be
  * under an allowed path and under no denied one (nor a read-denied one).
@@ -396,7 +407,7 @@ export function checkAccess(
   op: "read" | "write",
   path: string,
 ): string | null {
-  const within = (list: string[]) => list.find((e) => isWithin(path, e, "linux"));
+  const within = (list: string[]) => list.find((e) => covers(e, path));
   if (op === "write") {
     const denied = within(paths.denyWrite);
     if (denied) return `Sandbox: writing '${denied}' is denied`;

@@ -232,6 +232,13 @@ Deno.test("searchRefused: a search may not cover a hidden path; a folder beside 
   assert.equal(searchRefused(paths, "/home/u/.sshfs"), null);
 });
 
+Deno.test("checkAccess: a glob entry (the key hand-over files) covers what it names", () => {
+  const { paths } = resolveSandbox({}, { ...ctx, batonDir: "/home/u/.baton" });
+  const handover = "/home/u/.baton/runner/.handover-4f0e";
+  assert.match(checkAccess(paths, "read", handover)!, /\.handover-\*' is denied/);
+  assert.equal(checkAccess(paths, "read", "/home/u/.baton/runner/registry.json"), null);
+});
+
 Deno.test("checkAccess: reads under denied paths, writes outside cwd and /tmp refused", () => {
   const { paths } = resolveSandbox({}, { ...ctx, batonDir: "/home/u/.baton" });
   assert.match(checkAccess(paths, "read", "/home/u/.ssh/id_rsa")!, /reading '\/home\/u\/\.ssh'/);

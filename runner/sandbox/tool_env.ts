@@ -9,7 +9,8 @@
  * variable would otherwise be one `env` away from the agent, and from a
  * cloned repository's `sessionStart` hook under the open network of `basic`.
  * Which variables: the ones pi reads for its built-in providers, and every
- * variable `models.json` names as a provider's `apiKey` or header value.
+ * variable `models.json` names as a key or header value, or `auth.json` as
+ * a credential.
  * Other credentials a project's tools need (`GITHUB_TOKEN`, `AWS_*`,
  * `PGPASSWORD`) stay: they are the user's tools' own, not baton's.
  *
@@ -67,21 +68,32 @@ function isObject(v: unknown): v is Record<string, unknown> {
 }
 
 /**
- * The variables `models.json` (parsed) names as a provider's key or header
- * value and `env` holds: pi resolves such a value from the environment.
+ * The variables `models.json` (parsed) names as a key or header value (a
+ * provider's `apiKey` and `headers`, its models' and model overrides'
+ * `headers`) and `env` holds: pi resolves such a value from the
+ * environment. The same for `auth.json`'s credentials (`key`).
  */
 export function modelsJsonVariables(
   models: unknown,
   env: (k: string) => string | undefined,
+  auth: unknown = {},
 ): string[] {
   const out = new Set<string>();
-  const providers = isObject(models) && isObject(models.providers) ? models.providers : {};
-  for (const p of Object.values(providers)) {
-    if (!isObject(p)) continue;
-    const values = [p.apiKey, ...(isObject(p.headers) ? Object.values(p.headers) : [])];
-    for (const v of values) {
-      if (typeof v === "string" && VARIABLE_NAME.test(v) && env(v) !== undefined) out.add(v);
+  const take = (v: unknown) => {
+    if (typeof v === "string" && VARIABLE_NAME.test(v) && env(v) !== undefined) out.add(v);
+  };
+  // Every `apiKey`, and every value of every `headers`, however deep in a provider.
+  const walk = (v: unknown, depth: number): void => {
+    if (depth > 6 || !isObject(v) && !Array.isArray(v)) return;
+    for (const [k, child] of Object.entries(v)) {
+      if (k === "apiKey") take(child);
+      else if (k === "headers" && isObject(child)) Object.values(child).forEach(take);
+      else walk(child, depth + 1);
     }
+  };
+  walk(isObject(models) ? models.providers : undefined, 0);
+  if (isObject(auth)) {
+    for (const cred of Object.values(auth)) if (isObject(cred)) take(cred.key);
   }
   return [...out];
 }
@@ -91,12 +103,18 @@ export function modelsJsonVariables(
  * and models.json's, less what the global config's `exposeProviderKeys`
  * gives back (`true`: all of them; a list: those).
  */
-export function hiddenVariables(
-  o: { models: unknown; global: Record<string, unknown>; env: (k: string) => string | undefined },
-): Set<string> {
+export function hiddenVariables(o: {
+  models: unknown;
+  auth?: unknown;
+  global: Record<string, unknown>;
+  env: (k: string) => string | undefined;
+}): Set<string> {
   const expose = o.global.exposeProviderKeys;
   if (expose === true) return new Set();
-  const hidden = new Set([...PROVIDER_KEY_VARIABLES, ...modelsJsonVariables(o.models, o.env)]);
+  const hidden = new Set([
+    ...PROVIDER_KEY_VARIABLES,
+    ...modelsJsonVariables(o.models, o.env, o.auth),
+  ]);
   if (Array.isArray(expose)) {
     for (const k of expose) {
       if (typeof k === "string") hidden.delete(k);
@@ -105,10 +123,10 @@ export function hiddenVariables(
   return hidden;
 }
 
-/** Reads `<batonDir>/models.json` as JSON; anything unreadable is no providers. */
-export async function readModelsJson(batonDir: string): Promise<unknown> {
+/** Reads `<batonDir>/<name>` as JSON (`models.json`, `auth.json`); anything unreadable is {}. */
+export async function readJsonFile(batonDir: string, name: string): Promise<unknown> {
   try {
-    return JSON.parse(await Deno.readTextFile(join(batonDir, "models.json")));
+    return JSON.parse(await Deno.readTextFile(join(batonDir, name)));
   } catch {
     return {};
   }
@@ -124,7 +142,11 @@ export async function sessionHiddenVariables(
   env: (k: string) => string | undefined,
 ): Promise<Set<string>> {
   const global = await readUserConfig(batonDir).catch(() => ({}));
-  return hiddenVariables({ models: await readModelsJson(batonDir), global, env });
+  const [models, auth] = await Promise.all([
+    readJsonFile(batonDir, "models.json"),
+    readJsonFile(batonDir, "auth.json"),
+  ]);
+  return hiddenVariables({ models, auth, global, env });
 }
 
 /** `env` without the `hidden` variables. */

@@ -18,8 +18,23 @@ Deno.test("models.json's variable names for keys and headers are hidden, literal
       e: "not a provider",
     },
   };
-  const vars = env({ MY_KEY: "1", TEAM_TOKEN: "2", UNSET: "3" });
+  const vars = env({ MY_KEY: "1", TEAM_TOKEN: "2", UNSET: "3", MODEL_HDR: "4", AUTH_KEY: "5" });
   assert.deepEqual(modelsJsonVariables(models, vars).sort(), ["MY_KEY", "TEAM_TOKEN"]);
+  // A model's own headers, a model override's, and auth.json's credentials too.
+  const deep = {
+    providers: {
+      p: {
+        models: [{ id: "m", headers: { "x-a": "MODEL_HDR" } }],
+        modelOverrides: { m: { headers: { "x-b": "TEAM_TOKEN" } } },
+      },
+    },
+  };
+  const auth = { anthropic: { type: "api_key", key: "AUTH_KEY" }, other: { key: "sk-literal" } };
+  assert.deepEqual(modelsJsonVariables(deep, vars, auth).sort(), [
+    "AUTH_KEY",
+    "MODEL_HDR",
+    "TEAM_TOKEN",
+  ]);
   for (const bad of [null, [], "x", { providers: [] }, { providers: null }]) {
     assert.deepEqual(modelsJsonVariables(bad, vars), []);
   }
