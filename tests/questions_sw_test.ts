@@ -218,6 +218,13 @@ Deno.test("service worker: a question's buttons and inline reply answer the agen
       // Not shown here (dismissed), while another notification is: nothing is added.
       await shownAfter("clear", null, "empty");
       assert.deepEqual(await shownAfter("other", withdrawal("call_sw3"), "never"), []);
+      // The push service delivered the withdrawal before its question: the question stays over.
+      await shownAfter("clear", withdrawal("call_sw9"), "some");
+      assert.deepEqual(await shownAfter("clear", payload(sessionId, "call_sw9"), "some"), [{
+        body: 'agent in "Set up": the question was answered',
+        actions: 0,
+        toolCallId: undefined,
+      }]);
       // Nothing of baton's shown at all: a push must show something, so the quiet one does.
       assert.equal(
         (await shownAfter("clear", withdrawal("call_sw3"), "some")).length,

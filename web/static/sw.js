@@ -27,45 +27,85 @@ self.addEventListener("push", (event) => {
   }
   const title = typeof p.title === "string" && p.title ? p.title : "baton";
   if (p.resolved) {
-    event.waitUntil(withdraw(p, title));
+    event.waitUntil(remember(p.toolCallId).catch(() => {}).then(() => withdraw(p, title)));
     return;
   }
+  event.waitUntil(
+    withdrawnBefore(p.toolCallId).catch(() => false).then((late) =>
+      late
+        // The push service delivered the withdrawal first: the question is over already.
+        ? withdraw({ ...p, body: answeredText(p.body) }, title)
+        : show(p, title)
+    ),
+  );
+});
+
+/** Shows a push's notification (agent_finished, agent_error, a waiting question). */
+function show(p, title) {
   // agent_needs_input in collab mode: the answers its buttons and reply send.
   const actions = Array.isArray(p.actions)
     ? p.actions.filter((a) => a && typeof a.action === "string" && typeof a.title === "string")
     : [];
-  event.waitUntil(
-    self.registration.showNotification(title, {
-      body: typeof p.body === "string" ? p.body : "",
-      // One notification per session: a newer one replaces it, and still alerts.
-      tag: typeof p.tag === "string" ? p.tag : undefined,
-      renotify: typeof p.tag === "string",
-      icon: "/icons/icon-192.png",
-      badge: "/icons/icon-192.png",
-      timestamp: typeof p.ts === "number" ? p.ts : Date.now(),
-      // A question waits until someone answers: the notification stays too.
-      requireInteraction: p.kind === "agent_needs_input",
-      actions: actions.map((a) => ({
-        action: a.action,
-        title: a.title,
-        ...(a.type === "text" ? { type: "text", placeholder: a.placeholder || "" } : {}),
-      })),
-      data: {
-        url: pathOf(p.url),
-        kind: p.kind,
-        sessionId: p.sessionId,
-        ...(typeof p.toolCallId === "string"
-          ? {
-            toolCallId: p.toolCallId,
-            answers: Object.fromEntries(
-              actions.filter((a) => typeof a.answer === "string").map((a) => [a.action, a.answer]),
-            ),
-          }
-          : {}),
-      },
-    }),
-  );
-});
+  return self.registration.showNotification(title, {
+    body: typeof p.body === "string" ? p.body : "",
+    // One notification per session: a newer one replaces it, and still alerts.
+    tag: typeof p.tag === "string" ? p.tag : undefined,
+    renotify: typeof p.tag === "string",
+    icon: "/icons/icon-192.png",
+    badge: "/icons/icon-192.png",
+    timestamp: typeof p.ts === "number" ? p.ts : Date.now(),
+    // A question waits until someone answers: the notification stays too.
+    requireInteraction: p.kind === "agent_needs_input",
+    actions: actions.map((a) => ({
+      action: a.action,
+      title: a.title,
+      ...(a.type === "text" ? { type: "text", placeholder: a.placeholder || "" } : {}),
+    })),
+    data: {
+      url: pathOf(p.url),
+      kind: p.kind,
+      sessionId: p.sessionId,
+      ...(typeof p.toolCallId === "string"
+        ? {
+          toolCallId: p.toolCallId,
+          answers: Object.fromEntries(
+            actions.filter((a) => typeof a.answer === "string").map((a) => [a.action, a.answer]),
+          ),
+        }
+        : {}),
+    },
+  });
+}
+
+/** Where the toolCallIds of withdrawn questions are kept (a day), in case one comes late. */
+const WITHDRAWN = "baton-withdrawn";
+const DAY_MS = 24 * 3600 * 1000;
+
+/** Keeps `id` as withdrawn, dropping what is older than a day. */
+async function remember(id) {
+  if (typeof id !== "string") return;
+  const c = await caches.open(WITHDRAWN);
+  const now = Date.now();
+  for (const req of await c.keys()) {
+    const res = await c.match(req);
+    if (!res || now - Number(await res.text()) > DAY_MS) await c.delete(req);
+  }
+  await c.put(`/_withdrawn/${encodeURIComponent(id)}`, new Response(String(now)));
+}
+
+/** Whether the question `id` was withdrawn before its own push came. */
+async function withdrawnBefore(id) {
+  if (typeof id !== "string") return false;
+  const c = await caches.open(WITHDRAWN);
+  return (await c.match(`/_withdrawn/${encodeURIComponent(id)}`)) !== undefined;
+}
+
+/** A question's text made its answered notice, as the relay words it (relay/push_kinds.ts). */
+function answeredText(body) {
+  const text = typeof body === "string" ? body : "";
+  const at = text.indexOf(" asks: ");
+  return at >= 0 ? `${text.slice(0, at)}: the question was answered` : "The question was answered";
+}
 
 /**
  * A question that no longer waits (answered elsewhere, or the agent was
