@@ -10,6 +10,7 @@
 import { isAbsolute, join, resolve } from "node:path";
 import { SANDBOX_MODES, type SandboxConfig, type SandboxMode } from "../../shared/sandbox_api.ts";
 import { isWithin } from "../roots.ts";
+import { globToRegex } from "../workspace/gitignore.ts";
 
 /** A `sandbox` config the runner will not use (printed or answered 400). */
 export class SandboxConfigError extends Error {
@@ -393,8 +394,7 @@ export function searchRefused(paths: ResolvedSandbox["paths"], dir: string): str
  */
 function covers(e: string, path: string): boolean {
   if (!/[*?[]/.test(e)) return isWithin(path, e, "linux");
-  const re = e.replace(/[.+^${}()|\\]/g, "\\$&").replace(/\*/g, "[^/]*").replace(/\?/g, "[^/]");
-  return new RegExp(`^${re}(/.*)?$`).test(path);
+  return new RegExp(`^${globToRegex(e)}(/.*)?$`).test(path);
 }
 
 /**

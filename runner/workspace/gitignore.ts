@@ -69,7 +69,11 @@ export function isIgnored(path: string, isDir: boolean, rules: readonly IgnoreRu
   return ignored;
 }
 
-function globToRegex(glob: string): string {
+/**
+ * A path glob (`*` and `?` within one segment, `**` across, `[…]` classes,
+ * `\` escapes) as the source of a regular expression, unanchored.
+ */
+export function globToRegex(glob: string): string {
   let re = "";
   let i = 0;
   while (i < glob.length) {
