@@ -80,3 +80,8 @@ export function parseJson(text: string, maxDepth: number = MAX_JSON_DEPTH): unkn
   if (jsonTooDeep(text, maxDepth)) throw new JsonTooDeepError(maxDepth);
   return JSON.parse(text);
 }
+
+/** Whether `v` is a JSON object (not null, not an array). */
+export function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}

@@ -13,6 +13,7 @@
  * @module
  */
 import { ConfigError, parseDuration } from "../config.ts";
+import { isObject } from "../../shared/json.ts";
 
 /** The moments a hook runs at. */
 export const HOOK_EVENTS = ["sessionStart", "preToolUse", "postToolUse", "stop"] as const;
@@ -42,10 +43,6 @@ export interface Hook {
   matcherText: string;
   timeoutMs: number;
   from: "global" | "project";
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 /**

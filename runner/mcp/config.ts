@@ -9,6 +9,7 @@
  */
 
 import { domainCovers } from "../sandbox/policy.ts";
+import { isObject } from "../../shared/json.ts";
 
 /** Default of `mcpTimeout` (spec): how long one server may take to start and list its tools. */
 export const DEFAULT_MCP_TIMEOUT_MS = 30_000;
@@ -48,10 +49,6 @@ export interface McpSettings {
   slowStartupWarning: boolean;
   /** Entries that were skipped, one line each (shown in the session). */
   problems: string[];
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 /**

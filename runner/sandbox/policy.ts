@@ -11,6 +11,7 @@ import { isAbsolute, join, resolve } from "node:path";
 import { SANDBOX_MODES, type SandboxConfig, type SandboxMode } from "../../shared/sandbox_api.ts";
 import { isWithin } from "../roots.ts";
 import { globToRegex } from "../workspace/gitignore.ts";
+import { isObject } from "../../shared/json.ts";
 
 /** A `sandbox` config the runner will not use (printed or answered 400). */
 export class SandboxConfigError extends Error {
@@ -73,10 +74,6 @@ const ARRAY_KEYS = {
 const BOOLEAN_KEYS = {
   network: ["allowLocalBinding", "allowAllUnixSockets"],
 } as const;
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
 
 /**
  * Checks a `sandbox` object: a known mode, string arrays where the spec has

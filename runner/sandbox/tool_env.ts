@@ -23,6 +23,7 @@
  */
 import { join } from "node:path";
 import { readUserConfig } from "../config.ts";
+import { isObject } from "../../shared/json.ts";
 
 /**
  * The variables pi's providers read their keys from (pi-ai's
@@ -62,10 +63,6 @@ export const PROVIDER_KEY_VARIABLES: readonly string[] = [
 
 /** A value of models.json that pi reads as the name of a variable. */
 const VARIABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
 
 /**
  * The variables `models.json` (parsed) names as a key or header value (a

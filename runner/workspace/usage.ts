@@ -25,15 +25,9 @@
 import { basename, dirname, join } from "node:path";
 import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from "../../shared/private_files.ts";
 import { RequestError } from "../control_link.ts";
+import { isObject } from "../../shared/json.ts";
 import { USAGE_RANGES, type UsageRange, type UsageResponse } from "../../shared/usage_api.ts";
-import {
-  countLine,
-  emptyRecord,
-  type FileRecord,
-  isObject,
-  isRecord,
-  summarize,
-} from "./usage_records.ts";
+import { countLine, emptyRecord, type FileRecord, isRecord, summarize } from "./usage_records.ts";
 
 /**
  * A line longer than this is skipped without being held in memory. Assistant

@@ -14,6 +14,7 @@ import {
   type UsageResponse,
   type UsageSession,
 } from "../../shared/usage_api.ts";
+import { isObject } from "../../shared/json.ts";
 
 /** The most characters kept of a text field (a session id, cwd or model). */
 const MAX_TEXT = 1000;
@@ -184,10 +185,6 @@ export function emptyRecord(ino: number | null): FileRecord {
 export function isRecord(v: unknown): v is FileRecord {
   return isObject(v) && typeof v.size === "number" && typeof v.offset === "number" &&
     typeof v.mtimeMs === "number" && isObject(v.buckets) && typeof v.skippedLines === "number";
-}
-
-export function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 function text(v: unknown): string | null {
