@@ -108,6 +108,8 @@ export interface SessionToolsOptions {
   folders: AgentFolders;
   /** The agent definitions a subagent may take the role of. */
   agents: Pick<AgentDefinition, "name" | "description">[];
+  /** pi's `images.autoResize` setting, for the `read` tool. */
+  autoResizeImages: boolean;
 }
 
 /**
@@ -131,6 +133,7 @@ export function sessionTools(
     customTools: [
       ...triggerTools(o.call),
       sandbox.bashTool(),
+      ...sandbox.fileTools({ autoResizeImages: o.autoResizeImages }),
       subagentTool(
         o.call,
         o.folders,

@@ -217,6 +217,7 @@ class Worker {
       call: this.call,
       folders,
       agents,
+      autoResizeImages: settingsManager.getImageAutoResize(),
     });
     const resourceLoader = new DefaultResourceLoader({
       cwd: msg.cwd,

@@ -214,3 +214,52 @@ Deno.test({
     }).finally(() => Deno.remove(outside, { recursive: true }));
   },
 });
+
+Deno.test({
+  name:
+    "the file tools check the file they open: a symlink the agent keeps flipping never lets read reach ~/.ssh, and a device is not read",
+  ignore: !haveBwrap,
+  async fn() {
+    await withAgentWorld({}, async (w) => {
+      await Deno.writeTextFile(join(w.project, "ok.txt"), "fine\n");
+      const key = join(w.home, ".ssh", "id_rsa");
+      // A detached loop of the agent's bash swaps the link between the gate's check and pi's open.
+      const flip = `(timeout 60 sh -c 'while :; do ln -sfn "${key}" x; ln -sfn ok.txt x; done' ` +
+        `>/dev/null 2>&1 &) && sleep 0.2 && echo started`;
+      const reads = Array.from({ length: 40 }, (_, i) => ({
+        id: `r${i}`,
+        name: "read",
+        args: { path: "x" },
+      }));
+      w.llm.enqueue(
+        { text: "Flipping.", toolCalls: [{ id: "flip", name: "bash", args: { command: flip } }] },
+        {
+          text: "Reading.",
+          toolCalls: [...reads, { id: "zero", name: "read", args: { path: "/dev/zero" } }],
+        },
+        { text: "Done." },
+      );
+      const { sessionId, viewer } = await spawnIn(w, "Go", w.project, MODEL);
+      try {
+        await viewer.waitForEvent(sessionId, "agent_end", 90_000);
+        const results = resultsOf(viewer.eventsOf(sessionId));
+        assert.equal(results.get("flip")?.isError, false, String(results.get("flip")?.text));
+        let fine = 0;
+        for (const { id } of reads) {
+          const r = results.get(id)!;
+          assert.equal(r.text.includes("PRIVATE-KEY-MATERIAL"), false, `${id} read the key`);
+          if (!r.isError) {
+            assert.match(r.text, /fine/, id);
+            fine++;
+          } else assert.match(r.text, /Sandbox: reading '.*\.ssh' is denied|ENOENT/, id);
+        }
+        assert.ok(fine > 0, "no read got through at all");
+        const zero = results.get("zero")!;
+        assert.ok(zero.isError, zero.text.slice(0, 200));
+        assert.match(zero.text, /not a regular file/);
+      } finally {
+        await viewer.close();
+      }
+    });
+  },
+});

@@ -19,6 +19,7 @@ import type {
 import { hostPlatform } from "../platform/platform.ts";
 import { type AgentShell, agentShell } from "../platform/shell.ts";
 import { shellOperations, shellToolDefinition } from "./shell_tool.ts";
+import { checkedFileTools } from "./checked_files.ts";
 import { withoutHidden } from "./tool_env.ts";
 import type { SandboxMode, SandboxViolation } from "../../shared/sandbox_api.ts";
 import { readUserConfig } from "../config.ts";
@@ -261,6 +262,29 @@ export class SessionSandbox {
         });
       }
     }
+  }
+
+  /**
+   * pi's `read`, `write` and `edit`, whose file operations check the file
+   * the kernel opened against the policy again (checked_files.ts): the gate
+   * checks a path, and a symlink swapped in before the tool opens it would
+   * otherwise be followed.
+   */
+  fileTools(options: { autoResizeImages: boolean }): ToolDefinition[] {
+    return checkedFileTools(this.#cwd, (op, path) => {
+      if (this.#state.refuse) return this.#state.refuse;
+      if (this.#policy.mode === "none") return null;
+      const why = checkAccess(this.#paths, op, path);
+      if (why) {
+        this.#report({
+          timestamp: new Date().toISOString(),
+          operation: op,
+          target: path,
+          reason: why,
+        });
+      }
+      return why;
+    }, options);
   }
 
   /** A pi extension: every tool call's paths checked before the tool runs. */
