@@ -48,12 +48,21 @@ export interface RunnerConfig {
   skip: SkipOptions;
   /** How long a session may go without a turn before its worker stops (0: never). */
   sleepAfterMs: number;
+  /** How long a worker may take to start its session before the session ends with an error (0: no limit). */
+  startTimeoutMs: number;
   /** The sandbox mode from `--sandbox` or `BATON_SANDBOX` (null: the config files decide). */
   sandboxMode: SandboxMode | null;
 }
 
 /** Default of `sleepAfter`: an idle session's worker stops after 10 minutes. */
 export const DEFAULT_SLEEP_AFTER_MS = 10 * 60_000;
+/**
+ * Default of `startTimeout`: a worker starts its session in about a second
+ * (docs/performance.md); its MCP servers are bounded apart (`mcpTimeout`)
+ * and do not hold the start. What takes minutes is a stuck extension or a
+ * pi package installing from an unreachable registry.
+ */
+export const DEFAULT_START_TIMEOUT_MS = 2 * 60_000;
 
 const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
 
@@ -262,6 +271,12 @@ export async function loadRunnerConfig(
     : typeof file.sleepAfter === "string" || typeof file.sleepAfter === "number"
     ? parseDuration(file.sleepAfter, "sleepAfter in config.json")
     : DEFAULT_SLEEP_AFTER_MS;
+  const startEnv = env("BATON_START_TIMEOUT");
+  const startTimeoutMs = startEnv !== undefined && startEnv.trim() !== ""
+    ? parseDuration(startEnv, "BATON_START_TIMEOUT")
+    : typeof file.startTimeout === "string" || typeof file.startTimeout === "number"
+    ? parseDuration(file.startTimeout, "startTimeout in config.json")
+    : DEFAULT_START_TIMEOUT_MS;
   let sandboxMode: SandboxMode | null = null;
   try {
     const rawMode = flags.sandbox ?? env("BATON_SANDBOX");
@@ -284,6 +299,7 @@ export async function loadRunnerConfig(
     name,
     skip,
     sleepAfterMs,
+    startTimeoutMs,
   };
 }
 

@@ -1,5 +1,11 @@
 import assert from "node:assert/strict";
-import { ConfigError, DEFAULT_SLEEP_AFTER_MS, loadRunnerConfig, parseDuration } from "./config.ts";
+import {
+  ConfigError,
+  DEFAULT_SLEEP_AFTER_MS,
+  DEFAULT_START_TIMEOUT_MS,
+  loadRunnerConfig,
+  parseDuration,
+} from "./config.ts";
 
 /** Makes the environment a config is read from: HOME and `vars`. */
 type Env = (vars: Record<string, string>) => (k: string) => string | undefined;
@@ -37,6 +43,22 @@ Deno.test("BATON_SLEEP_AFTER wins over config.json, and the default is 10 minute
     assert.equal((await loadRunnerConfig(env({ BATON_SLEEP_AFTER: "off" }))).sleepAfterMs, 0);
     await Deno.writeTextFile(`${home}/.baton/config.json`, JSON.stringify({ sleepAfter: true }));
     assert.equal((await loadRunnerConfig(env({}))).sleepAfterMs, DEFAULT_SLEEP_AFTER_MS);
+  });
+});
+
+Deno.test("startTimeout: BATON_START_TIMEOUT over config.json over 2 minutes; a bad one is a config error", async () => {
+  await withHome(async (home, env) => {
+    assert.equal((await loadRunnerConfig(env({}))).startTimeoutMs, DEFAULT_START_TIMEOUT_MS);
+    assert.equal(DEFAULT_START_TIMEOUT_MS, 120_000);
+    await Deno.mkdir(`${home}/.baton`);
+    await Deno.writeTextFile(`${home}/.baton/config.json`, JSON.stringify({ startTimeout: "5m" }));
+    assert.equal((await loadRunnerConfig(env({}))).startTimeoutMs, 300_000);
+    assert.equal((await loadRunnerConfig(env({ BATON_START_TIMEOUT: "off" }))).startTimeoutMs, 0);
+    await Deno.writeTextFile(
+      `${home}/.baton/config.json`,
+      JSON.stringify({ startTimeout: "soon" }),
+    );
+    await assert.rejects(loadRunnerConfig(env({})), ConfigError, "startTimeout in config.json");
   });
 });
 

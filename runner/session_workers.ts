@@ -162,6 +162,11 @@ export class SessionWorkers {
     s.entry.pid = worker.pid;
     this.save(s);
     worker.exited.then((st: Deno.CommandStatus) => this.#onWorkerExit(s, worker, st));
+    const limit = this.#opts.config.startTimeoutMs;
+    if (limit > 0) {
+      const timer = setTimeout(() => this.#startTimedOut(s, worker, limit), limit);
+      worker.settled.then(() => clearTimeout(timer));
+    }
     // The next spare loads pi once this session has started, not against its start (stop 28).
     worker.settled.then(() => this.refillSpare());
   }
@@ -232,6 +237,30 @@ export class SessionWorkers {
         return;
       }
     }
+  }
+
+  /**
+   * A worker that has not started its session in time (a stuck extension, a
+   * package installing from a registry that does not answer): the session
+   * ends with an error that says where it was, and its processes are ended,
+   * instead of it staying "starting" with every input timing out.
+   */
+  #startTimedOut(s: DaemonSession, worker: WorkerProcess, limit: number): void {
+    if (s.worker !== worker || s.ended || this.stopping) return;
+    const within = limit % 60_000 === 0 ? `${limit / 60_000} min` : `${limit / 1000} s`;
+    this.#opts.log(
+      `session ${s.entry.sessionId}: the worker did not start within ${within} ` +
+        `(still ${worker.stage}); ending the session`,
+    );
+    s.ended = true;
+    this.clearSleep(s);
+    this.#opts.enqueue(s, {
+      type: "session_end",
+      reason: "error",
+      message: `The agent did not start within ${within}: it was still ${worker.stage} ` +
+        "(startTimeout in ~/.baton/config.json sets the limit; the runner's log may say more)",
+    });
+    void this.endProcesses(s);
   }
 
   #onWorkerExit(s: DaemonSession, worker: WorkerProcess, st: Deno.CommandStatus): void {

@@ -58,6 +58,11 @@ function send(msg: WorkerToDaemon): void {
   while (off < bytes.length) off += Deno.stdout.writeSync(bytes.subarray(off));
 }
 
+/** Tells the daemon which step of the start this is (its start timeout names it). */
+function stage(what: string): void {
+  send({ t: "stage", stage: what });
+}
+
 /** `baton _worker`. */
 export async function workerMain(_argv: string[]): Promise<number> {
   // stdout carries the protocol: anything else that prints goes to stderr.
@@ -182,6 +187,7 @@ class Worker {
     // for live previews (runner/workspace/ports.ts).
     Deno.env.set(SESSION_MARKER_ENV, msg.sessionId);
     const home = Deno.env.get("HOME") ?? Deno.env.get("USERPROFILE") ?? msg.cwd;
+    stage("reading the sandbox policy");
     const services = await startSessionServices({
       msg,
       agentDir,
@@ -228,7 +234,9 @@ class Worker {
       ...(role?.systemPrompt ? { appendSystemPrompt: [role.systemPrompt] } : {}),
     });
     const projectNotice = guard(resourceLoader);
+    stage("loading extensions, skills and pi packages");
     await resourceLoader.reload();
+    stage("starting the agent session (extensions' session_start)");
     const { session, modelFallbackMessage } = await createAgentSession({
       cwd: msg.cwd,
       agentDir,
@@ -242,7 +250,9 @@ class Worker {
       ...(model ? { model } : {}),
     });
     this.#session = session;
+    stage("starting the sandbox");
     const { state: sandboxState } = await services.sandboxing;
+    stage("loading hooks");
     const hooks = await services.hooksLoading;
     const usable = modelRegistry.getAvailable().length > 0;
     const active = session.model && usable

@@ -37,6 +37,8 @@ export class WorkerProcess {
   readonly settled: Promise<void>;
   onMessage: (msg: WorkerToDaemon) => void = () => {};
   label = "";
+  /** What the worker is doing while it starts, as it last said (`stage`). */
+  stage = "loading pi";
   #child: Deno.ChildProcess;
   #writer: WritableStreamDefaultWriter<Uint8Array>;
   #encoder = new TextEncoder();
@@ -59,6 +61,7 @@ export class WorkerProcess {
           continue;
         }
         if (msg.t === "ready") markReady();
+        else if (msg.t === "stage") this.stage = String(msg.stage).slice(0, 200);
         else {
           if (msg.t === "started") markStarted();
           this.onMessage(msg);

@@ -348,6 +348,8 @@ export type DaemonToWorker =
 export type WorkerToDaemon =
   | { t: "ready" }
   | { t: "started"; piSessionFile: string | null; model: ModelRef | null }
+  /** The step of its start a worker is on (named in the error if the start takes too long). */
+  | { t: "stage"; stage: string }
   | { t: "event"; e: SessionEventBody }
   | { t: "res"; id: number; ok: true }
   | { t: "res"; id: number; ok: false; error: WireError }

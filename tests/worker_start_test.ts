@@ -1,0 +1,83 @@
+/**
+ * A worker that does not start its session in time (here: a global extension
+ * whose factory never returns, as one waiting on a network that does not
+ * answer would): the session ends with an error that names the step, its
+ * worker is gone, and the runner's next session starts as usual.
+ */
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { json, Viewer } from "./harness/client.ts";
+import { type Stack, withStack } from "./harness/in_process.ts";
+import { MODEL } from "./harness/mock_llm.ts";
+import { eventually } from "./harness/wait.ts";
+
+async function spawn(w: Stack, prompt: string): Promise<string> {
+  const res = await w.user.api(
+    "/api/runners/spawn",
+    json("POST", { runnerId: w.runnerId, cwd: w.home, model: MODEL, prompt }),
+  );
+  const body = await res.text();
+  assert.equal(res.status, 200, body);
+  return JSON.parse(body).sessionId;
+}
+
+function alive(pid: number): boolean {
+  try {
+    Deno.statSync(`/proc/${pid}`);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+Deno.test({
+  name:
+    "a session whose worker does not start in time ends with an error naming the step, and the next one starts",
+  ignore: Deno.build.os !== "linux",
+  async fn() {
+    await withStack({ runnerEnv: { BATON_START_TIMEOUT: "3s" } }, async (w) => {
+      const extensions = join(w.home, ".baton", "extensions");
+      await Deno.mkdir(extensions, { recursive: true });
+      const stuck = join(extensions, "stuck.ts");
+      await Deno.writeTextFile(
+        stuck,
+        "export default async function () {\n  await new Promise(() => {});\n}\n",
+      );
+      const viewer = await Viewer.connect(w.relay.url, { apiKey: w.user.apiKey });
+      try {
+        const id = await spawn(w, "Hello");
+        viewer.subscribe(id);
+        // The worker the daemon gave the session (recorded as it starts).
+        const entry = join(w.home, ".baton/runner/sessions", `${id}.json`);
+        const pid: number = await eventually("the session's worker", async () => {
+          const text = await Deno.readTextFile(entry).catch(() => null);
+          return text ? JSON.parse(text).pid : undefined;
+        });
+        const end = await viewer.waitForEvent(id, "session_end", 30_000);
+        assert.equal(end.e.reason, "error");
+        assert.match(
+          String(end.e.message),
+          /^The agent did not start within 3 s: it was still loading extensions, skills and pi packages/,
+        );
+        assert.equal(viewer.eventsOf(id).some((e) => e.e.type === "session_start"), false);
+        const session = (await (await w.user.api(`/api/sessions/${id}`)).json()).session;
+        assert.equal(session.status, "error");
+        // Its worker is gone, not left loading.
+        await eventually("the worker to exit", () => !alive(pid) || undefined, 10_000);
+        assert.match(w.runner.proc.output(), /did not start within 3 s \(still loading extensions/);
+
+        // The extension fixed, the runner's next session starts and answers.
+        await Deno.remove(stuck);
+        w.llm.enqueue({ text: "Hi there." });
+        const next = await spawn(w, "Hello again");
+        viewer.subscribe(next);
+        await viewer.waitForEvent(next, "agent_end", 60_000);
+        const texts = viewer.eventsOf(next).filter((e) => e.e.type === "message_end")
+          .map((e) => JSON.stringify(e.e));
+        assert.ok(texts.some((t) => t.includes("Hi there.")), texts.join("\n"));
+      } finally {
+        await viewer.close();
+      }
+    });
+  },
+});
