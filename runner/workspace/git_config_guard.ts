@@ -26,8 +26,9 @@
  * A program-naming key git cannot override (with `=` in it) stops the
  * command. What this cannot close: the config is read by one git process
  * and used by the next, so an agent that rewrites it in between, many
- * times, may still win a race; running the service's git inside the
- * sandbox would close that.
+ * times, may still win a race. git_sandbox.ts runs every command but a
+ * push inside bubblewrap, where what git then runs is held like the
+ * agent's own bash.
  *
  * @module
  */

@@ -1,13 +1,15 @@
 /**
  * Runs the real `git` binary for the git service: argument arrays only (no
- * shell), never a prompt, a deadline, capped output, and nothing the
- * repository's own config names run (git_config_guard.ts).
+ * shell), never a prompt, a deadline, capped output, nothing the
+ * repository's own config names run (git_config_guard.ts), and, where it
+ * can, inside bubblewrap (git_sandbox.ts).
  *
  * @module
  */
 import { isAbsolute, normalize, resolve, sep } from "node:path";
 import { isWithin } from "../roots.ts";
 import { guardFlags, guardFor, UnsafeConfigError } from "./git_config_guard.ts";
+import { gitLaunch } from "./git_sandbox.ts";
 
 /** A git request that failed, with the code the viewer sees. */
 export class GitError extends Error {
@@ -77,10 +79,14 @@ export async function runGit(args: string[], options: RunGitOptions): Promise<Gi
     throw err;
   }
   const [sub, ...rest] = args;
+  // Inside bubblewrap where it runs (git_sandbox.ts): what the config still makes git run
+  // can do no more than the agent's bash.
+  const launch = await gitLaunch(options.cwd, sub);
   let child: Deno.ChildProcess;
   try {
-    child = new Deno.Command("git", {
+    child = new Deno.Command(launch.cmd, {
       args: [
+        ...launch.args,
         "-c",
         "core.quotepath=false",
         "-c",

@@ -1,0 +1,143 @@
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { gitLaunch } from "./git_sandbox.ts";
+
+const haveBwrap = Deno.build.os === "linux" &&
+  new Deno.Command("sh", { args: ["-c", "command -v bwrap"] }).outputSync().success;
+
+async function sh(cwd: string, script: string, env: Record<string, string> = {}) {
+  const out = await new Deno.Command("sh", { args: ["-c", script], cwd, env }).output();
+  assert.ok(out.success, new TextDecoder().decode(out.stderr));
+}
+
+/**
+ * A home with a key, a folder outside everything writable, and a repository
+ * whose config names a clean filter that tries to leave: the filter the
+ * guard would neutralise, had it read the config a moment later.
+ */
+async function withRepo(
+  fn: (w: { home: string; repo: string; outside: string; env: Record<string, string> }) => Promise<
+    void
+  >,
+): Promise<void> {
+  const home = await Deno.realPath(await Deno.makeTempDir({ prefix: "baton-gitsb-home-" }));
+  const outside = await Deno.realPath(
+    await Deno.makeTempDir({ dir: "/var/tmp", prefix: "baton-gitsb-out-" }),
+  );
+  const repo = join(home, "project");
+  const env = { HOME: home, PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin", LC_ALL: "C" };
+  try {
+    await Deno.mkdir(join(home, ".ssh"));
+    await Deno.writeTextFile(join(home, ".ssh", "id_rsa"), "PRIVATE-KEY-MATERIAL\n");
+    await Deno.mkdir(repo);
+    // The key copied into git's own folder, which the sandboxed git may write.
+    const escape = `cat "${home}/.ssh/id_rsa" > "${repo}/.git/leak" 2>/dev/null; ` +
+      `echo ran > "${outside}/pwned" 2>/dev/null; cat`;
+    await sh(
+      repo,
+      `git init -q && git config user.email a@b && git config user.name a && ` +
+        `git config filter.x.clean '${escape.replaceAll("'", "'\\''")}' && ` +
+        `echo '* filter=x' > .gitattributes && echo hello > a.txt`,
+      env,
+    );
+    await fn({ home, repo, outside, env });
+  } finally {
+    await Deno.remove(home, { recursive: true });
+    await Deno.remove(outside, { recursive: true });
+  }
+}
+
+async function run(cmd: string, args: string[], cwd: string, env: Record<string, string>) {
+  const out = await new Deno.Command(cmd, { args, cwd, env, stderr: "piped" }).output();
+  return { ok: out.success, stderr: new TextDecoder().decode(out.stderr) };
+}
+
+const exists = (p: string) => Deno.stat(p).then(() => true, () => false);
+
+Deno.test({
+  name:
+    "a program the repository's config names, run by the service's git, reads no hidden file and writes nothing outside git's folder",
+  ignore: !haveBwrap,
+  async fn() {
+    await withRepo(async ({ repo, outside, env }) => {
+      const launch = await gitLaunch(repo, "add", { env: (k) => env[k as keyof typeof env] });
+      assert.equal(launch.sandboxed, true);
+      const r = await run(launch.cmd, [...launch.args, "add", "-A"], repo, env);
+      assert.ok(r.ok, r.stderr);
+      const leak = await Deno.readTextFile(join(repo, ".git", "leak")).catch(() => "");
+      assert.doesNotMatch(leak, /PRIVATE-KEY/, "the filter read ~/.ssh");
+      assert.equal(await exists(join(outside, "pwned")), false, "the filter wrote outside");
+      // git did its own work: the files are staged.
+      const st = await run("git", ["diff", "--cached", "--quiet"], repo, env);
+      assert.equal(st.ok, false, "nothing was staged");
+
+      // The same filter under plain git gets out (what the guard alone leaves to a race).
+      await Deno.writeTextFile(join(repo, "a.txt"), "changed\n");
+      assert.ok((await run("git", ["add", "-A"], repo, env)).ok);
+      assert.equal(await Deno.readTextFile(join(outside, "pwned")), "ran\n");
+      assert.match(await Deno.readTextFile(join(repo, ".git", "leak")), /PRIVATE-KEY-MATERIAL/);
+    });
+  },
+});
+
+Deno.test({
+  name:
+    "the service's git commits in a linked work tree, and only the commands that change files write the work tree",
+  ignore: !haveBwrap,
+  async fn() {
+    await withRepo(async ({ home, repo, env }) => {
+      await sh(repo, "git config --unset filter.x.clean && git add -A && git commit -qm one", env);
+      const tree = join(home, "tree");
+      await sh(repo, `git worktree add -q "${tree}"`, env);
+      const get = (k: string) => env[k as keyof typeof env];
+      await Deno.writeTextFile(join(tree, "b.txt"), "two\n");
+      for (const args of [["add", "-A"], ["commit", "-qm", "two"]]) {
+        const launch = await gitLaunch(tree, args[0], { env: get });
+        assert.equal(launch.sandboxed, true);
+        const r = await run(launch.cmd, [...launch.args, ...args], tree, env);
+        assert.ok(r.ok, `${args[0]}: ${r.stderr}`);
+      }
+      const log = await new Deno.Command("git", { args: ["log", "--format=%s"], cwd: repo, env })
+        .output();
+      assert.match(new TextDecoder().decode(log.stdout), /one/);
+      const branchLog = await new Deno.Command("git", {
+        args: ["log", "--format=%s", "tree"],
+        cwd: repo,
+        env,
+      }).output();
+      assert.match(new TextDecoder().decode(branchLog.stdout), /^two\n/);
+
+      // `status` may not write the work tree; `checkout` (Discard) may.
+      await Deno.writeTextFile(join(tree, "b.txt"), "edited\n");
+      const status = await gitLaunch(tree, "status", { env: get });
+      const probe = await run(status.cmd, [...status.args, "status"], tree, env);
+      assert.ok(probe.ok, probe.stderr);
+      const touch = await run(
+        "bwrap",
+        [...status.args.slice(0, -1), "sh", "-c", "echo x > b.txt"],
+        tree,
+        env,
+      );
+      assert.equal(touch.ok, false, "status's sandbox let the work tree be written");
+      const discard = await gitLaunch(tree, "checkout", { env: get });
+      const r = await run(discard.cmd, [...discard.args, "checkout", "--", "b.txt"], tree, env);
+      assert.ok(r.ok, r.stderr);
+      assert.equal(await Deno.readTextFile(join(tree, "b.txt")), "two\n");
+    });
+  },
+});
+
+Deno.test({
+  name: "a push, and every command with the sandbox's mode none, run git as is",
+  ignore: !haveBwrap,
+  async fn() {
+    await withRepo(async ({ repo, env }) => {
+      const get = (k: string) => env[k as keyof typeof env];
+      assert.equal((await gitLaunch(repo, "push", { env: get })).sandboxed, false);
+      const none = (k: string) => k === "BATON_NO_SANDBOX" ? "1" : get(k);
+      assert.equal((await gitLaunch(repo, "status", { env: none })).sandboxed, false);
+      const off = (k: string) => k === "BATON_SANDBOX" ? "none" : get(k);
+      assert.equal((await gitLaunch(repo, "status", { env: off })).sandboxed, false);
+    });
+  },
+});
