@@ -140,7 +140,7 @@ export function apiRoutes(o: ApiOptions): Hono<RelayEnv> {
   app.route("/api/sessions", attachmentUploadRoutes(o.attachments, o.hub.sessions));
   app.route("/api/settings", settingsRoutes(o.store));
   app.route("/api/push", pushRoutes(o.store, o.push.allowedOrigins));
-  app.route("/api/push", pushAnswerRoute(questions));
+  app.route("/api/push", pushAnswerRoute(questions, o.hub.push));
   app.route("/api/webhooks", webhookRoutes(o.webhooks));
 
   const healthDoc = routeDoc({

@@ -59,6 +59,8 @@ export interface PushNotifierOptions {
 /** A notification waiting: small, so that a queue full of them is (see notify). */
 interface Pending extends Notification {
   userId: string;
+  /** A withdrawal not sent to this endpoint (the device that answered). */
+  except?: string;
   /** Once its delivery started: the payload and the subscriptions still to send it to. */
   started?: { payload: string; delivery: PushDelivery; targets: PushSubscriptionRecord[] };
 }
@@ -219,6 +221,18 @@ export class PushNotifier {
     });
   }
 
+  /**
+   * A question answered from the notification on the device whose push
+   * endpoint is `endpoint`: its notification is withdrawn on the person's
+   * other devices (that one's service worker closed it itself). Called by
+   * the node that took the answer, which need not be the node that asked.
+   */
+  answeredFrom(userId: string, sessionId: string, toolCallId: string, endpoint: string): void {
+    this.#step(async () => {
+      await this.#withdraw(userId, sessionId, toolCallId, true, endpoint);
+    });
+  }
+
   /** Queues a notification unless its session is on screen; whether it was queued. */
   async #notify(
     userId: string,
@@ -245,7 +259,13 @@ export class PushNotifier {
    * it is dropped; already sent, a quiet replacement follows it (sent even
    * while the session is on screen: that is where it was answered).
    */
-  async #withdraw(userId: string, sessionId: string, toolCallId: string, answered: boolean) {
+  async #withdraw(
+    userId: string,
+    sessionId: string,
+    toolCallId: string,
+    answered: boolean,
+    except?: string,
+  ) {
     if (this.#closed) return;
     const waiting = this.#queue.get(sessionId);
     if (waiting && !waiting.started && waiting.input?.toolCallId === toolCallId) {
@@ -262,6 +282,7 @@ export class PushNotifier {
       ts: this.#clock.now(),
       input: { toolCallId, actions: [] },
       resolved: answered ? "answered" : "cancelled",
+      ...(except !== undefined ? { except } : {}),
     });
     this.#pump();
   }
@@ -270,7 +291,8 @@ export class PushNotifier {
   async #start(p: Pending): Promise<NonNullable<Pending["started"]>> {
     const isChild = ((await this.#opts.parentOf?.(p.sessionId)) ?? null) !== null;
     const targets = (await this.#opts.store.push.listOf(p.userId)).filter((s) =>
-      kindEnabled(s.enabledEvents, p.kind) && !(isChild && s.suppressChildNotifications)
+      kindEnabled(s.enabledEvents, p.kind) && !(isChild && s.suppressChildNotifications) &&
+      s.endpoint !== p.except
     );
     return {
       payload: JSON.stringify(await this.#payload(p)),

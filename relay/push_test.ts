@@ -295,6 +295,30 @@ Deno.test("a question answered in a session view or cancelled withdraws its noti
     await n.idle();
     assert.deepEqual(sent.map((s) => s.payload.resolved), [undefined]);
   });
+  await t.step(
+    "answered from one device's notification: withdrawn on the others only",
+    async () => {
+      const phone = sub("phone");
+      const desk = sub("desk");
+      const { n, sent } = notifier([
+        phone,
+        desk,
+        sub("quiet", { enabledEvents: "agent_finished" }),
+      ]);
+      commit(n, ASK);
+      await n.idle();
+      assert.deepEqual(sent.map((s) => s.endpoint), [phone.endpoint, desk.endpoint]);
+      // The node that took the answer says from where; the event itself withdraws nothing.
+      n.answeredFrom("u1", "s1", "call_1", phone.endpoint);
+      commit(n, answered("call_1", "push"));
+      await n.idle();
+      const withdrawals = sent.slice(2);
+      assert.deepEqual(withdrawals.map((s) => s.endpoint), [desk.endpoint]);
+      assert.equal(withdrawals[0]!.payload.resolved, "answered");
+      assert.equal(withdrawals[0]!.payload.toolCallId, "call_1");
+      assert.equal(withdrawals[0]!.topic, sent[1]!.topic);
+    },
+  );
   await t.step("another question, or a notification sent since, is not withdrawn", async () => {
     const { n, sent } = notifier([sub("a")]);
     commit(n, ASK);

@@ -188,6 +188,11 @@ export interface PushAnswerRequest {
   sessionId: string;
   toolCallId: string;
   text: string;
+  /**
+   * The answering browser's push endpoint: the question's notification is
+   * withdrawn on the person's other devices, not on this one.
+   */
+  endpoint?: string;
 }
 
 /** `POST /api/sessions/{sessionId}/answer`. */

@@ -335,6 +335,48 @@ Deno.test("agent_needs_input reaches the push service with option buttons and a 
   });
 });
 
+Deno.test("a question answered from the phone's notification is withdrawn on the desktop, not on the phone", async () => {
+  await using service = new PushService();
+  await withStack({ relay: { pushAllowedOrigins: [service.origin] } }, async (s) => {
+    const phone = await service.subscribe();
+    const desk = await service.subscribe();
+    for (const sub of [phone, desk]) {
+      const res = await s.user.web(
+        "/api/push/subscribe",
+        json("POST", { endpoint: sub.endpoint, keys: sub.keys }),
+      );
+      assert.equal(res.status, 200, await res.text());
+    }
+    const sessionId = await spawnWith(s, [{ name: "ask_user", args: QUESTION, id: "call_d1" }]);
+    await s.user.web(`/api/sessions/${sessionId}/collab`, json("PUT", { enabled: true }));
+    const asked = (id: string) => service.of(id).some((p) => p.payload.toolCallId === "call_d1");
+    await service.until(() => asked(phone.id) && asked(desk.id), "the question on both", 60_000);
+
+    const ok = await pushAnswer(s.user, {
+      sessionId,
+      toolCallId: "call_d1",
+      text: "SQLite",
+      endpoint: phone.endpoint,
+    });
+    assert.equal(ok.status, 200, await ok.text());
+    const withdrawn = (id: string) =>
+      service.of(id).filter((p) => p.payload.toolCallId === "call_d1" && p.payload.resolved);
+    await service.until(() => withdrawn(desk.id).length > 0, "the desktop's withdrawal", 30_000);
+    const [w] = withdrawn(desk.id);
+    assert.equal(w!.payload.resolved, "answered");
+    assert.equal(w!.payload.tag, `session-${sessionId}`);
+    assert.equal(w!.payload.actions, undefined);
+    // The agent's turn ends (its "Done." may notify both); the phone never gets the withdrawal.
+    await service.until(
+      () => service.of(phone.id).some((p) => p.payload.kind === "agent_finished"),
+      "the turn's end on the phone",
+      60_000,
+    );
+    assert.deepEqual(withdrawn(phone.id), []);
+    assert.deepEqual(service.failures, []);
+  });
+});
+
 Deno.test("stopping the agent while it waits cancels the question (or held call); a late answer is refused", async () => {
   await withStack({}, async (s) => {
     const sessionId = await spawnWith(

@@ -39,7 +39,14 @@ const Text = z.string().max(MAX_ANSWER_TEXT);
 const SessionId = z.string().min(1).max(64);
 
 const PushAnswer = requestSchema<PushAnswerRequest>()(
-  z.object({ sessionId: SessionId, toolCallId: ToolCallId, text: Text }).strict(),
+  z.object({
+    sessionId: SessionId,
+    toolCallId: ToolCallId,
+    text: Text,
+    // A push service's URL (relay/push_endpoint.ts checks those it sends to; this one is only
+    // compared with the caller's own subscriptions).
+    endpoint: z.string().max(2048).optional(),
+  }).strict(),
 );
 const SessionAnswer = requestSchema<SessionAnswerRequest>()(
   z.object({ toolCallId: ToolCallId, text: Text }).strict(),
@@ -92,7 +99,11 @@ const ANSWER_ERRORS = {
 const OK: AnswerResponse = { ok: true };
 
 /** `POST /api/push/answer`, mounted under `/api/push`. */
-export function pushAnswerRoute(questions: Questions): Hono<RelayEnv> {
+export function pushAnswerRoute(
+  questions: Questions,
+  /** Withdraws the question's notification on the person's other devices (null: no push). */
+  push: { answeredFrom(u: string, s: string, t: string, endpoint: string): void } | null,
+): Hono<RelayEnv> {
   const app = new Hono<RelayEnv>();
   app.post(
     "/answer",
@@ -101,7 +112,9 @@ export function pushAnswerRoute(questions: Questions): Hono<RelayEnv> {
       summary: "Answer a waiting agent question or approval from a notification",
       description: "Sent by the service worker for a notification's button (its `answer`) or " +
         "inline reply. Needs collab mode on the session. For an approval, `text` is `approve` " +
-        "or `deny` (any other text denies, with that text as the reason).",
+        "or `deny` (any other text denies, with that text as the reason). With `endpoint` (the " +
+        "answering browser's push endpoint), the question's notification is withdrawn on the " +
+        "person's other devices.",
       auth: "cookie",
       body: PushAnswer,
       ok: "`{ok: true}`: the agent has the answer",
@@ -119,6 +132,9 @@ export function pushAnswerRoute(questions: Questions): Hono<RelayEnv> {
         via: "push",
         cookie: true,
       });
+      if (body.endpoint !== undefined) {
+        push?.answeredFrom(userId, body.sessionId, body.toolCallId, body.endpoint);
+      }
       return c.json(OK);
     },
   );

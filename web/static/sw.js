@@ -139,11 +139,18 @@ async function withdraw(p, title) {
 async function sendAnswer(data, text) {
   let message = null;
   try {
+    // This device's endpoint: the relay withdraws the question on the person's other devices.
+    const sub = await self.registration.pushManager.getSubscription().catch(() => null);
     const res = await fetch("/api/push/answer", {
       method: "POST",
       credentials: "same-origin",
       headers: { "content-type": "application/json" },
-      body: JSON.stringify({ sessionId: data.sessionId, toolCallId: data.toolCallId, text }),
+      body: JSON.stringify({
+        sessionId: data.sessionId,
+        toolCallId: data.toolCallId,
+        text,
+        ...(sub ? { endpoint: sub.endpoint } : {}),
+      }),
     });
     if (!res.ok) {
       const body = await res.json().catch(() => null);
