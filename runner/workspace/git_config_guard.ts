@@ -27,7 +27,7 @@
  * command. What this cannot close: the config is read by one git process
  * and used by the next, so an agent that rewrites it in between, many
  * times, may still win a race. git_sandbox.ts runs every command but a
- * push inside bubblewrap, where what git then runs is held like the
+ * push or a commit inside bubblewrap, where what git then runs is held like the
  * agent's own bash.
  *
  * @module

@@ -12,9 +12,11 @@
  * tree, for the commands that change files).
  *
  * A push (or anything that talks to a remote) needs the network and the
- * user's credentials, and runs as before, under the guard alone; so does
- * every command where bubblewrap cannot run, and every command when the
- * sandbox's mode is `none` (the agent's `bash` is not held either then).
+ * user's credentials, and a commit may sign with the user's keys (GPG or
+ * SSH, which the sandbox hides): both run as before, under the guard alone,
+ * and only when the person asks (the status watcher never runs them). So
+ * does every command where bubblewrap cannot run, and every command when
+ * the sandbox's mode is `none` (the agent's `bash` is not held either then).
  *
  * @module
  */
@@ -30,8 +32,11 @@ import {
 } from "../sandbox/policy.ts";
 import type { SandboxConfig } from "../../shared/sandbox_api.ts";
 
-/** Subcommands that talk to a remote: they need the network and credentials. */
-const REMOTE = new Set(["push", "fetch", "pull", "ls-remote", "clone"]);
+/**
+ * Subcommands that need what the sandbox takes away: a remote's network and
+ * credentials, or the person's signing keys (`commit.gpgSign`).
+ */
+const NEEDS_THE_USER = new Set(["push", "fetch", "pull", "ls-remote", "clone", "commit"]);
 /** Subcommands that change the work tree's files (the rest write only the git folder). */
 const WRITES_WORK_TREE = new Set(["checkout", "clean", "switch", "restore", "stash", "merge"]);
 
@@ -101,7 +106,7 @@ export async function gitLaunch(
   sub: string | undefined,
   options: GitSandboxOptions = {},
 ): Promise<GitLaunch> {
-  if (sub !== undefined && REMOTE.has(sub)) return PLAIN;
+  if (sub !== undefined && NEEDS_THE_USER.has(sub)) return PLAIN;
   if (!(await bubblewrapRuns())) return PLAIN;
   const env = options.env ?? ((k: string) => Deno.env.get(k));
   const policy = await policyFor(cwd, env);

@@ -82,7 +82,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "the service's git commits in a linked work tree, and only the commands that change files write the work tree",
+    "the service's git stages in a linked work tree, and only the commands that change files write the work tree",
   ignore: !haveBwrap,
   async fn() {
     await withRepo(async ({ home, repo, env }) => {
@@ -91,12 +91,14 @@ Deno.test({
       await sh(repo, `git worktree add -q "${tree}"`, env);
       const get = (k: string) => env[k as keyof typeof env];
       await Deno.writeTextFile(join(tree, "b.txt"), "two\n");
-      for (const args of [["add", "-A"], ["commit", "-qm", "two"]]) {
-        const launch = await gitLaunch(tree, args[0], { env: get });
-        assert.equal(launch.sandboxed, true);
-        const r = await run(launch.cmd, [...launch.args, ...args], tree, env);
-        assert.ok(r.ok, `${args[0]}: ${r.stderr}`);
-      }
+      // Staging writes the common folder's objects and the linked tree's own index.
+      const add = await gitLaunch(tree, "add", { env: get });
+      assert.equal(add.sandboxed, true);
+      const staged = await run(add.cmd, [...add.args, "add", "-A"], tree, env);
+      assert.ok(staged.ok, staged.stderr);
+      const commit = await gitLaunch(tree, "commit", { env: get });
+      const r0 = await run(commit.cmd, [...commit.args, "commit", "-qm", "two"], tree, env);
+      assert.ok(r0.ok, r0.stderr);
       const log = await new Deno.Command("git", { args: ["log", "--format=%s"], cwd: repo, env })
         .output();
       assert.match(new TextDecoder().decode(log.stdout), /one/);
@@ -128,12 +130,15 @@ Deno.test({
 });
 
 Deno.test({
-  name: "a push, and every command with the sandbox's mode none, run git as is",
+  name:
+    "a push and a commit (the person's keys), and every command with the sandbox's mode none, run git as is",
   ignore: !haveBwrap,
   async fn() {
     await withRepo(async ({ repo, env }) => {
       const get = (k: string) => env[k as keyof typeof env];
       assert.equal((await gitLaunch(repo, "push", { env: get })).sandboxed, false);
+      assert.equal((await gitLaunch(repo, "commit", { env: get })).sandboxed, false);
+      assert.equal((await gitLaunch(repo, "status", { env: get })).sandboxed, true);
       const none = (k: string) => k === "BATON_NO_SANDBOX" ? "1" : get(k);
       assert.equal((await gitLaunch(repo, "status", { env: none })).sandboxed, false);
       const off = (k: string) => k === "BATON_SANDBOX" ? "none" : get(k);
