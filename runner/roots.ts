@@ -143,6 +143,13 @@ export async function realPathOf(path: string): Promise<string> {
       const link = await Deno.readLink(head).catch(() => null);
       if (link !== null) {
         if (++hops > 40) throw new Deno.errors.FilesystemLoop(`Too many symlinks: '${path}'`);
+        // /proc's links lead to what a process has open, not to a path: a memory-only or
+        // deleted file's text (`/memfd:x (deleted)`) names nothing that could be checked.
+        if (Deno.build.os === "linux" && isWithin(head, "/proc", "linux")) {
+          throw new Deno.errors.NotFound(
+            `'${path}' leads through /proc to '${link}', which is not a file on disk`,
+          );
+        }
         // A relative link is read against its folder's real path, as the kernel reads it.
         head = resolve(await realPathOf(resolve(head, "..")), link);
         continue;

@@ -195,3 +195,30 @@ Deno.test("realPathOf follows a symlink whose target does not exist yet, and ref
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test({
+  name: "realPathOf refuses a /proc link to a file that is not on disk (another process's memfd)",
+  ignore: Deno.build.os !== "linux" ||
+    !new Deno.Command("sh", { args: ["-c", "command -v python3"] }).outputSync().success,
+  async fn() {
+    const holder = new Deno.Command("python3", {
+      args: ["-c", "import os,time\nfd=os.memfd_create('k')\nprint(fd,flush=True)\ntime.sleep(60)"],
+      stdout: "piped",
+      stderr: "null",
+    }).spawn();
+    const reader = holder.stdout.pipeThrough(new TextDecoderStream()).getReader();
+    try {
+      const fd = Number((await reader.read()).value!.trim());
+      await assert.rejects(
+        () => realPathOf(`/proc/${holder.pid}/fd/${fd}`),
+        /leads through \/proc to '\/memfd:k \(deleted\)', which is not a file on disk/,
+      );
+      // A /proc link to a real folder still resolves to it.
+      assert.equal(await realPathOf("/proc/self/cwd"), Deno.cwd());
+    } finally {
+      await reader.cancel().catch(() => {});
+      holder.kill();
+      await holder.status;
+    }
+  },
+});

@@ -75,19 +75,26 @@ function procFdWorks(): boolean {
   return Deno.build.os === "linux" && existsSync("/proc/self/fd");
 }
 
-/** The path the kernel gives descriptor `fd` (a deleted file's without its suffix). */
+/** The path the kernel gives descriptor `fd` (a deleted file's with its ` (deleted)`). */
 async function pathOfFd(fd: number): Promise<string> {
-  const p = await fsp.readlink(`/proc/self/fd/${fd}`);
-  return p.endsWith(" (deleted)") ? p.slice(0, -" (deleted)".length) : p;
+  return await fsp.readlink(`/proc/self/fd/${fd}`);
+}
+
+/** What descriptor `fd` has open (`/proc/self/fd/N` follows to it whatever its name). */
+async function fstatOf(fd: number): Promise<{ dev: number; ino: number }> {
+  return await fsp.stat(`/proc/self/fd/${fd}`);
 }
 
 function refuse(why: string | null): void {
   if (why) throw new Error(why);
 }
 
-/** An error with a file system code, as node's own are (pi shows the message). */
+/**
+ * An error that reads like node's (`EISDIR: …`) but carries no `code`:
+ * pi's `edit` shows only the code of an error that has one.
+ */
 function fsError(code: string, message: string): Error {
-  return Object.assign(new Error(`${code}: ${message}`), { code });
+  return new Error(`${code}: ${message}`);
 }
 
 /** File operations for pi's tools that check what was opened (see the module's comment). */
@@ -100,12 +107,21 @@ export function checkedFileOperations(
   // policy's real paths do not match a path as given (macOS's /tmp is /private/tmp).
   const verify: OpenCheck = named ? check : () => null;
 
-  /** Checks descriptor `fd` opened for `op` (`given` where descriptors are not named). */
+  /** Checks descriptor `fd` opened for `op` (`given` names it in errors). */
   async function checkFd(op: "read" | "write", fd: number, given: string): Promise<void> {
     if (!named) return;
     const real = await pathOfFd(fd);
     // A pipe, socket or anonymous file: nothing the policy can place.
     if (!isAbsolute(real)) throw fsError("EINVAL", `'${given}' is not a file on disk`);
+    // The name must lead back to what is open: a memory-only file (`/memfd:x`, reached
+    // through another process's /proc/<pid>/fd) or a deleted one has a name that does not.
+    const [opened, named_] = await Promise.all([
+      fstatOf(fd),
+      fsp.stat(real).catch(() => null),
+    ]);
+    if (!named_ || named_.dev !== opened.dev || named_.ino !== opened.ino) {
+      throw new Error(`Sandbox: cannot check '${given}' (it is not a file on disk)`);
+    }
     refuse(verify(op, real));
   }
 

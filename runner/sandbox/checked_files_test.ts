@@ -171,6 +171,42 @@ Deno.test({
   },
 });
 
+const havePython = linux &&
+  new Deno.Command("sh", { args: ["-c", "command -v python3"] }).outputSync().success;
+
+Deno.test({
+  name: "a memory-only file of another process, reached through /proc/<pid>/fd, is not read",
+  ignore: !havePython,
+  async fn() {
+    await withFolders(async (_dirs, _refused, check) => {
+      const ops = checkedFileOperations(check);
+      // A process holding a secret in a memfd (as a browser or a key agent may).
+      const holder = new Deno.Command("python3", {
+        args: [
+          "-c",
+          "import os,sys,time\nfd=os.memfd_create('k')\nos.write(fd,b'MEMFD-SECRET')\n" +
+          "print(fd,flush=True)\ntime.sleep(60)",
+        ],
+        stdout: "piped",
+        stderr: "null",
+      }).spawn();
+      try {
+        const reader = holder.stdout.pipeThrough(new TextDecoderStream()).getReader();
+        const fd = Number((await reader.read()).value!.trim());
+        const path = `/proc/${holder.pid}/fd/${fd}`;
+        assert.equal(await Deno.readTextFile(path), "MEMFD-SECRET", "the setup reads it plainly");
+        await assert.rejects(ops.read.readFile(path), /cannot check .* not a file on disk/);
+        await assert.rejects(ops.read.access(path), /not a file on disk/);
+        reader.releaseLock();
+      } finally {
+        holder.kill();
+        await holder.status;
+        await holder.stdout.cancel().catch(() => {});
+      }
+    });
+  },
+});
+
 Deno.test("images are told by their first bytes", () => {
   const b = (...x: number[]) => new Uint8Array(x);
   assert.equal(imageType(b(0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0)), "image/png");
