@@ -268,9 +268,14 @@ export class PushNotifier {
   ) {
     if (this.#closed) return;
     const waiting = this.#queue.get(sessionId);
-    if (waiting && !waiting.started && waiting.input?.toolCallId === toolCallId) {
-      this.#queue.delete(sessionId);
-      this.#settle();
+    if (waiting && !waiting.started) {
+      // The question still waits here: it is dropped. Anything else waiting is newer (the
+      // agent's next question, say, when the answer came through another node's request)
+      // and replaces the question's notification on every device by its tag anyway.
+      if (waiting.input?.toolCallId === toolCallId && !waiting.resolved) {
+        this.#queue.delete(sessionId);
+        this.#settle();
+      }
       return;
     }
     if (await this.#opts.store.push.countOf(userId) === 0 || this.#closed) return;

@@ -319,6 +319,39 @@ Deno.test("a question answered in a session view or cancelled withdraws its noti
       assert.equal(withdrawals[0]!.topic, sent[1]!.topic);
     },
   );
+  await t.step(
+    "a withdrawal late from the answering request spares the next question",
+    async () => {
+      const release: (() => void)[] = [];
+      let hold = false;
+      const { n, sent } = notifier([sub("phone"), sub("desk")], {
+        answer: () =>
+          hold
+            ? new Promise((r) => release.push(() => r({ ok: true, status: 201 })))
+            : Promise.resolve({ ok: true, status: 201 }),
+      });
+      commit(n, ASK);
+      await n.idle();
+      // Four other sessions fill the deliveries in flight, so the next question waits.
+      hold = true;
+      for (let i = 0; i < 4; i++) n.notify("u1", `busy-${i}`, "agent_finished");
+      await settled();
+      commit(n, answered("call_1", "push"));
+      commit(n, { ...ASK, toolCallId: "call_2" });
+      await settled();
+      n.answeredFrom("u1", "s1", "call_1", "https://push.example.com/phone");
+      for (let i = 0; i < 50 && (release.length > 0 || n.pending.inFlight > 0); i++) {
+        for (const r of release.splice(0)) r();
+        await settled();
+      }
+      await n.idle();
+      const s1 = sent.filter((s) => s.payload.sessionId === "s1").slice(2);
+      assert.deepEqual(s1.map((s) => [s.payload.toolCallId, s.payload.resolved]), [
+        ["call_2", undefined],
+        ["call_2", undefined],
+      ]);
+    },
+  );
   await t.step("another question, or a notification sent since, is not withdrawn", async () => {
     const { n, sent } = notifier([sub("a")]);
     commit(n, ASK);
