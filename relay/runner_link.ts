@@ -145,6 +145,8 @@ const RUNNER_ERROR_KINDS: Record<string, ErrorKind> = {
   not_ready: "conflict",
   not_queued: "conflict",
   runner_timeout: "timeout",
+  /** The session's worker did not start (or wake) within the runner's `startTimeout`. */
+  start_timeout: "timeout",
 };
 
 /** The RelayError for an error the runner reported, keeping its code and message. */

@@ -37,6 +37,7 @@ Deno.test("a runner's error codes keep the statuses callers always got", async (
     ["not_ready", "409 not_ready: m"],
     ["not_queued", "409 not_queued: m"],
     ["runner_timeout", "504 runner_timeout: m"],
+    ["start_timeout", "504 start_timeout: m"],
     ["something_else", "502 something_else: m"],
     ["constructor", "502 constructor: m"],
   ];

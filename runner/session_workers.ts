@@ -164,7 +164,11 @@ export class SessionWorkers {
     worker.exited.then((st: Deno.CommandStatus) => this.#onWorkerExit(s, worker, st));
     const limit = this.#opts.config.startTimeoutMs;
     if (limit > 0) {
-      const timer = setTimeout(() => this.#startTimedOut(s, worker, limit), limit);
+      // Timers take at most 2^31-1 ms (24.8 days); a longer one would fire at once.
+      const timer = setTimeout(
+        () => this.#startTimedOut(s, worker, limit, start.resumed),
+        Math.min(limit, 2 ** 31 - 1),
+      );
       worker.settled.then(() => clearTimeout(timer));
     }
     // The next spare loads pi once this session has started, not against its start (stop 28).
@@ -241,25 +245,48 @@ export class SessionWorkers {
 
   /**
    * A worker that has not started its session in time (a stuck extension, a
-   * package installing from a registry that does not answer): the session
-   * ends with an error that says where it was, and its processes are ended,
-   * instead of it staying "starting" with every input timing out.
+   * package installing from a registry that does not answer), instead of
+   * the session staying "starting" with every input timing out. A new
+   * session ends with an error that says where it was, and its processes
+   * are ended. One with a conversation to keep (woken, or resumed after a
+   * restart) goes back to sleep with that error: the next input tries again.
    */
-  #startTimedOut(s: DaemonSession, worker: WorkerProcess, limit: number): void {
-    if (s.worker !== worker || s.ended || this.stopping) return;
+  #startTimedOut(s: DaemonSession, worker: WorkerProcess, limit: number, resumed: boolean): void {
+    if (s.worker !== worker || s.ended || s.asleep || this.stopping) return;
     const within = limit % 60_000 === 0 ? `${limit / 60_000} min` : `${limit / 1000} s`;
+    const why = `The agent did not start within ${within}: it was still ${worker.stage} ` +
+      "(startTimeout in ~/.baton/config.json or BATON_START_TIMEOUT sets the limit; " +
+      "the runner's log may say more)";
+    const id = s.entry.sessionId;
+    this.clearSleep(s);
+    if (resumed) {
+      this.#opts.log(
+        `session ${id}: the worker did not start within ${within} (still ${worker.stage}); ` +
+          "it sleeps again until the next input",
+      );
+      // Inputs that woke it are told why rather than that the worker exited.
+      for (const p of s.inputs.values()) p.reject(new RequestError("start_timeout", why));
+      s.inputs.clear();
+      s.asleep = true;
+      s.working = false;
+      s.entry.asleep = true;
+      s.entry.busy = false;
+      this.save(s);
+      this.#opts.enqueue(s, {
+        type: "session_error",
+        message: `${why}. The next input tries again`,
+      });
+      // The worker's tree (hooks, MCP servers it started), not the servers the agent left
+      // running before it slept: those may be under live preview.
+      killTree(worker.pid, { signal: "SIGKILL" }).catch(() => worker.kill("SIGKILL"));
+      return;
+    }
     this.#opts.log(
-      `session ${s.entry.sessionId}: the worker did not start within ${within} ` +
-        `(still ${worker.stage}); ending the session`,
+      `session ${id}: the worker did not start within ${within} (still ${worker.stage}); ` +
+        "ending the session",
     );
     s.ended = true;
-    this.clearSleep(s);
-    this.#opts.enqueue(s, {
-      type: "session_end",
-      reason: "error",
-      message: `The agent did not start within ${within}: it was still ${worker.stage} ` +
-        "(startTimeout in ~/.baton/config.json sets the limit; the runner's log may say more)",
-    });
+    this.#opts.enqueue(s, { type: "session_end", reason: "error", message: why });
     void this.endProcesses(s);
   }
 

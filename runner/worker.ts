@@ -197,6 +197,7 @@ class Worker {
       onReaper: (reaper) => this.#reaper = reaper,
     });
     const folders = { cwd: msg.cwd, agentDir };
+    stage("reading approvals, agent definitions and settings");
     const [approvals, role, agents] = await Promise.all([
       effectivePolicy(agentDir, msg.sessionId),
       // A subagent's role: its definition's prompt, tools and model (runner/subagents.ts).

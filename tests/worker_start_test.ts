@@ -81,3 +81,68 @@ Deno.test({
     });
   },
 });
+
+Deno.test({
+  name:
+    "a sleeping session whose worker does not wake in time sleeps again with the error, and the next input wakes it with its memory",
+  ignore: Deno.build.os !== "linux",
+  async fn() {
+    await withStack(
+      { runnerEnv: { BATON_START_TIMEOUT: "3s", BATON_SLEEP_AFTER: "1s" } },
+      async (w) => {
+        const viewer = await Viewer.connect(w.relay.url, { apiKey: w.user.apiKey });
+        try {
+          w.llm.enqueue({ text: "Noted: the number is 7." });
+          const id = await spawn(w, "Remember 7");
+          viewer.subscribe(id);
+          await viewer.waitForEvent(id, "agent_end", 60_000);
+          await viewer.waitForEvent(id, "session_sleep", 15_000);
+
+          const stuck = join(w.home, ".baton", "extensions", "stuck.ts");
+          await Deno.mkdir(join(w.home, ".baton", "extensions"), { recursive: true });
+          await Deno.writeTextFile(
+            stuck,
+            "export default async () => await new Promise(() => {});\n",
+          );
+          const input = (text: string) =>
+            w.user.api(`/api/sessions/${id}/input`, json("POST", { kind: "prompt", text }));
+          const refused = await input("Which number?");
+          const body = await refused.text();
+          assert.equal(refused.status, 504, body);
+          assert.equal(JSON.parse(body).error.code, "start_timeout", body);
+          assert.match(JSON.parse(body).error.message, /did not start within 3 s/);
+          const error = await viewer.waitForEvent(id, "session_error", 15_000);
+          assert.match(
+            String(error.e.message),
+            /^The agent did not start within 3 s: it was still loading extensions.*The next input tries again$/,
+          );
+          await eventually(
+            "the session to sleep again",
+            () =>
+              viewer.eventsOf(id).filter((e) => e.e.type === "session_sleep").length >= 2 ||
+              undefined,
+          );
+          const session = (await (await w.user.api(`/api/sessions/${id}`)).json()).session;
+          assert.equal(session.status, "running", "the session is still open");
+          assert.equal(session.activity, "asleep");
+
+          await Deno.remove(stuck);
+          w.llm.enqueue({ text: "It was 7." });
+          const before = w.llm.requests.length;
+          const ok = await input("Which number?");
+          assert.equal(ok.status, 200, await ok.text());
+          await eventually(
+            "the answer",
+            () =>
+              viewer.eventsOf(id).filter((e) => e.e.type === "agent_end").length >= 2 || undefined,
+            60_000,
+          );
+          const asked = JSON.stringify(w.llm.requests.slice(before));
+          assert.match(asked, /Remember 7/, "the woken agent lost its conversation");
+        } finally {
+          await viewer.close();
+        }
+      },
+    );
+  },
+});
