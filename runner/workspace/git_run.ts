@@ -9,7 +9,7 @@
 import { isAbsolute, normalize, resolve, sep } from "node:path";
 import { isWithin } from "../roots.ts";
 import { guardFlags, guardFor, UnsafeConfigError } from "./git_config_guard.ts";
-import { gitLaunch } from "./git_sandbox.ts";
+import { gitLaunch, GitSandboxError } from "./git_sandbox.ts";
 
 /** A git request that failed, with the code the viewer sees. */
 export class GitError extends Error {
@@ -81,7 +81,13 @@ export async function runGit(args: string[], options: RunGitOptions): Promise<Gi
   const [sub, ...rest] = args;
   // Inside bubblewrap where it runs (git_sandbox.ts): what the config still makes git run
   // can do no more than the agent's bash.
-  const launch = await gitLaunch(options.cwd, sub);
+  let launch;
+  try {
+    launch = await gitLaunch(options.cwd, sub);
+  } catch (err) {
+    if (err instanceof GitSandboxError) throw new GitError(err.code, err.message);
+    throw err;
+  }
   let child: Deno.ChildProcess;
   try {
     child = new Deno.Command(launch.cmd, {

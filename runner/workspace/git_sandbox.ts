@@ -11,34 +11,51 @@
  * network, and may write only the repository's git folders (and its work
  * tree, for the commands that change files).
  *
+ * Where the repository's folders are is asked of git itself (`rev-parse`,
+ * which runs nothing a config names), and the sandboxed git is given them
+ * (`--git-dir`, `--work-tree`) rather than reading `.git` again, which the
+ * agent could swap in between. A folder is made writable only if it is the
+ * work tree or a git folder (HEAD and objects), and holds no place the
+ * sandbox hides or keeps from writes; the hidden places are masked after
+ * the binds, so inside the repository too. Where that hides part of the
+ * work tree (a session in a home folder that is a repository), the commands
+ * that record or change the work tree are refused (`hidden_in_repo`): they
+ * would record what the mask shows.
+ *
  * A push (or anything that talks to a remote) needs the network and the
- * user's credentials, and a commit may sign with the user's keys (GPG or
- * SSH, which the sandbox hides): both run as before, under the guard alone,
- * and only when the person asks (the status watcher never runs them). So
- * does every command where bubblewrap cannot run, and every command when
- * the sandbox's mode is `none` (the agent's `bash` is not held either then).
+ * user's credentials, a commit may sign with the user's keys (GPG or SSH,
+ * which the sandbox hides), and a switch may fetch large files (git-lfs):
+ * these run as before, under the guard alone, and only when the person asks
+ * (the status watcher never runs them). So does every command where
+ * bubblewrap cannot run, and every command when the sandbox's mode is
+ * `none` (the agent's `bash` is not held either then).
  *
  * @module
  */
-import { dirname, join, resolve } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import { readUserConfig } from "../config.ts";
 import { isWithin } from "../roots.ts";
 import { missingPrograms } from "../sandbox/deps.ts";
 import {
   applyModeOverride,
   GATE_ONLY_READS,
+  mergeProjectConfig,
   resolveSandbox,
   validateSandboxConfig,
 } from "../sandbox/policy.ts";
 import type { SandboxConfig } from "../../shared/sandbox_api.ts";
+import { globToRegex } from "./gitignore.ts";
 
 /**
  * Subcommands that need what the sandbox takes away: a remote's network and
- * credentials, or the person's signing keys (`commit.gpgSign`).
+ * credentials, the person's signing keys (`commit.gpgSign`), or git-lfs's
+ * downloads on a switch.
  */
-const NEEDS_THE_USER = new Set(["push", "fetch", "pull", "ls-remote", "clone", "commit"]);
-/** Subcommands that change the work tree's files (the rest write only the git folder). */
-const WRITES_WORK_TREE = new Set(["checkout", "clean", "switch", "restore", "stash", "merge"]);
+const NEEDS_THE_USER = new Set(["push", "fetch", "pull", "ls-remote", "clone", "commit", "switch"]);
+/** Subcommands that change the work tree's files (the rest write only the git folders). */
+const WRITES_WORK_TREE = new Set(["checkout", "clean", "restore", "stash", "merge"]);
+/** Subcommands that record what they see of the work tree, or change it. */
+const RECORDS_WORK_TREE = new Set([...WRITES_WORK_TREE, "add", "reset", "rm", "mv"]);
 
 /**
  * What every sandboxed git gets: the machine read-only, its own /dev and
@@ -66,6 +83,14 @@ export interface GitLaunch {
   args: string[];
   /** Whether it runs inside bubblewrap. */
   sandboxed: boolean;
+}
+
+/** A git command the sandbox will not run (the code is the one the viewer sees). */
+export class GitSandboxError extends Error {
+  constructor(readonly code: string, message: string) {
+    super(message);
+    this.name = "GitSandboxError";
+  }
 }
 
 const PLAIN: GitLaunch = { cmd: "git", args: [], sandboxed: false };
@@ -97,9 +122,12 @@ function bubblewrapRuns(): Promise<boolean> {
   return bwrapRuns;
 }
 
+const GLOB = /[*?[\]]/;
+
 /**
  * How to start git subcommand `sub` in `cwd`: inside bubblewrap where it
  * runs and the sandbox is on, else as is (see the module's comment).
+ * Throws {@linkcode GitSandboxError} for a command it will not run.
  */
 export async function gitLaunch(
   cwd: string,
@@ -109,40 +137,56 @@ export async function gitLaunch(
   if (sub !== undefined && NEEDS_THE_USER.has(sub)) return PLAIN;
   if (!(await bubblewrapRuns())) return PLAIN;
   const env = options.env ?? ((k: string) => Deno.env.get(k));
-  const policy = await policyFor(cwd, env);
-  if (policy === null) return PLAIN;
   const real = await Deno.realPath(cwd);
-  const { gitDirs, workTree } = await repositoryOf(real);
-  const writable = [
-    ...gitDirs,
-    ...(sub !== undefined && WRITES_WORK_TREE.has(sub) && workTree ? [workTree] : []),
-  ]
-    // Never a place the sandbox keeps from writes (`~/.baton`), whatever a `.git` file says.
-    .filter((w) => !policy.denyWrite.some((d) => isWithin(w, d, "linux")));
-  const args = [...BASE];
-  for (const hidden of policy.denyRead) {
-    let path: string;
-    let isDir: boolean;
-    try {
-      path = await Deno.realPath(hidden);
-      isDir = (await Deno.stat(path)).isDirectory;
-    } catch {
-      continue; // Not there: nothing to hide.
-    }
-    // Inside the repository it would change what git sees (an empty `.env` to commit);
-    // around it, it would hide the repository.
-    const repo = [...gitDirs, ...(workTree ? [workTree] : [])];
-    if (repo.some((r) => isWithin(path, r, "linux") || isWithin(r, path, "linux"))) continue;
-    args.push(...(isDir ? ["--tmpfs", path] : ["--ro-bind", "/dev/null", path]));
+  const repo = await repositoryOf(real, env);
+  const policy = await policyFor(repo?.workTree ?? real, env);
+  if (policy === null) return PLAIN;
+  const masks: string[] = [];
+  for (const hidden of await expandLastGlob(policy.denyRead)) {
+    const path = await Deno.realPath(hidden).catch(() => null);
+    if (path !== null) masks.push(path);
   }
+  if (repo && sub !== undefined && RECORDS_WORK_TREE.has(sub)) {
+    const inside = masks.find((m) => isWithin(m, repo.workTree, "linux"));
+    if (inside !== undefined) {
+      throw new GitSandboxError(
+        "hidden_in_repo",
+        `The repository holds a place the sandbox hides ('${inside}'): the git service does ` +
+          `not run '${sub}' here, since it would record that place as the sandbox shows it (empty)`,
+      );
+    }
+  }
+  const protectedWrites: string[] = [];
+  for (const p of policy.denyWrite) {
+    const path = await Deno.realPath(p).catch(() => null);
+    if (path !== null) protectedWrites.push(path);
+  }
+  // A writable folder never lies in a hidden or write-protected place; what it holds of
+  // them is covered after it (read-only, or masked).
+  const denied = [...masks, ...protectedWrites];
+  const writable = !repo ? [] : [
+    ...repo.gitDirs,
+    ...(sub !== undefined && WRITES_WORK_TREE.has(sub) ? [repo.workTree] : []),
+  ].filter((w) => w !== "/" && !denied.some((d) => isWithin(w, d, "linux")));
+  const args = [...BASE];
   for (const w of writable) args.push("--bind", w, w);
+  for (const p of protectedWrites) {
+    if (writable.some((w) => isWithin(p, w, "linux"))) args.push("--ro-bind", p, p);
+  }
+  // After the binds, so that they hide inside the repository too.
+  for (const m of masks) {
+    const isDir = (await Deno.stat(m).catch(() => null))?.isDirectory ?? false;
+    args.push(...(isDir ? ["--tmpfs", m] : ["--ro-bind", "/dev/null", m]));
+  }
   args.push("--chdir", real, "--", "git");
+  // The folders found above, not a `.git` read again (the agent may have swapped it since).
+  if (repo) args.push(`--git-dir=${repo.gitDir}`, `--work-tree=${repo.workTree}`);
   return { cmd: "bwrap", args, sandboxed: true };
 }
 
-/** The sandbox's lists for `cwd` under the global config, or null when its mode is none. */
+/** The sandbox's lists for `dir` (global config, the project's over it), or null in mode none. */
 async function policyFor(
-  cwd: string,
+  dir: string,
   env: (name: string) => string | undefined,
 ): Promise<{ denyRead: string[]; denyWrite: string[] } | null> {
   const home = env("HOME") ?? env("USERPROFILE") ?? "/";
@@ -155,43 +199,104 @@ async function policyFor(
     // A config the sessions refuse too: git runs under the default policy meanwhile.
     config = {};
   }
+  try {
+    // A project's config can only tighten (mergeProjectConfig).
+    const project = validateSandboxConfig((await readUserConfig(join(dir, ".baton"))).sandbox);
+    config = mergeProjectConfig(config, project, { home, cwd: dir });
+  } catch {
+    // Unreadable or invalid: the global config alone.
+  }
   const protect = (env("BATON_SANDBOX_PROTECT") ?? "").split(":").filter((p) => p.trim() !== "");
   const r = resolveSandbox(config, {
     home,
-    cwd,
+    cwd: dir,
     batonDir,
     protect,
     noSandbox: env("BATON_NO_SANDBOX") === "1",
   });
   if (r.mode === "none") return null;
-  const literal = (l: string[]) => l.filter((p) => !/[*?[\]]/.test(p));
   return {
     // bubblewrap gives git a /proc of its own.
-    denyRead: literal(r.paths.denyRead).filter((p) => !GATE_ONLY_READS.includes(p)),
-    denyWrite: literal(r.paths.denyWrite),
+    denyRead: r.paths.denyRead.filter((p) => !GATE_ONLY_READS.includes(p)),
+    denyWrite: r.paths.denyWrite.filter((p) => !GLOB.test(p)),
   };
 }
 
 /**
- * The repository `dir` is in: its git folders (a linked work tree's own and
- * the common one) and its work tree, as real paths; none outside one.
+ * Entries whose last part is a glob (`~/.baton/runner/.handover-*`) as the
+ * files they match now; a glob in a folder part (`**`) is dropped.
  */
-async function repositoryOf(dir: string): Promise<{ gitDirs: string[]; workTree: string | null }> {
-  for (let at = dir;; at = dirname(at)) {
-    const dotGit = join(at, ".git");
-    const st = await Deno.lstat(dotGit).catch(() => null);
-    if (st?.isDirectory) return { gitDirs: [dotGit], workTree: at };
-    if (st?.isFile) {
-      const text = (await Deno.readTextFile(dotGit).catch(() => "")).slice(0, 4096);
-      const m = text.match(/^gitdir:\s*(.+?)\s*$/m);
-      const gitDir = m ? await Deno.realPath(resolve(at, m[1]!)).catch(() => null) : null;
-      if (!gitDir) return { gitDirs: [], workTree: at };
-      const common = await Deno.readTextFile(join(gitDir, "commondir")).catch(() => null);
-      const commonDir = common
-        ? await Deno.realPath(resolve(gitDir, common.trim())).catch(() => null)
-        : null;
-      return { gitDirs: commonDir ? [gitDir, commonDir] : [gitDir], workTree: at };
+async function expandLastGlob(entries: string[]): Promise<string[]> {
+  const out: string[] = [];
+  for (const e of entries) {
+    if (!GLOB.test(e)) {
+      out.push(e);
+      continue;
     }
-    if (dirname(at) === at) return { gitDirs: [], workTree: null };
+    const dir = dirname(e);
+    if (GLOB.test(dir)) continue;
+    const re = new RegExp(`^${globToRegex(basename(e))}$`);
+    try {
+      for await (const entry of Deno.readDir(dir)) {
+        if (re.test(entry.name)) out.push(join(dir, entry.name));
+      }
+    } catch {
+      // No such folder: nothing to hide.
+    }
   }
+  return out;
+}
+
+/** Where git finds the repository of a folder: its git folders and work tree, as real paths. */
+interface Repository {
+  /** The folder git uses as `--git-dir` (a linked work tree's own). */
+  gitDir: string;
+  /** It and the common one, where objects and refs are written. */
+  gitDirs: string[];
+  workTree: string;
+}
+
+/**
+ * The repository `dir` is in, as git itself finds it (`rev-parse`, which
+ * runs nothing a config names); null outside one, or when its common folder
+ * does not look like a git folder (HEAD and objects).
+ */
+async function repositoryOf(
+  dir: string,
+  env: (name: string) => string | undefined,
+): Promise<Repository | null> {
+  let out: Deno.CommandOutput;
+  try {
+    out = await new Deno.Command("git", {
+      args: [
+        "-c",
+        "core.fsmonitor=false",
+        "rev-parse",
+        "--absolute-git-dir",
+        "--git-common-dir",
+        "--show-toplevel",
+      ],
+      cwd: dir,
+      env: { LC_ALL: "C", GIT_OPTIONAL_LOCKS: "0", PATH: env("PATH") ?? "/usr/bin:/bin" },
+      stdin: "null",
+      stdout: "piped",
+      stderr: "null",
+      signal: AbortSignal.timeout(10_000),
+    }).output();
+  } catch {
+    return null;
+  }
+  if (!out.success) return null;
+  const [gitDir, common, top] = new TextDecoder().decode(out.stdout).split("\n");
+  if (!gitDir || !common || !top) return null;
+  const real = async (p: string) => await Deno.realPath(resolve(dir, p)).catch(() => null);
+  const [g, c, t] = await Promise.all([real(gitDir), real(common), real(top)]);
+  if (!g || !c || !t) return null;
+  const isGitDir = async (p: string) =>
+    (await Deno.stat(join(p, "objects")).catch(() => null))?.isDirectory === true &&
+    (await Deno.stat(join(p, "HEAD")).catch(() => null)) !== null;
+  if (!(await isGitDir(c))) return null;
+  // A work tree holds its `.git` (a `core.worktree` pointing elsewhere is not written to).
+  if ((await Deno.lstat(join(t, ".git")).catch(() => null)) === null) return null;
+  return { gitDir: g, gitDirs: g === c ? [g] : [g, c], workTree: t };
 }

@@ -146,3 +146,54 @@ Deno.test({
     });
   },
 });
+
+Deno.test({
+  name:
+    "a home folder that is a repository: its hidden places stay hidden to git's programs, and staging is refused",
+  ignore: !haveBwrap,
+  async fn() {
+    await withRepo(async ({ home, env }) => {
+      const get = (k: string) => env[k as keyof typeof env];
+      // The agent, in a session started in the home folder, makes it a repository.
+      await sh(home, "git init -q", env);
+      const status = await gitLaunch(home, "status", { env: get });
+      assert.equal(status.sandboxed, true);
+      const probe = await run(
+        "bwrap",
+        [...status.args.slice(0, status.args.indexOf("--")), "--", "sh", "-c", "cat .ssh/id_rsa"],
+        home,
+        env,
+      );
+      assert.equal(probe.ok, false, "a program git runs read ~/.ssh inside the repository");
+      const st = await run(status.cmd, [...status.args, "status", "--porcelain"], home, env);
+      assert.ok(st.ok, st.stderr);
+      await assert.rejects(
+        gitLaunch(home, "add", { env: get }),
+        /holds a place the sandbox hides .*\.ssh.*does not run 'add' here/,
+      );
+    });
+  },
+});
+
+Deno.test({
+  name: "a .git file is read as git reads it: a gitdir with a leading space binds no other folder",
+  ignore: !haveBwrap,
+  async fn() {
+    await withRepo(async ({ home, env }) => {
+      const get = (k: string) => env[k as keyof typeof env];
+      const proj = join(home, "proj2");
+      await Deno.mkdir(proj);
+      // git takes what follows "gitdir: " as it is: ` <home>`, relative to proj2.
+      await sh(
+        proj,
+        `git init -q --bare " ${home}" && git --git-dir=" ${home}" config core.bare false`,
+        env,
+      );
+      await Deno.writeTextFile(join(proj, ".git"), `gitdir:  ${home}\n`);
+      const launch = await gitLaunch(proj, "add", { env: get });
+      const binds = launch.args.flatMap((a, i) => a === "--bind" ? [launch.args[i + 1]] : []);
+      assert.ok(binds.length > 0, "the agent's own git folder is writable");
+      for (const b of binds) assert.ok(b!.startsWith(proj + "/"), `bound ${b}`);
+    });
+  },
+});
