@@ -35,7 +35,7 @@
 
 /** Settings that name a program git runs (git-config(1)), lowercased as git lists them. */
 const RUNS_A_PROGRAM =
-  /^(core\.(askpass|gitproxy)|credential\.(.+\.)?helper|filter\..+\.(clean|smudge|process)|gpg\.(.+\.)?program|gpg\.ssh\.defaultkeycommand|remote\..+\.(uploadpack|receivepack)|merge\..+\.driver|diff\.external|diff\..+\.(command|textconv)|core\.(editor|pager)|sequence\.editor|hook\..+\.command|gc\.recentobjectshook|lfs\.extension\..+\.(clean|smudge)|lfs\.customtransfer\..+\.path)$/;
+  /^(core\.(askpass|gitproxy|alternaterefscommand)|credential\.(.+\.)?helper|filter\..+\.(clean|smudge|process)|gpg\.(.+\.)?program|gpg\.ssh\.defaultkeycommand|remote\..+\.(uploadpack|receivepack)|merge\..+\.driver|diff\.external|diff\..+\.(command|textconv)|core\.(editor|pager)|sequence\.editor|hook\..+\.command|gc\.recentobjectshook|lfs\.extension\..+\.(clean|smudge)|lfs\.customtransfer\..+\.path)$/;
 
 /** Always on the command line, whatever any config says. */
 const ALWAYS = [
@@ -145,9 +145,15 @@ export function guardSettings(entries: ConfigEntry[]): string[] {
   return out;
 }
 
-/** The receive-pack a push to a path on this machine runs: no hooks, no gc, no fsmonitor. */
-const LOCAL_RECEIVE_PACK =
-  "git -c core.hooksPath=/dev/null -c receive.autogc=false -c core.fsmonitor=false receive-pack";
+/**
+ * The receive-pack a push to a path on this machine runs, under that
+ * repository's config: no hooks, no gc, no fsmonitor, no alternate-refs
+ * command, and no update of its checked-out branch (`updateInstead` would
+ * check files out there through its own filters).
+ */
+const LOCAL_RECEIVE_PACK = "git -c core.hooksPath=/dev/null -c receive.autogc=false " +
+  "-c core.fsmonitor=false -c core.alternateRefsCommand= -c receive.denyCurrentBranch=refuse " +
+  "receive-pack";
 
 /** Whether a remote URL is a path on this machine (not `host:path`, ssh, http, git). */
 export function isLocalUrl(url: string): boolean {
@@ -184,12 +190,20 @@ export async function guardFor(cwd: string, env: Record<string, string>): Promis
         signal: AbortSignal.timeout(10_000),
       }).output();
       return out.success ? new TextDecoder().decode(out.stdout) : null;
-    } catch {
+    } catch (err) {
+      // No git at all: the command itself then says so (`git_unavailable`).
+      if (err instanceof Deno.errors.NotFound) return "missing";
       return null;
     }
   };
   const scoped = await list(["--show-scope"]);
+  if (scoped === "missing") return [...ALWAYS];
   if (scoped !== null) return guardSettings(parseConfigList(scoped, true));
   const plain = await list([]);
-  return plain === null ? [...ALWAYS] : guardSettings(parseConfigList(plain, false));
+  if (plain === "missing") return [...ALWAYS];
+  // A config that cannot be listed is not run with what could not be read of it: an include
+  // of a file git cannot parse here may be one it parses where that file is hidden (the
+  // sandboxed git sees it empty) and the rest then counts.
+  if (plain === null) throw new UnsafeConfigError("include", "cannot be listed");
+  return guardSettings(parseConfigList(plain, false));
 }

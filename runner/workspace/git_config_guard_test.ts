@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import {
+  guardFor,
   guardSettings,
   isLocalUrl,
   parseConfigList,
@@ -56,7 +57,8 @@ Deno.test("guardSettings: local remotes push without hooks; keys it cannot overr
   ]);
   assert.deepEqual(got.filter((g) => g.startsWith("remote.")), [
     "remote.origin.receivepack=git -c core.hooksPath=/dev/null -c receive.autogc=false " +
-    "-c core.fsmonitor=false receive-pack",
+    "-c core.fsmonitor=false -c core.alternateRefsCommand= -c receive.denyCurrentBranch=refuse " +
+    "receive-pack",
   ]);
   for (
     const [key, value] of [["filter.a=b.clean", "evil"], ["url./tmp/x.pushinsteadof", "git@h:r"]]
@@ -147,5 +149,21 @@ Deno.test("the git service runs nothing a repository's own config names: fsmonit
   } finally {
     await Deno.remove(dir, { recursive: true });
     await Deno.remove(marks, { recursive: true });
+  }
+});
+
+Deno.test("a config that cannot be listed (an include git cannot parse) is not run with what could be read", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "baton-guard-include-" });
+  try {
+    await sh(dir, "init", "-q");
+    const junk = join(dir, "not-config");
+    await Deno.writeTextFile(junk, "-----BEGIN OPENSSH PRIVATE KEY-----\n");
+    await sh(dir, "config", "filter.x.clean", "touch pwned");
+    await Deno.writeTextFile(join(dir, ".git", "config"), `[include]\n\tpath = ${junk}\n`, {
+      append: true,
+    });
+    await assert.rejects(guardFor(dir, {}), UnsafeConfigError, "cannot be listed");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
   }
 });

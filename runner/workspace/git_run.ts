@@ -9,7 +9,7 @@
 import { isAbsolute, normalize, resolve, sep } from "node:path";
 import { isWithin } from "../roots.ts";
 import { guardFlags, guardFor, UnsafeConfigError } from "./git_config_guard.ts";
-import { gitLaunch, GitSandboxError } from "./git_sandbox.ts";
+import { GIT_ENV_KEPT, gitLaunch, GitSandboxError } from "./git_sandbox.ts";
 
 /** A git request that failed, with the code the viewer sees. */
 export class GitError extends Error {
@@ -83,7 +83,11 @@ export async function runGit(args: string[], options: RunGitOptions): Promise<Gi
   // can do no more than the agent's bash.
   let launch;
   try {
-    launch = await gitLaunch(options.cwd, sub);
+    const kept = GIT_ENV_KEPT.flatMap((k) => {
+      const v = Deno.env.get(k);
+      return v === undefined ? [] : [[k, v] as const];
+    });
+    launch = await gitLaunch(options.cwd, sub, { gitEnv: { ...Object.fromEntries(kept), ...env } });
   } catch (err) {
     if (err instanceof GitSandboxError) throw new GitError(err.code, err.message);
     throw err;

@@ -12,15 +12,23 @@
  * tree, for the commands that change files).
  *
  * Where the repository's folders are is asked of git itself (`rev-parse`,
- * which runs nothing a config names), and the sandboxed git is given them
- * (`--git-dir`, `--work-tree`) rather than reading `.git` again, which the
- * agent could swap in between. A folder is made writable only if it is the
- * work tree or a git folder (HEAD and objects), and holds no place the
- * sandbox hides or keeps from writes; the hidden places are masked after
- * the binds, so inside the repository too. Where that hides part of the
- * work tree (a session in a home folder that is a repository), the commands
- * that record or change the work tree are refused (`hidden_in_repo`): they
- * would record what the mask shows.
+ * which runs nothing a config names) and checked the way git reads them:
+ * the work tree's `.git` leads to the git folder (a `core.worktree` naming
+ * another repository's files is refused), the git folder's `commondir` to
+ * the common one, and no name holds a line break (which would shift
+ * rev-parse's lines). The sandboxed git is given them (`--git-dir`,
+ * `--work-tree`, `GIT_COMMON_DIR`) rather than reading them again, which
+ * the agent could change in between. A folder is made writable only if it
+ * is the work tree or a git folder, and does not lie in a place the sandbox
+ * hides or keeps from writes; what it holds of those is masked or read-only
+ * after it, and so are its `config` and `hooks` (which the person's own git
+ * reads and runs later). Where a mask hides part of the work tree (a
+ * session in a home folder that is a repository), the commands that record
+ * or change the work tree are refused (`hidden_in_repo`): they would record
+ * what the mask shows. The sandboxed git gets only the variables it needs
+ * (no provider key, no `SSH_AUTH_SOCK`), and the places where sockets live
+ * (`/run`, X11's) are hidden: a socket answers through a read-only bind,
+ * and the session bus starts programs outside any sandbox.
  *
  * A push (or anything that talks to a remote) needs the network and the
  * user's credentials, a commit may sign with the user's keys (GPG or SSH,
@@ -99,7 +107,22 @@ const PLAIN: GitLaunch = { cmd: "git", args: [], sandboxed: false };
 export interface GitSandboxOptions {
   /** The daemon's environment (HOME, BATON_SANDBOX, BATON_NO_SANDBOX, BATON_SANDBOX_PROTECT). */
   env?: (name: string) => string | undefined;
+  /**
+   * The whole environment of the sandboxed git (nothing else of the daemon's
+   * reaches it: the providers' keys, SSH_AUTH_SOCK). Default: HOME and PATH.
+   */
+  gitEnv?: Record<string, string>;
 }
+
+/** Variables of the daemon a sandboxed git keeps, beside what the caller gives it. */
+export const GIT_ENV_KEPT = ["HOME", "PATH", "USER", "LOGNAME", "LANG", "XDG_CONFIG_HOME"];
+
+/**
+ * Where the desktop's and agents' sockets live: a filesystem socket can be
+ * connected to through a read-only bind, and the session bus starts programs
+ * outside any sandbox (`systemd-run --user`). Hidden from the sandboxed git.
+ */
+const SOCKET_PLACES = ["/run", "/var/run", "/tmp/.X11-unix", "/tmp/.ICE-unix"];
 
 /** Whether bubblewrap runs here: checked once per process (it is a fact about the machine). */
 let bwrapRuns: Promise<boolean> | null = null;
@@ -142,7 +165,9 @@ export async function gitLaunch(
   const policy = await policyFor(repo?.workTree ?? real, env);
   if (policy === null) return PLAIN;
   const masks: string[] = [];
-  for (const hidden of await expandLastGlob(policy.denyRead)) {
+  const sshAgent = env("SSH_AUTH_SOCK");
+  const sockets = [...SOCKET_PLACES, ...(sshAgent ? [dirname(sshAgent)] : [])];
+  for (const hidden of [...await expandLastGlob(policy.denyRead), ...sockets]) {
     const path = await Deno.realPath(hidden).catch(() => null);
     if (path !== null) masks.push(path);
   }
@@ -168,10 +193,28 @@ export async function gitLaunch(
     ...repo.gitDirs,
     ...(sub !== undefined && WRITES_WORK_TREE.has(sub) ? [repo.workTree] : []),
   ].filter((w) => w !== "/" && !denied.some((d) => isWithin(w, d, "linux")));
-  const args = [...BASE];
+  const args = [...BASE, "--clearenv"];
+  const gitEnv = options.gitEnv ??
+    { HOME: env("HOME") ?? "/", PATH: env("PATH") ?? "/usr/bin:/bin" };
+  for (const [k, v] of Object.entries(gitEnv)) args.push("--setenv", k, v);
+  // git reads no `commondir` the agent could have changed since (the binds follow it).
+  if (repo) args.push("--setenv", "GIT_COMMON_DIR", repo.gitDirs.at(-1)!);
   for (const w of writable) args.push("--bind", w, w);
   for (const p of protectedWrites) {
     if (writable.some((w) => isWithin(p, w, "linux"))) args.push("--ro-bind", p, p);
+  }
+  // What the person's own git runs later (hooks) or reads first (config) stays as it is.
+  // A missing hooks folder is made (empty, as `git init` makes it) to be held read-only.
+  for (const g of writable.filter((w) => repo?.gitDirs.includes(w))) {
+    const held = ["config", "config.worktree"];
+    if (g === repo!.gitDirs.at(-1)) {
+      await Deno.mkdir(join(g, "hooks")).catch(() => {});
+      held.push("hooks");
+    }
+    for (const name of held) {
+      const p = join(g, name);
+      if (await Deno.lstat(p).then(() => true, () => false)) args.push("--ro-bind", p, p);
+    }
   }
   // After the binds, so that they hide inside the repository too.
   for (const m of masks) {
@@ -247,6 +290,23 @@ async function expandLastGlob(entries: string[]): Promise<string[]> {
   return out;
 }
 
+/** The refusal of a repository whose folders git does not report as baton reads them. */
+function strange(what: string): GitSandboxError {
+  return new GitSandboxError(
+    "unsafe_config",
+    `The repository's layout (${what}) does not lead where git reports: the git service ` +
+      "does not run git here",
+  );
+}
+
+/** The folder a `.git` file names, read as git reads it ("gitdir: " and the rest of the line). */
+async function gitFileTarget(file: string, workTree: string): Promise<string | null> {
+  const text = await Deno.readTextFile(file).catch(() => "");
+  if (!text.startsWith("gitdir: ")) return null;
+  const path = text.slice("gitdir: ".length).replace(/[\r\n]+$/, "");
+  return await Deno.realPath(resolve(workTree, path)).catch(() => null);
+}
+
 /** Where git finds the repository of a folder: its git folders and work tree, as real paths. */
 interface Repository {
   /** The folder git uses as `--git-dir` (a linked work tree's own). */
@@ -287,16 +347,31 @@ async function repositoryOf(
     return null;
   }
   if (!out.success) return null;
-  const [gitDir, common, top] = new TextDecoder().decode(out.stdout).split("\n");
-  if (!gitDir || !common || !top) return null;
+  const text = new TextDecoder().decode(out.stdout);
+  const lines = text.endsWith("\n") ? text.slice(0, -1).split("\n") : [];
+  // A folder name with a line break in it would shift the lines: nothing is read from them.
+  if (lines.length !== 3 || lines.some((l) => l === "")) throw strange("its folders' names");
   const real = async (p: string) => await Deno.realPath(resolve(dir, p)).catch(() => null);
-  const [g, c, t] = await Promise.all([real(gitDir), real(common), real(top)]);
+  const [g, c, t] = await Promise.all(lines.map(real));
   if (!g || !c || !t) return null;
+  // As git reads them: the work tree's `.git` leads to the git folder (not a `core.worktree`
+  // naming another repository's files), and the git folder's `commondir` to the common one.
+  const dotGit = join(t, ".git");
+  const st = await Deno.stat(dotGit).catch(() => null);
+  const viaDotGit = st?.isDirectory
+    ? await real(dotGit)
+    : st?.isFile
+    ? await gitFileTarget(dotGit, t)
+    : null;
+  if (viaDotGit !== g) throw strange("its work tree's .git");
+  if (g !== c) {
+    const named = await Deno.readTextFile(join(g, "commondir")).catch(() => null);
+    const via = named === null ? null : await real(resolve(g, named.replace(/[\r\n]+$/, "")));
+    if (via !== c) throw strange("its commondir");
+  }
   const isGitDir = async (p: string) =>
     (await Deno.stat(join(p, "objects")).catch(() => null))?.isDirectory === true &&
     (await Deno.stat(join(p, "HEAD")).catch(() => null)) !== null;
   if (!(await isGitDir(c))) return null;
-  // A work tree holds its `.git` (a `core.worktree` pointing elsewhere is not written to).
-  if ((await Deno.lstat(join(t, ".git")).catch(() => null)) === null) return null;
   return { gitDir: g, gitDirs: g === c ? [g] : [g, c], workTree: t };
 }

@@ -197,3 +197,74 @@ Deno.test({
     });
   },
 });
+
+Deno.test({
+  name:
+    "git's programs get no daemon variable, no socket, and no write to the config or hooks the person's own git reads",
+  ignore: !haveBwrap,
+  async fn() {
+    await withRepo(async ({ repo, env }) => {
+      const get = (k: string) => env[k as keyof typeof env];
+      const launch = await gitLaunch(repo, "add", {
+        env: get,
+        gitEnv: { HOME: env.HOME!, PATH: env.PATH! },
+      });
+      const inside = (script: string) =>
+        run(
+          "bwrap",
+          [...launch.args.slice(0, launch.args.lastIndexOf("--")), "--", "sh", "-c", script],
+          repo,
+          { ...env, ANTHROPIC_API_KEY: "sk-ant-secret", SSH_AUTH_SOCK: "/run/agent.sock" },
+        );
+      assert.equal(
+        (await inside('test -z "$ANTHROPIC_API_KEY" && test -z "$SSH_AUTH_SOCK"')).ok,
+        true,
+      );
+      assert.equal((await inside('test -z "$(ls -A /run)"')).ok, true, "/run is visible");
+      for (
+        const write of [
+          "touch .git/hooks/pre-commit",
+          "echo x >> .git/config",
+          "touch .git/objects/ok",
+        ]
+      ) {
+        const r = await inside(write);
+        assert.equal(r.ok, write.endsWith("ok"), `${write}: ${r.stderr}`);
+      }
+    });
+  },
+});
+
+Deno.test({
+  name:
+    "a repository whose folders do not lead where git reports (a line break in a name, core.worktree elsewhere) is refused",
+  ignore: !haveBwrap,
+  async fn() {
+    await withRepo(async ({ home, repo, env }) => {
+      const get = (k: string) => env[k as keyof typeof env];
+      // A gitdir whose name holds a line break, then a victim's git folder on the next line.
+      const sess = join(home, "sess");
+      await Deno.mkdir(sess);
+      const odd = `x\n${repo}/.git`;
+      await sh(
+        sess,
+        `git init -q --bare '${odd}' && git --git-dir='${odd}' config core.bare false`,
+        env,
+      );
+      await Deno.writeTextFile(join(sess, ".git"), `gitdir: ${odd}\n`);
+      await assert.rejects(
+        gitLaunch(sess, "status", { env: get }),
+        /does not lead where git reports/,
+      );
+      // core.worktree naming another repository's files.
+      const other = join(home, "other");
+      await Deno.mkdir(other);
+      await sh(other, "git init -q", env);
+      await sh(repo, `git config core.worktree '${other}'`, env);
+      await assert.rejects(
+        gitLaunch(repo, "checkout", { env: get }),
+        /does not lead where git reports/,
+      );
+    });
+  },
+});
