@@ -8,23 +8,13 @@ import { join } from "node:path";
 import { applyEvents, emptyConversation } from "../shared/conversation.ts";
 import type { SessionEvent } from "../shared/protocol.ts";
 import { json, Viewer } from "./harness/client.ts";
-import { type Stack, withStack } from "./harness/in_process.ts";
-import { MODEL } from "./harness/mock_llm.ts";
+import { spawnOnStack, type Stack, withStack } from "./harness/in_process.ts";
+import { processAlive } from "./harness/procs.ts";
 import { userTexts } from "./harness/trigger_world.ts";
 import { eventually } from "./harness/wait.ts";
 
 function withWorld(fn: (w: Stack) => Promise<void>) {
   return withStack({ runnerEnv: { BATON_SLEEP_AFTER: "1s" } }, fn);
-}
-
-async function spawn(w: Stack, prompt: string): Promise<string> {
-  const res = await w.user.api(
-    "/api/runners/spawn",
-    json("POST", { runnerId: w.runnerId, cwd: w.home, model: MODEL, prompt }),
-  );
-  const body = await res.text();
-  assert.equal(res.status, 200, body);
-  return JSON.parse(body).sessionId;
 }
 
 async function activity(w: Stack, id: string): Promise<string> {
@@ -41,15 +31,6 @@ async function workerPid(w: Stack, id: string): Promise<number> {
   return JSON.parse(await Deno.readTextFile(path)).pid;
 }
 
-function alive(pid: number): boolean {
-  try {
-    Deno.statSync(`/proc/${pid}`);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 function count(events: SessionEvent[], type: string): number {
   return events.filter((e) => e.e.type === type).length;
 }
@@ -59,14 +40,14 @@ Deno.test("an idle session's worker stops after the sleep delay and the next pro
     const viewer = await Viewer.connect(w.relay.url, { apiKey: w.user.apiKey });
     try {
       w.llm.enqueue({ text: "noted: the number is 7" });
-      const id = await spawn(w, "remember 7");
+      const id = await spawnOnStack(w, "remember 7");
       viewer.subscribe(id);
       await viewer.waitForEvent(id, "agent_end");
       const pid = await workerPid(w, id);
-      assert.ok(alive(pid), "the worker runs while the session is fresh");
+      assert.ok(processAlive(pid), "the worker runs while the session is fresh");
 
       await viewer.waitForEvent(id, "session_sleep", 15_000);
-      await eventually("the worker to exit", () => !alive(pid) || undefined);
+      await eventually("the worker to exit", () => !processAlive(pid) || undefined);
       assert.equal(await activity(w, id), "asleep");
       const listed = await (await w.user.api("/api/sessions")).json();
       const row = listed.sessions.find((s: { sessionId: string }) => s.sessionId === id);
@@ -117,7 +98,7 @@ Deno.test("a turn longer than the sleep delay keeps its worker; a trigger wakes 
     try {
       await t.step("a session stays awake through a long turn", async () => {
         w.llm.enqueue({ text: Array.from({ length: 25 }, (_, i) => `p${i} `), chunkDelayMs: 100 });
-        const id = await spawn(w, "a long answer");
+        const id = await spawnOnStack(w, "a long answer");
         viewer.subscribe(id);
         await viewer.waitForEvent(id, "agent_end", 20_000);
         const events = viewer.eventsOf(id);
@@ -127,7 +108,7 @@ Deno.test("a turn longer than the sleep delay keeps its worker; a trigger wakes 
 
       await t.step("a trigger wakes a sleeping session and reaches the agent", async () => {
         w.llm.enqueue({ text: "first" });
-        const id = await spawn(w, "hello");
+        const id = await spawnOnStack(w, "hello");
         viewer.subscribe(id);
         await viewer.waitForEvent(id, "session_sleep", 15_000);
         w.llm.enqueue({ text: "got the trigger" });
@@ -147,7 +128,7 @@ Deno.test("a turn longer than the sleep delay keeps its worker; a trigger wakes 
 
       await t.step("stop and end reach a sleeping session without waking it", async () => {
         w.llm.enqueue({ text: "done" });
-        const id = await spawn(w, "short");
+        const id = await spawnOnStack(w, "short");
         viewer.subscribe(id);
         await viewer.waitForEvent(id, "session_sleep", 15_000);
         assert.equal((await input(w, id, "abort")).status, 200);

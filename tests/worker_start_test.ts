@@ -7,28 +7,9 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { json, Viewer } from "./harness/client.ts";
-import { type Stack, withStack } from "./harness/in_process.ts";
-import { MODEL } from "./harness/mock_llm.ts";
+import { spawnOnStack, withStack } from "./harness/in_process.ts";
+import { processAlive } from "./harness/procs.ts";
 import { eventually } from "./harness/wait.ts";
-
-async function spawn(w: Stack, prompt: string): Promise<string> {
-  const res = await w.user.api(
-    "/api/runners/spawn",
-    json("POST", { runnerId: w.runnerId, cwd: w.home, model: MODEL, prompt }),
-  );
-  const body = await res.text();
-  assert.equal(res.status, 200, body);
-  return JSON.parse(body).sessionId;
-}
-
-function alive(pid: number): boolean {
-  try {
-    Deno.statSync(`/proc/${pid}`);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 Deno.test({
   name:
@@ -45,7 +26,7 @@ Deno.test({
       );
       const viewer = await Viewer.connect(w.relay.url, { apiKey: w.user.apiKey });
       try {
-        const id = await spawn(w, "Hello");
+        const id = await spawnOnStack(w, "Hello");
         viewer.subscribe(id);
         // The worker the daemon gave the session (recorded as it starts).
         const entry = join(w.home, ".baton/runner/sessions", `${id}.json`);
@@ -63,13 +44,13 @@ Deno.test({
         const session = (await (await w.user.api(`/api/sessions/${id}`)).json()).session;
         assert.equal(session.status, "error");
         // Its worker is gone, not left loading.
-        await eventually("the worker to exit", () => !alive(pid) || undefined, 10_000);
+        await eventually("the worker to exit", () => !processAlive(pid) || undefined, 10_000);
         assert.match(w.runner.proc.output(), /did not start within 3 s \(still loading extensions/);
 
         // The extension fixed, the runner's next session starts and answers.
         await Deno.remove(stuck);
         w.llm.enqueue({ text: "Hi there." });
-        const next = await spawn(w, "Hello again");
+        const next = await spawnOnStack(w, "Hello again");
         viewer.subscribe(next);
         await viewer.waitForEvent(next, "agent_end", 60_000);
         const texts = viewer.eventsOf(next).filter((e) => e.e.type === "message_end")
@@ -93,7 +74,7 @@ Deno.test({
         const viewer = await Viewer.connect(w.relay.url, { apiKey: w.user.apiKey });
         try {
           w.llm.enqueue({ text: "Noted: the number is 7." });
-          const id = await spawn(w, "Remember 7");
+          const id = await spawnOnStack(w, "Remember 7");
           viewer.subscribe(id);
           await viewer.waitForEvent(id, "agent_end", 60_000);
           await viewer.waitForEvent(id, "session_sleep", 15_000);

@@ -1,8 +1,8 @@
 import { type ServedRelay, serveRelay } from "../../relay/serve.ts";
 import type { AttachmentPolicy } from "../../relay/attachments.ts";
 import type { RunnerListResponse } from "../../shared/api.ts";
-import { signUp, type User } from "./client.ts";
-import { MockLlm, type Responder } from "./mock_llm.ts";
+import { json, signUp, type User } from "./client.ts";
+import { MockLlm, MODEL, type Responder } from "./mock_llm.ts";
 import { type RunnerProcess, startRunner, tempDir } from "./procs.ts";
 import { webClient } from "../../web/mod.ts";
 
@@ -114,4 +114,15 @@ export async function withStack(
     await llm.close();
     await Deno.remove(home, { recursive: true }).catch(() => {});
   }
+}
+
+/** Spawns a session on the stack's runner in its home folder, on the mock model; its id. */
+export async function spawnOnStack(w: Stack, prompt: string): Promise<string> {
+  const res = await w.user.api(
+    "/api/runners/spawn",
+    json("POST", { runnerId: w.runnerId, cwd: w.home, model: MODEL, prompt }),
+  );
+  const body = await res.text();
+  if (res.status !== 200) throw new Error(`spawn answered ${res.status}: ${body}`);
+  return JSON.parse(body).sessionId;
 }

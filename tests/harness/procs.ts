@@ -329,3 +329,13 @@ export async function baton(args: string[], env: Record<string, string>) {
   const dec = new TextDecoder();
   return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
 }
+
+/** Whether process `pid` still runs (Linux: its /proc entry). */
+export function processAlive(pid: number): boolean {
+  try {
+    Deno.statSync(`/proc/${pid}`);
+    return true;
+  } catch {
+    return false;
+  }
+}
