@@ -222,15 +222,11 @@ export class PushNotifier {
   }
 
   /**
-   * A question answered from the notification on the device whose push
-   * endpoint is `endpoint`: its notification is withdrawn on the person's
-   * other devices (that one's service worker closed it itself). Called by
-   * the node that took the answer, which need not be the node that asked.
+   * A question answered from the notification of the device with push endpoint `endpoint`:
+   * withdrawn on the person's other devices. Called by the node that took the answer.
    */
   answeredFrom(userId: string, sessionId: string, toolCallId: string, endpoint: string): void {
-    this.#step(async () => {
-      await this.#withdraw(userId, sessionId, toolCallId, true, endpoint);
-    });
+    this.#step(() => this.#withdraw(userId, sessionId, toolCallId, true, endpoint));
   }
 
   /** Queues a notification unless its session is on screen; whether it was queued. */
@@ -259,33 +255,26 @@ export class PushNotifier {
    * it is dropped; already sent, a quiet replacement follows it (sent even
    * while the session is on screen: that is where it was answered).
    */
-  async #withdraw(
-    userId: string,
-    sessionId: string,
-    toolCallId: string,
-    answered: boolean,
-    except?: string,
-  ) {
+  async #withdraw(user: string, session: string, id: string, answered: boolean, except?: string) {
     if (this.#closed) return;
-    const waiting = this.#queue.get(sessionId);
+    const waiting = this.#queue.get(session);
     if (waiting && !waiting.started) {
-      // The question still waits here: it is dropped. Anything else waiting is newer (the
-      // agent's next question, say, when the answer came through another node's request)
-      // and replaces the question's notification on every device by its tag anyway.
-      if (waiting.input?.toolCallId === toolCallId && !waiting.resolved) {
-        this.#queue.delete(sessionId);
+      // The question still waits here: it is dropped. Anything else waiting is newer (the next
+      // question, when the answer came by another request) and replaces it by its tag anyway.
+      if (waiting.input?.toolCallId === id && !waiting.resolved) {
+        this.#queue.delete(session);
         this.#settle();
       }
       return;
     }
-    if (await this.#opts.store.push.countOf(userId) === 0 || this.#closed) return;
-    this.#enqueue(sessionId, {
-      userId,
-      sessionId,
+    if (await this.#opts.store.push.countOf(user) === 0 || this.#closed) return;
+    this.#enqueue(session, {
+      userId: user,
+      sessionId: session,
       kind: "agent_needs_input",
       detail: "",
       ts: this.#clock.now(),
-      input: { toolCallId, actions: [] },
+      input: { toolCallId: id, actions: [] },
       resolved: answered ? "answered" : "cancelled",
       ...(except !== undefined ? { except } : {}),
     });

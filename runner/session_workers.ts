@@ -21,6 +21,7 @@ import { workerEnv, WorkerProcess } from "./worker_host.ts";
 import type { SandboxService } from "./sandbox/service.ts";
 import { killTree } from "./platform/process_tree.ts";
 import { SESSION_MARKER_ENV } from "./workspace/ports.ts";
+import { armStartTimeout, type StartTimeoutHost } from "./start_timeout.ts";
 
 /** What a worker is started with, beyond what its session's entry says. */
 export type WorkerStartOptions = Pick<
@@ -53,9 +54,18 @@ export class SessionWorkers {
   readonly #opts: SessionWorkersOptions;
   #spare: WorkerProcess | null = null;
   #nextInputId = 1;
+  readonly #timeoutHost: StartTimeoutHost;
 
   constructor(options: SessionWorkersOptions) {
     this.#opts = options;
+    this.#timeoutHost = {
+      isStopping: () => this.stopping,
+      enqueue: (s, e) => options.enqueue(s, e),
+      save: (s) => this.save(s),
+      clearSleep: (s) => this.clearSleep(s),
+      endProcesses: (s) => this.endProcesses(s),
+      log: options.log,
+    };
   }
 
   /**
@@ -162,15 +172,10 @@ export class SessionWorkers {
     s.entry.pid = worker.pid;
     this.save(s);
     worker.exited.then((st: Deno.CommandStatus) => this.#onWorkerExit(s, worker, st));
-    const limit = this.#opts.config.startTimeoutMs;
-    if (limit > 0) {
-      // Timers take at most 2^31-1 ms (24.8 days); a longer one would fire at once.
-      const timer = setTimeout(
-        () => this.#startTimedOut(s, worker, limit, start.resumed),
-        Math.min(limit, 2 ** 31 - 1),
-      );
-      worker.settled.then(() => clearTimeout(timer));
-    }
+    armStartTimeout(this.#timeoutHost, s, worker, {
+      limit: this.#opts.config.startTimeoutMs,
+      resumed: start.resumed,
+    });
     // The next spare loads pi once this session has started, not against its start (stop 28).
     worker.settled.then(() => this.refillSpare());
   }
@@ -241,53 +246,6 @@ export class SessionWorkers {
         return;
       }
     }
-  }
-
-  /**
-   * A worker that has not started its session in time (a stuck extension, a
-   * package installing from a registry that does not answer), instead of
-   * the session staying "starting" with every input timing out. A new
-   * session ends with an error that says where it was, and its processes
-   * are ended. One with a conversation to keep (woken, or resumed after a
-   * restart) goes back to sleep with that error: the next input tries again.
-   */
-  #startTimedOut(s: DaemonSession, worker: WorkerProcess, limit: number, resumed: boolean): void {
-    if (s.worker !== worker || s.ended || s.asleep || this.stopping) return;
-    const within = limit % 60_000 === 0 ? `${limit / 60_000} min` : `${limit / 1000} s`;
-    const why = `The agent did not start within ${within}: it was still ${worker.stage} ` +
-      "(startTimeout in ~/.baton/config.json or BATON_START_TIMEOUT sets the limit; " +
-      "the runner's log may say more)";
-    const id = s.entry.sessionId;
-    this.clearSleep(s);
-    if (resumed) {
-      this.#opts.log(
-        `session ${id}: the worker did not start within ${within} (still ${worker.stage}); ` +
-          "it sleeps again until the next input",
-      );
-      // Inputs that woke it are told why rather than that the worker exited.
-      for (const p of s.inputs.values()) p.reject(new RequestError("start_timeout", why));
-      s.inputs.clear();
-      s.asleep = true;
-      s.working = false;
-      s.entry.asleep = true;
-      s.entry.busy = false;
-      this.save(s);
-      this.#opts.enqueue(s, {
-        type: "session_error",
-        message: `${why}. The next input tries again`,
-      });
-      // The worker's tree (hooks, MCP servers it started), not the servers the agent left
-      // running before it slept: those may be under live preview.
-      killTree(worker.pid, { signal: "SIGKILL" }).catch(() => worker.kill("SIGKILL"));
-      return;
-    }
-    this.#opts.log(
-      `session ${id}: the worker did not start within ${within} (still ${worker.stage}); ` +
-        "ending the session",
-    );
-    s.ended = true;
-    this.#opts.enqueue(s, { type: "session_end", reason: "error", message: why });
-    void this.endProcesses(s);
   }
 
   #onWorkerExit(s: DaemonSession, worker: WorkerProcess, st: Deno.CommandStatus): void {

@@ -29,10 +29,10 @@ import type {
   SessionEventBody,
   WorkerInput,
   WorkerStart,
-  WorkerToDaemon,
   WorkerTrigger,
 } from "../shared/protocol.ts";
 import { readLines } from "./_lines.ts";
+import { send, stage } from "./_worker_wire.ts";
 import type { ChildReaper } from "./child_reaper.ts";
 import { triggerMessage } from "./trigger_tools.ts";
 import { LateTools, prewarmSpare } from "./worker_startup.ts";
@@ -48,20 +48,6 @@ const SPARE_IDLE_MS = 200;
 
 /** How often a running tool's partial output is forwarded at most. */
 const TOOL_UPDATE_INTERVAL_MS = 100;
-
-const encoder = new TextEncoder();
-
-/** Writes one protocol message to stdout, synchronously so order and delivery hold. */
-function send(msg: WorkerToDaemon): void {
-  const bytes = encoder.encode(JSON.stringify(msg) + "\n");
-  let off = 0;
-  while (off < bytes.length) off += Deno.stdout.writeSync(bytes.subarray(off));
-}
-
-/** Tells the daemon which step of the start this is (its start timeout names it). */
-function stage(what: string): void {
-  send({ t: "stage", stage: what });
-}
 
 /** `baton _worker`. */
 export async function workerMain(_argv: string[]): Promise<number> {
