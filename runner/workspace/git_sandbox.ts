@@ -166,7 +166,7 @@ export async function gitLaunch(
   if (policy === null) return PLAIN;
   const masks: string[] = [];
   const sshAgent = env("SSH_AUTH_SOCK");
-  const sockets = [...SOCKET_PLACES, ...(sshAgent ? [dirname(sshAgent)] : [])];
+  const sockets = [...SOCKET_PLACES, ...(sshAgent ? [sshAgent] : [])];
   for (const hidden of [...await expandLastGlob(policy.denyRead), ...sockets]) {
     const path = await Deno.realPath(hidden).catch(() => null);
     if (path !== null) masks.push(path);

@@ -3,7 +3,8 @@ import { join } from "node:path";
 import { gitLaunch } from "./git_sandbox.ts";
 
 const haveBwrap = Deno.build.os === "linux" &&
-  new Deno.Command("sh", { args: ["-c", "command -v bwrap"] }).outputSync().success;
+  new Deno.Command("sh", { args: ["-c", "command -v bwrap && command -v python3"] }).outputSync()
+    .success;
 
 async function sh(cwd: string, script: string, env: Record<string, string> = {}) {
   const out = await new Deno.Command("sh", { args: ["-c", script], cwd, env }).output();
@@ -203,8 +204,15 @@ Deno.test({
     "git's programs get no daemon variable, no socket, and no write to the config or hooks the person's own git reads",
   ignore: !haveBwrap,
   async fn() {
-    await withRepo(async ({ repo, env }) => {
-      const get = (k: string) => env[k as keyof typeof env];
+    await withRepo(async ({ repo, outside, env }) => {
+      // An ssh agent's socket in a folder of its own beside others' files.
+      const sock = join(outside, "agent.sock");
+      const made = await new Deno.Command("python3", {
+        args: ["-c", `import socket;socket.socket(socket.AF_UNIX).bind(${JSON.stringify(sock)})`],
+      }).output();
+      assert.ok(made.success);
+      await Deno.writeTextFile(join(outside, "other.txt"), "x");
+      const get = (k: string) => k === "SSH_AUTH_SOCK" ? sock : env[k as keyof typeof env];
       const launch = await gitLaunch(repo, "add", {
         env: get,
         gitEnv: { HOME: env.HOME!, PATH: env.PATH! },
@@ -221,6 +229,10 @@ Deno.test({
         true,
       );
       assert.equal((await inside('test -z "$(ls -A /run)"')).ok, true, "/run is visible");
+      assert.equal(
+        (await inside(`test ! -S '${sock}' && test -f '${outside}/other.txt'`)).ok,
+        true,
+      );
       for (
         const write of [
           "touch .git/hooks/pre-commit",
