@@ -27,7 +27,7 @@
  * or change the work tree are refused (`hidden_in_repo`): they would record
  * what the mask shows. The sandboxed git gets only the variables it needs
  * (no provider key, no `SSH_AUTH_SOCK`), and the places where sockets live
- * (`/run`, X11's) are hidden: a socket answers through a read-only bind,
+ * (`/run/user`, `/run/dbus`, X11's, the ssh agent's) are hidden: a socket answers through a read-only bind,
  * and the session bus starts programs outside any sandbox.
  *
  * A push (or anything that talks to a remote) needs the network and the
@@ -118,11 +118,23 @@ export interface GitSandboxOptions {
 export const GIT_ENV_KEPT = ["HOME", "PATH", "USER", "LOGNAME", "LANG", "XDG_CONFIG_HOME"];
 
 /**
- * Where the desktop's and agents' sockets live: a filesystem socket can be
- * connected to through a read-only bind, and the session bus starts programs
- * outside any sandbox (`systemd-run --user`). Hidden from the sandboxed git.
+ * Where the desktop's, the system's and container engines' sockets live: a
+ * filesystem socket can be connected to through a read-only bind, and the
+ * session bus starts programs outside any sandbox (`systemd-run --user`).
+ * Hidden from the sandboxed git. Not all of `/run`: NixOS keeps its programs
+ * (git among them) under `/run/current-system`.
  */
-const SOCKET_PLACES = ["/run", "/var/run", "/tmp/.X11-unix", "/tmp/.ICE-unix"];
+const SOCKET_PLACES = [
+  "/run/user",
+  "/run/dbus",
+  "/run/systemd",
+  "/run/docker.sock",
+  "/run/containerd",
+  "/run/podman",
+  "/run/snapd.socket",
+  "/tmp/.X11-unix",
+  "/tmp/.ICE-unix",
+];
 
 /** Whether bubblewrap runs here: checked once per process (it is a fact about the machine). */
 let bwrapRuns: Promise<boolean> | null = null;
