@@ -107,8 +107,9 @@ export function parseConfigList(text: string, scoped: boolean): ConfigEntry[] {
  * the fixed ones, then each program-naming setting of the repository's
  * scopes replaced by the user's own value or a harmless one.
  */
-export function guardSettings(entries: ConfigEntry[]): string[] {
+export function guardSettings(entries: ConfigEntry[], sub?: string): string[] {
   const out = [...ALWAYS];
+  if (sub === "push") pushChecks(entries);
   const ownKeys = new Set<string>();
   for (const e of entries) {
     if (
@@ -165,6 +166,26 @@ export function isLocalUrl(url: string): boolean {
   return colon < 0 || (slash >= 0 && slash < colon);
 }
 
+/**
+ * What a push may not follow in the repository's own config: connection
+ * settings (`http.proxy`, `http.curloptResolve`, `http.sslVerify`, …) that
+ * would send the person's credentials elsewhere, and a push target chosen
+ * by `remote.pushDefault` or `branch.*.pushRemote` that is not a remote with
+ * a URL (a path there is pushed to with that repository's own hooks).
+ */
+function pushChecks(entries: ConfigEntry[]): void {
+  const own = entries.filter((e) => e.scope === "local" || e.scope === "worktree");
+  const http = own.find((e) => /^http\./i.test(e.key));
+  if (http) throw new UnsafeConfigError(http.key, "sets how a push connects");
+  const remotes = new Set(
+    entries.flatMap((e) => e.key.match(/^remote\.(.+)\.(url|pushurl)$/i)?.[1] ?? []),
+  );
+  const target = own.find((e) =>
+    /^(remote\.pushdefault|branch\..+\.pushremote)$/i.test(e.key) && !remotes.has(e.value)
+  );
+  if (target) throw new UnsafeConfigError(target.key, "pushes to a place that is not a remote");
+}
+
 /** Extra arguments for subcommand `sub` (placed right after it). */
 export function guardFlags(sub: string | undefined): string[] {
   if (sub === "diff") return ["--no-ext-diff", "--no-textconv", "--ignore-submodules=dirty"];
@@ -177,7 +198,11 @@ export function guardFlags(sub: string | undefined): string[] {
  * (which runs nothing a config names). Without `--show-scope` (git before
  * 2.26) every program-naming setting counts as the repository's.
  */
-export async function guardFor(cwd: string, env: Record<string, string>): Promise<string[]> {
+export async function guardFor(
+  cwd: string,
+  env: Record<string, string>,
+  sub?: string,
+): Promise<string[]> {
   const list = async (args: string[]) => {
     try {
       const out = await new Deno.Command("git", {
@@ -198,12 +223,49 @@ export async function guardFor(cwd: string, env: Record<string, string>): Promis
   };
   const scoped = await list(["--show-scope"]);
   if (scoped === "missing") return [...ALWAYS];
-  if (scoped !== null) return guardSettings(parseConfigList(scoped, true));
+  if (scoped !== null) {
+    const entries = parseConfigList(scoped, true);
+    // A FIFO include blocks the listing until its timeout and is refused as unlistable;
+    // a /proc file or a device is refused here.
+    if (entries.some((e) => /^include(if\..+)?\.path$/i.test(e.key))) {
+      const all = await list(["--show-origin"]);
+      if (all === null || all === "missing") {
+        throw new UnsafeConfigError("include", "cannot be listed");
+      }
+      await includesAreFiles(all);
+    }
+    return guardSettings(entries, sub);
+  }
   const plain = await list([]);
   if (plain === "missing") return [...ALWAYS];
   // A config that cannot be listed is not run with what could not be read of it: an include
   // of a file git cannot parse here may be one it parses where that file is hidden (the
   // sandboxed git sees it empty) and the rest then counts.
   if (plain === null) throw new UnsafeConfigError("include", "cannot be listed");
-  return guardSettings(parseConfigList(plain, false));
+  return guardSettings(parseConfigList(plain, false), sub);
+}
+
+/**
+ * Refuses an include that is not a regular file: a FIFO (or a /proc file)
+ * can answer the guard's read with one config and git's next read with
+ * another, which makes the race between them certain.
+ */
+async function includesAreFiles(text: string): Promise<void> {
+  // `file:<origin>\0<key>\n<value>\0`, per entry.
+  const parts = text.split("\0");
+  for (let i = 0; i + 1 < parts.length; i += 2) {
+    const origin = parts[i]!;
+    const nl = parts[i + 1]!.indexOf("\n");
+    const key = nl < 0 ? parts[i + 1]! : parts[i + 1]!.slice(0, nl);
+    if (!/^include(if\..+)?\.path$/i.test(key) || nl < 0 || !origin.startsWith("file:")) continue;
+    let path = parts[i + 1]!.slice(nl + 1);
+    const home = Deno.env.get("HOME") ?? "";
+    if (path.startsWith("~/")) path = home + path.slice(1);
+    const from = origin.slice("file:".length);
+    const target = path.startsWith("/")
+      ? path
+      : `${from.slice(0, from.lastIndexOf("/") + 1)}${path}`;
+    const st = await Deno.stat(target).catch(() => null);
+    if (st && !st.isFile) throw new UnsafeConfigError(key, "includes something that is not a file");
+  }
 }

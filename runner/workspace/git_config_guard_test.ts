@@ -162,8 +162,57 @@ Deno.test("a config that cannot be listed (an include git cannot parse) is not r
     await Deno.writeTextFile(join(dir, ".git", "config"), `[include]\n\tpath = ${junk}\n`, {
       append: true,
     });
-    await assert.rejects(guardFor(dir, {}), UnsafeConfigError, "cannot be listed");
+    await assert.rejects(guardFor(dir, {}), /cannot be listed/);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test({
+  name:
+    "an include that is not a regular file (a FIFO that answers each read differently) is refused",
+  ignore: Deno.build.os === "windows",
+  async fn() {
+    const dir = await Deno.makeTempDir({ prefix: "baton-guard-fifo-" });
+    try {
+      await sh(dir, "init", "-q");
+      const fifo = join(dir, "cfg");
+      await sh(dir, "config", "include.path", "../cfg");
+      assert.ok((await new Deno.Command("mkfifo", { args: [fifo] }).output()).success);
+      await assert.rejects(
+        guardFor(dir, {}),
+        /cannot be listed|includes something that is not a file/,
+      );
+      // A regular file is read as it is.
+      await Deno.remove(fifo);
+      await Deno.writeTextFile(fifo, "[user]\n\tname = x\n");
+      assert.ok((await guardFor(dir, {})).includes("core.fsmonitor=false"));
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test("a push follows no connection setting and no push target of the repository's own config", () => {
+  const e = (scope: string, key: string, value: string) => ({ scope, key, value });
+  const remote = e("local", "remote.origin.url", "https://github.com/ada/x.git");
+  for (
+    const bad of [
+      e("local", "http.curloptresolve", "github.com:443:127.0.0.1"),
+      e("local", "http.https://github.com/.proxy", "http://evil:8080"),
+      e("local", "remote.pushdefault", "/tmp/evil.git"),
+      e("worktree", "branch.main.pushremote", "../evil"),
+    ]
+  ) {
+    assert.throws(() => guardSettings([remote, bad], "push"), UnsafeConfigError, bad.key);
+    assert.doesNotThrow(() => guardSettings([remote, bad], "status"), bad.key);
+  }
+  // The person's own settings, and a push target that is a remote with a URL, are fine.
+  assert.doesNotThrow(() =>
+    guardSettings([
+      remote,
+      e("global", "http.proxy", "http://corp:3128"),
+      e("local", "remote.pushdefault", "origin"),
+    ], "push")
+  );
 });

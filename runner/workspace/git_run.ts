@@ -73,7 +73,7 @@ export async function runGit(args: string[], options: RunGitOptions): Promise<Gi
   // What the repository's own config may not make git run (git_config_guard.ts).
   let guard: string[];
   try {
-    guard = (await guardFor(options.cwd, env)).flatMap((s) => ["-c", s]);
+    guard = (await guardFor(options.cwd, env, args[0])).flatMap((s) => ["-c", s]);
   } catch (err) {
     if (err instanceof UnsafeConfigError) throw new GitError("unsafe_config", err.message);
     throw err;
