@@ -265,18 +265,17 @@ export async function loadRunnerConfig(
   const { roots, source } = rootsFromEnv(env);
   const name = flags.name || env("BATON_RUNNER_NAME") ||
     (typeof file.runnerName === "string" ? file.runnerName : "") || hostname();
-  const sleepEnv = env("BATON_SLEEP_AFTER");
-  const sleepAfterMs = sleepEnv !== undefined && sleepEnv.trim() !== ""
-    ? parseDuration(sleepEnv, "BATON_SLEEP_AFTER")
-    : typeof file.sleepAfter === "string" || typeof file.sleepAfter === "number"
-    ? parseDuration(file.sleepAfter, "sleepAfter in config.json")
-    : DEFAULT_SLEEP_AFTER_MS;
-  const startEnv = env("BATON_START_TIMEOUT");
-  const startTimeoutMs = startEnv !== undefined && startEnv.trim() !== ""
-    ? parseDuration(startEnv, "BATON_START_TIMEOUT")
-    : typeof file.startTimeout === "string" || typeof file.startTimeout === "number"
-    ? parseDuration(file.startTimeout, "startTimeout in config.json")
-    : DEFAULT_START_TIMEOUT_MS;
+  /** A duration: the variable (when not blank) over the config key over the default. */
+  const duration = (variable: string, key: string, fallback: number): number => {
+    const raw = env(variable);
+    if (raw !== undefined && raw.trim() !== "") return parseDuration(raw, variable);
+    const v = file[key];
+    return typeof v === "string" || typeof v === "number"
+      ? parseDuration(v, `${key} in config.json`)
+      : fallback;
+  };
+  const sleepAfterMs = duration("BATON_SLEEP_AFTER", "sleepAfter", DEFAULT_SLEEP_AFTER_MS);
+  const startTimeoutMs = duration("BATON_START_TIMEOUT", "startTimeout", DEFAULT_START_TIMEOUT_MS);
   let sandboxMode: SandboxMode | null = null;
   try {
     const rawMode = flags.sandbox ?? env("BATON_SANDBOX");

@@ -254,14 +254,14 @@ export class SessionSandbox {
       });
       const why = checkAccess(this.#paths, "read", abs);
       if (why) {
-        this.#report({
-          timestamp: new Date().toISOString(),
-          operation: "read",
-          target: abs,
-          reason: `${why} (bash: the sandbox hides it)`,
-        });
+        this.#refused("read", abs, `${why} (bash: the sandbox hides it)`);
       }
     }
+  }
+
+  /** Reports a file operation the policy refused, now. */
+  #refused(operation: "read" | "write", target: string, reason: string): void {
+    this.#report({ timestamp: new Date().toISOString(), operation, target, reason });
   }
 
   /**
@@ -275,14 +275,7 @@ export class SessionSandbox {
       if (this.#state.refuse) return this.#state.refuse;
       if (this.#policy.mode === "none") return null;
       const why = checkAccess(this.#paths, op, path);
-      if (why) {
-        this.#report({
-          timestamp: new Date().toISOString(),
-          operation: op,
-          target: path,
-          reason: why,
-        });
-      }
+      if (why) this.#refused(op, path, why);
       return why;
     }, options);
   }
@@ -314,12 +307,7 @@ export class SessionSandbox {
           const why = checkAccess(this.#paths, op, abs) ??
             (searching ? searchRefused(this.#paths, abs) : null);
           if (why) {
-            this.#report({
-              timestamp: new Date().toISOString(),
-              operation: op,
-              target: abs,
-              reason: why,
-            });
+            this.#refused(op, abs, why);
             return { block: true, reason: why };
           }
         }
