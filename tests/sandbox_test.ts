@@ -46,7 +46,8 @@ function violations(events: SessionEvent[]) {
 }
 
 Deno.test({
-  name: "basic: secrets, ~/.ssh and .env are out of reach, writes stay in cwd and /tmp",
+  name:
+    "basic: secrets, ~/.ssh, stored git tokens and .env are out of reach, writes stay in cwd and /tmp",
   ignore: !haveBwrap,
   async fn() {
     // A process of the same user holding a key in its environment: the agent must not see it.
@@ -85,8 +86,24 @@ Deno.test({
             },
           },
           { id: "w5", name: "write", args: { path: ".pi/extensions/y.ts", content: "x" } },
+          // git's store helper and the gh CLI keep tokens in plain files.
+          { id: "r2", name: "read", args: { path: "~/.git-credentials" } },
+          {
+            id: "b8",
+            name: "bash",
+            args: { command: "cat ~/.git-credentials ~/.config/gh/hosts.yml 2>&1; echo end" },
+          },
         ];
         await Deno.writeTextFile(join(w.project, ".env"), "ORIGINAL=1\n");
+        await Deno.writeTextFile(
+          join(w.home, ".git-credentials"),
+          "https://u:ghp_STOREDTOKEN@github.com\n",
+        );
+        await Deno.mkdir(join(w.home, ".config", "gh"), { recursive: true });
+        await Deno.writeTextFile(
+          join(w.home, ".config", "gh", "hosts.yml"),
+          "github.com:\n  oauth_token: gho_CLITOKEN\n",
+        );
         const { events, results } = await runTools(w, calls);
         const r = (id: string) => {
           const got = results.get(id);
@@ -119,6 +136,9 @@ Deno.test({
         const pi = await Deno.lstat(join(w.project, ".pi")).catch(() => null);
         assert.ok(pi === null || pi.isDirectory, "an empty .pi file was left in the project");
         assert.match(r("w5").text, /Sandbox: writing .*\.pi' is denied/);
+        assert.match(r("r2").text, /Sandbox: reading .*\.git-credentials' is denied/);
+        assert.match(r("b8").text, /end/);
+        assert.ok(!/STOREDTOKEN|CLITOKEN/.test(r("b8").text), r("b8").text);
 
         const seen = violations(events);
         const has = (op: string, re: RegExp) =>

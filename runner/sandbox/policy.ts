@@ -24,13 +24,24 @@ export class SandboxConfigError extends Error {
 /** The default mode. */
 export const DEFAULT_MODE: SandboxMode = "basic";
 
-/** Reads the spec names in basic and full mode (besides baton's own secrets). */
+/**
+ * Reads denied in basic and full mode (besides baton's own secrets): the
+ * spec's, and beyond it the stores of git and GitHub tokens (git's
+ * `store` helper, curl's and git's `.netrc`, the `gh` CLI's login), which
+ * under basic's open network one `cat` would send anywhere. A token the
+ * person means the agent to use goes in a variable (`GH_TOKEN`), which the
+ * tools still get.
+ */
 export const PROTECTED_READS = [
   "~/.ssh",
   "~/.aws",
   "~/.gnupg",
   "~/.config/gcloud",
   "~/.docker/config.json",
+  "~/.git-credentials",
+  "~/.config/git/credentials",
+  "~/.netrc",
+  "~/.config/gh",
   // Browser data directories (Linux and macOS).
   "~/.mozilla",
   "~/.config/google-chrome",
