@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { RUNNER_WS_PATH } from "../shared/protocol.ts";
 import type { SandboxMode } from "../shared/sandbox_api.ts";
 import { parseMode, SandboxConfigError } from "./sandbox/policy.ts";
+import { FileShapeError, readBoundedText } from "./bounded_read.ts";
 
 /** A configuration problem the user must fix (printed as one line, exit code 2). */
 export class ConfigError extends Error {
@@ -87,14 +88,29 @@ export function parseDuration(raw: string | number, what: string): number {
 /** Reads an environment variable (replaceable in tests). */
 export type EnvGetter = (name: string) => string | undefined;
 
-/** The user config file `<home>/.baton/config.json`, or {} when it does not exist. */
+/** The largest `config.json` read (a project's is the agent's to write). */
+export const MAX_CONFIG_BYTES = 1024 * 1024;
+
+/**
+ * The user config file `<home>/.baton/config.json`, or {} when it does not
+ * exist. Also reads a project's `.baton/config.json`, which the agent may
+ * have made a pipe or a link to a device: only a regular file up to
+ * {@linkcode MAX_CONFIG_BYTES} is read.
+ */
 export async function readUserConfig(batonDir: string): Promise<Record<string, unknown>> {
   const path = join(batonDir, "config.json");
   let text: string;
   try {
-    text = await Deno.readTextFile(path);
+    text = await readBoundedText(path, MAX_CONFIG_BYTES);
   } catch (err) {
     if (err instanceof Deno.errors.NotFound) return {};
+    if (err instanceof FileShapeError) {
+      throw new ConfigError(
+        `Invalid config file: '${path}' (${
+          err.code === "too_large" ? `over ${MAX_CONFIG_BYTES / 1024} KiB` : "not a regular file"
+        })`,
+      );
+    }
     throw err;
   }
   let v: unknown;

@@ -4,8 +4,11 @@ import {
   DEFAULT_SLEEP_AFTER_MS,
   DEFAULT_START_TIMEOUT_MS,
   loadRunnerConfig,
+  MAX_CONFIG_BYTES,
   parseDuration,
+  readUserConfig,
 } from "./config.ts";
+import { join } from "node:path";
 
 /** Makes the environment a config is read from: HOME and `vars`. */
 type Env = (vars: Record<string, string>) => (k: string) => string | undefined;
@@ -137,4 +140,34 @@ Deno.test("an empty BATON_RELAY_URL still hides the config file's relay", async 
     assert.deepEqual(cfg.relayUrls, []);
     assert.equal(cfg.relayUrl, null);
   });
+});
+
+Deno.test({
+  name:
+    "a config.json that is a link to a device, a pipe or too big is a config error, read no further",
+  ignore: Deno.build.os === "windows",
+  async fn() {
+    // A project's .baton/config.json is the agent's to write; the daemon reads it.
+    await withHome(async (home) => {
+      const dir = join(home, ".baton");
+      await Deno.mkdir(dir);
+      const file = join(dir, "config.json");
+      await Deno.symlink("/dev/zero", file);
+      await assert.rejects(readUserConfig(dir), {
+        name: "ConfigError",
+        message: /not a regular file/,
+      });
+      await Deno.remove(file);
+      assert.ok((await new Deno.Command("mkfifo", { args: [file] }).output()).success);
+      await assert.rejects(readUserConfig(dir), {
+        name: "ConfigError",
+        message: /not a regular file/,
+      });
+      await Deno.remove(file);
+      await Deno.writeTextFile(file, JSON.stringify({ pad: "x".repeat(MAX_CONFIG_BYTES) }));
+      await assert.rejects(readUserConfig(dir), { name: "ConfigError", message: /over 1024 KiB/ });
+      await Deno.writeTextFile(file, JSON.stringify({ sleepAfter: "5m" }));
+      assert.deepEqual(await readUserConfig(dir), { sleepAfter: "5m" });
+    });
+  },
 });

@@ -17,6 +17,7 @@ import { dirname, join } from "node:path";
 import { defineTool, parseFrontmatter } from "@mariozechner/pi-coding-agent";
 import { Type } from "@mariozechner/pi-ai";
 import { docNameProblem } from "../shared/skills_api.ts";
+import { readBoundedText } from "./bounded_read.ts";
 import {
   MAX_CHAIN_STEPS,
   MAX_CONCURRENT_SUBAGENTS,
@@ -70,9 +71,7 @@ const MAX_DEFINITION_BYTES = 256 * 1024;
 async function readDefinition(path: string, name: string): Promise<AgentDefinition | null> {
   let text: string;
   try {
-    const st = await Deno.stat(path);
-    if (!st.isFile || st.size > MAX_DEFINITION_BYTES) return null;
-    text = await Deno.readTextFile(path);
+    text = await readBoundedText(path, MAX_DEFINITION_BYTES);
   } catch {
     return null;
   }

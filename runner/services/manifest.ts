@@ -9,6 +9,7 @@
  */
 import { isAbsolute, join, relative, resolve } from "node:path";
 import { ICON_NAME, SERVICE_ID } from "../../shared/services_api.ts";
+import { FileShapeError, readBoundedText } from "../bounded_read.ts";
 
 /** A manifest that cannot be used: the message says which field and why. */
 export class ManifestError extends Error {
@@ -38,13 +39,16 @@ const MAX_FILE_BYTES = 256 * 1024;
 async function readJson(path: string): Promise<unknown | undefined> {
   let text: string;
   try {
-    const info = await Deno.stat(path);
-    if (info.size > MAX_FILE_BYTES) {
-      throw new ManifestError(`${path} is larger than ${MAX_FILE_BYTES} bytes`);
-    }
-    text = await Deno.readTextFile(path);
+    text = await readBoundedText(path, MAX_FILE_BYTES);
   } catch (err) {
     if (err instanceof Deno.errors.NotFound) return undefined;
+    if (err instanceof FileShapeError) {
+      throw new ManifestError(
+        err.code === "too_large"
+          ? `${path} is larger than ${MAX_FILE_BYTES} bytes`
+          : `${path} is not a regular file`,
+      );
+    }
     throw err;
   }
   try {

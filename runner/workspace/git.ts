@@ -15,6 +15,7 @@ import {
   runGit,
 } from "./git_run.ts";
 import { applyNumstat, parseStatus } from "./git_status.ts";
+import { readBounded } from "../bounded_read.ts";
 
 /** Default byte cap of one diff; a client may ask for up to MAX_DIFF_BYTES. */
 export const DIFF_BYTES = 512 * 1024;
@@ -73,10 +74,9 @@ const COUNT_NEW_BYTES = 512 * 1024;
 async function countNewFiles(top: string, st: GitStatus): Promise<void> {
   for (const f of st.untracked.slice(0, COUNT_NEW_FILES)) {
     try {
-      const path = `${top}/${f.path}`;
-      const info = await Deno.lstat(path);
-      if (!info.isFile || info.size > COUNT_NEW_BYTES) continue;
-      const bytes = await Deno.readFile(path);
+      // Not a link, a pipe or a device, nor more than the cap: the agent may swap the file
+      // for one since git listed it, and this runs in the daemon.
+      const bytes = await readBounded(`${top}/${f.path}`, COUNT_NEW_BYTES, { noFollow: true });
       if (bytes.includes(0)) {
         f.binary = true;
         continue;

@@ -42,6 +42,7 @@
  */
 import { basename, dirname, join, resolve } from "node:path";
 import { readUserConfig } from "../config.ts";
+import { readBoundedText } from "../bounded_read.ts";
 import { isWithin } from "../roots.ts";
 import { missingPrograms } from "../sandbox/deps.ts";
 import {
@@ -311,9 +312,12 @@ function strange(what: string): GitSandboxError {
   );
 }
 
+/** The largest `.git` file or `commondir` read (a path and a line break). */
+const MAX_POINTER_BYTES = 64 * 1024;
+
 /** The folder a `.git` file names, read as git reads it ("gitdir: " and the rest of the line). */
 async function gitFileTarget(file: string, workTree: string): Promise<string | null> {
-  const text = await Deno.readTextFile(file).catch(() => "");
+  const text = await readBoundedText(file, MAX_POINTER_BYTES).catch(() => "");
   if (!text.startsWith("gitdir: ")) return null;
   const path = text.slice("gitdir: ".length).replace(/[\r\n]+$/, "");
   return await Deno.realPath(resolve(workTree, path)).catch(() => null);
@@ -377,7 +381,8 @@ async function repositoryOf(
     : null;
   if (viaDotGit !== g) throw strange("its work tree's .git");
   if (g !== c) {
-    const named = await Deno.readTextFile(join(g, "commondir")).catch(() => null);
+    const named = await readBoundedText(join(g, "commondir"), MAX_POINTER_BYTES)
+      .catch(() => null);
     const via = named === null ? null : await real(resolve(g, named.replace(/[\r\n]+$/, "")));
     if (via !== c) throw strange("its commondir");
   }

@@ -11,6 +11,7 @@
 import { join } from "node:path";
 import { fuzzyScore, queryTerms } from "./fuzzy.ts";
 import { type IgnoreRule, isIgnored, parseGitignore } from "./gitignore.ts";
+import { readBoundedText } from "../bounded_read.ts";
 
 /** Most files one search looks at; past it the answer says `truncated`. */
 export const SEARCH_MAX_FILES = 1_000_000;
@@ -209,9 +210,12 @@ async function walkFiles(root: string, take: (path: string) => boolean): Promise
   }
 }
 
+/** The largest ignore file read: one the agent made a link to `/dev/zero` is not read at all. */
+const MAX_IGNORE_FILE_BYTES = 1024 * 1024;
+
 async function readText(path: string): Promise<string | null> {
   try {
-    return await Deno.readTextFile(path);
+    return await readBoundedText(path, MAX_IGNORE_FILE_BYTES);
   } catch {
     return null;
   }

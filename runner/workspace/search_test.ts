@@ -119,3 +119,29 @@ Deno.test("ripgrep and the walker list the same files under nested .gitignore fi
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test({
+  name: "the walker answers when an ignore file is a link to /dev/zero or a named pipe",
+  ignore: Deno.build.os === "windows",
+  async fn() {
+    // The agent writes the workspace; read naively, the first fills the daemon's memory
+    // and the second never answers.
+    const dir = await Deno.makeTempDir({ prefix: "baton-search-" });
+    try {
+      await Deno.mkdir(join(dir, "sub"));
+      await Deno.mkdir(join(dir, ".git", "info"), { recursive: true });
+      await Deno.writeTextFile(join(dir, "a.ts"), "x");
+      await Deno.writeTextFile(join(dir, "sub", "b.ts"), "x");
+      await Deno.symlink("/dev/zero", join(dir, ".gitignore"));
+      const fifo = await new Deno.Command("mkfifo", {
+        args: [join(dir, "sub", ".gitignore"), join(dir, ".git", "info", "exclude")],
+      }).output();
+      assert.ok(fifo.success);
+      const walker = await searchFiles(dir, "", { limit: 1000, path: "" });
+      // The pipe is listed as the entry it is; neither is read as rules.
+      assert.deepEqual([...walker.files].sort(), ["a.ts", "sub/.gitignore", "sub/b.ts"]);
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});

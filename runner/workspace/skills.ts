@@ -29,6 +29,7 @@ import {
   type DocsRequest,
 } from "../../shared/skills_api.ts";
 import { RequestError } from "../control_link.ts";
+import { FileShapeError, readBoundedText } from "../bounded_read.ts";
 import { checkCwd, PathRejectedError } from "../roots.ts";
 import { resolvePiResources, signatureOf, SignedCache, watchedFolders } from "./_pi_resources.ts";
 
@@ -247,16 +248,19 @@ function uniqueNames(entries: DocEntry[]): string[] {
   return [...new Set(entries.map((e) => e.name))];
 }
 
-/** A file's text, refused whole when it is over the cap (never cut). */
+/** A file's text, refused whole when it is over the cap (never cut) or not a regular file. */
 async function readCapped(path: string): Promise<string> {
-  const st = await Deno.stat(path);
-  if (st.size > DOC_CONTENT_MAX_BYTES) {
-    throw new RequestError(
-      "content_too_large",
-      `File is over ${DOC_CONTENT_MAX_BYTES / 1024} KiB: '${path}'`,
-    );
+  try {
+    return await readBoundedText(path, DOC_CONTENT_MAX_BYTES);
+  } catch (err) {
+    if (!(err instanceof FileShapeError)) throw err;
+    throw err.code === "too_large"
+      ? new RequestError(
+        "content_too_large",
+        `File is over ${DOC_CONTENT_MAX_BYTES / 1024} KiB: '${path}'`,
+      )
+      : new RequestError("not_a_file", `Not a regular file: '${path}'`);
   }
-  return await Deno.readTextFile(path);
 }
 
 /** Writes `content` to `path` through a temporary file beside it, so a reader never sees half. */
