@@ -283,3 +283,23 @@ Deno.test({
     });
   },
 });
+
+Deno.test({
+  name: "a project config made a link to /dev/zero or a pipe is not read, and git still answers",
+  ignore: !haveBwrap,
+  async fn() {
+    // This runs in the daemon for every git command: read naively, /dev/zero filled its
+    // memory (every session of the runner gone) and a pipe never answered.
+    await withRepo(async ({ repo, env }) => {
+      const get = (k: string) => env[k as keyof typeof env];
+      await Deno.mkdir(join(repo, ".baton"));
+      await Deno.symlink("/dev/zero", join(repo, ".baton", "config.json"));
+      const launch = await gitLaunch(repo, "status", { env: get });
+      assert.equal(launch.sandboxed, true);
+      assert.ok((await run(launch.cmd, [...launch.args, "status"], repo, env)).ok);
+      await Deno.remove(join(repo, ".baton", "config.json"));
+      await sh(repo, "mkfifo .baton/config.json");
+      assert.equal((await gitLaunch(repo, "status", { env: get })).sandboxed, true);
+    });
+  },
+});
