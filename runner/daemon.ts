@@ -37,6 +37,7 @@ import { QuestionService } from "./approvals/service.ts";
 import { makePrivate } from "../shared/private_files.ts";
 import { listModels } from "./models.ts";
 import { Workspace } from "./workspace/mod.ts";
+import { gitSandboxProblem } from "./workspace/git_sandbox.ts";
 import { ServiceHost, serviceInitTimeoutMs } from "./services/host.ts";
 import type { DaemonSession } from "./daemon_session.ts";
 import { SessionWorkers } from "./session_workers.ts";
@@ -390,5 +391,6 @@ export async function daemonMain(argv: string[]): Promise<number> {
       roots ? roots.join(", ") : "any folder"
     }; pid ${Deno.pid}`,
   );
+  gitSandboxProblem().then((problem) => problem && log(problem));
   return await daemon.run();
 }

@@ -137,25 +137,45 @@ const SOCKET_PLACES = [
   "/tmp/.ICE-unix",
 ];
 
-/** Whether bubblewrap runs here: checked once per process (it is a fact about the machine). */
-let bwrapRuns: Promise<boolean> | null = null;
+/** Whether bubblewrap runs here, and why not: checked once per process (a fact about the machine). */
+let bwrapProbe: Promise<{ runs: boolean; why: string }> | null = null;
 
-function bubblewrapRuns(): Promise<boolean> {
-  bwrapRuns ??= (async () => {
-    if (Deno.build.os !== "linux" || missingPrograms(["bwrap"]).length > 0) return false;
+function probeBubblewrap(): Promise<{ runs: boolean; why: string }> {
+  bwrapProbe ??= (async () => {
+    if (Deno.build.os !== "linux") return { runs: false, why: "not Linux" };
+    if (missingPrograms(["bwrap"]).length > 0) {
+      return { runs: false, why: "bwrap is not installed" };
+    }
     try {
       const probe = await new Deno.Command("bwrap", {
         args: [...BASE, "--", "true"],
         stdin: "null",
         stdout: "null",
-        stderr: "null",
+        stderr: "piped",
       }).output();
-      return probe.success;
-    } catch {
-      return false;
+      const said = new TextDecoder().decode(probe.stderr).trim().split("\n")[0]!.slice(0, 200);
+      return { runs: probe.success, why: said || `bwrap exited with ${probe.code}` };
+    } catch (err) {
+      return { runs: false, why: err instanceof Error ? err.message : String(err) };
     }
   })();
-  return bwrapRuns;
+  return bwrapProbe;
+}
+
+async function bubblewrapRuns(): Promise<boolean> {
+  return (await probeBubblewrap()).runs;
+}
+
+/**
+ * A line for the daemon's log when the git service's commands cannot run
+ * inside bubblewrap on Linux (they then run as the person's git, held by
+ * the config guard alone), or null when they can or the platform has none.
+ */
+export async function gitSandboxProblem(): Promise<string | null> {
+  if (Deno.build.os !== "linux") return null;
+  const { runs, why } = await probeBubblewrap();
+  return runs ? null : `git service: bubblewrap does not run here (${why}); ` +
+    'git runs outside it, held by its config guard only (docs/sandbox.md, "The git service")';
 }
 
 const GLOB = /[*?[\]]/;

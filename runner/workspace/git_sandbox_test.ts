@@ -303,3 +303,43 @@ Deno.test({
     });
   },
 });
+
+Deno.test({
+  name: "when bubblewrap cannot start, the daemon's log says why and git runs as the person's",
+  ignore: Deno.build.os !== "linux",
+  async fn() {
+    // A machine without unprivileged user namespaces: bwrap is there and refuses.
+    const bin = await Deno.makeTempDir({ prefix: "baton-nobwrap-" });
+    try {
+      await Deno.writeTextFile(
+        join(bin, "bwrap"),
+        "#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n",
+      );
+      await Deno.chmod(join(bin, "bwrap"), 0o755);
+      const module = new URL("./git_sandbox.ts", import.meta.url).href;
+      const script = `import { gitLaunch, gitSandboxProblem } from ${JSON.stringify(module)};
+        console.log(JSON.stringify({
+          problem: await gitSandboxProblem(),
+          sandboxed: (await gitLaunch(Deno.cwd(), "status")).sandboxed,
+        }));`;
+      const ask = async (path: string) => {
+        const out = await new Deno.Command(Deno.execPath(), {
+          args: ["eval", "--no-check", script],
+          env: { PATH: path },
+          cwd: bin,
+          stderr: "inherit",
+        }).output();
+        assert.ok(out.success);
+        return JSON.parse(new TextDecoder().decode(out.stdout));
+      };
+      const refused = await ask(`${bin}:/usr/bin:/bin`);
+      assert.match(refused.problem, /bubblewrap does not run here \(bwrap: setting up uid map/);
+      assert.equal(refused.sandboxed, false);
+      const missing = await ask(join(bin, "none"));
+      assert.match(missing.problem, /bwrap is not installed/);
+      if (haveBwrap) assert.equal((await ask(Deno.env.get("PATH")!)).problem, null);
+    } finally {
+      await Deno.remove(bin, { recursive: true });
+    }
+  },
+});
