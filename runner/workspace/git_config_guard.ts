@@ -17,25 +17,37 @@
  *   `receive-pack` without hooks (a push there runs that repository's own
  *   hooks otherwise), and a repository that rewrites remote URLs in its own
  *   config (`url.*.insteadOf`) is refused, since a rewrite could make one;
- * - for each setting of the repository's own scopes (`local`, `worktree`,
- *   and what they include) that names a program: the value the user's own
- *   config gives it (git-lfs's global filter stays), else a harmless one.
+ * - always, whatever the repository says: the signing, askpass and
+ *   credential programs ({@linkcode PINNED}, credential helpers) set to the
+ *   user's own or git's default, so a setting added after the guard's read
+ *   does not count either (`core.gitProxy` is read by no git the service
+ *   runs, git_run.ts);
+ * - for each other setting of the repository's own scopes (`local`,
+ *   `worktree`, and what they include) that names a program: the value the
+ *   user's own config gives it (git-lfs's global filter stays), else a
+ *   harmless one.
  *
  * Diff commands also get `--no-ext-diff --no-textconv`, and status and diff
  * `--ignore-submodules=dirty` (a submodule's own config is not read here).
  * A program-naming key git cannot override (with `=` in it) stops the
- * command. What this cannot close: the config is read by one git process
- * and used by the next, so an agent that rewrites it in between, many
- * times, may still win a race. git_sandbox.ts runs every command but a
+ * command. What this cannot close for those per-key settings: the config
+ * is read by one git process and used by the next, so an agent that
+ * rewrites it in between, many times, may still win a race. git_sandbox.ts runs every command but a
  * push or a commit inside bubblewrap, where what git then runs is held like the
  * agent's own bash.
  *
  * @module
  */
 
-/** Settings that name a program git runs (git-config(1)), lowercased as git lists them. */
+/**
+ * Settings that name a program git runs (git-config(1)), lowercased as git
+ * lists them, that are restated when the repository sets them. The fixed
+ * ones ({@linkcode PINNED}) are restated always; `core.gitProxy` (first
+ * match wins, so no later setting overrides it) is switched off by
+ * `GIT_PROXY_COMMAND` in git_run.ts.
+ */
 const RUNS_A_PROGRAM =
-  /^(core\.(askpass|gitproxy|alternaterefscommand)|credential\.(.+\.)?helper|filter\..+\.(clean|smudge|process)|gpg\.(.+\.)?program|gpg\.ssh\.defaultkeycommand|remote\..+\.(uploadpack|receivepack)|merge\..+\.driver|diff\.external|diff\..+\.(command|textconv)|core\.(editor|pager)|sequence\.editor|hook\..+\.command|gc\.recentobjectshook|lfs\.extension\..+\.(clean|smudge)|lfs\.customtransfer\..+\.path)$/;
+  /^(core\.alternaterefscommand|filter\..+\.(clean|smudge|process)|remote\..+\.(uploadpack|receivepack)|merge\..+\.driver|diff\.external|diff\..+\.(command|textconv)|core\.(editor|pager)|sequence\.editor|hook\..+\.command|gc\.recentobjectshook|lfs\.extension\..+\.(clean|smudge)|lfs\.customtransfer\..+\.path)$/;
 
 /** Always on the command line, whatever any config says. */
 const ALWAYS = [
@@ -62,11 +74,50 @@ export class UnsafeConfigError extends Error {
   }
 }
 
+/**
+ * The programs a push or a commit runs whose keys are known in advance:
+ * always set on the command line to the user's own value or git's default,
+ * whether or not the repository sets them when the guard reads it. A
+ * setting the agent adds between that read and git's own (the race the
+ * module's comment names) is then outranked too. Each: the keys that set it
+ * (git keeps the last), and the value without any.
+ */
+const PINNED: { keys: RegExp; key: string; none: string }[] = [
+  { keys: /^core\.askpass$/i, key: "core.askPass", none: "" },
+  // gpg.program and gpg.openpgp.program set the same program.
+  { keys: /^gpg\.(openpgp\.)?program$/i, key: "gpg.program", none: "gpg" },
+  { keys: /^gpg\.x509\.program$/i, key: "gpg.x509.program", none: "gpgsm" },
+  { keys: /^gpg\.ssh\.program$/i, key: "gpg.ssh.program", none: "ssh-keygen" },
+  { keys: /^gpg\.ssh\.defaultkeycommand$/i, key: "gpg.ssh.defaultKeyCommand", none: "" },
+];
+
+/** Credential helpers: a list, which an empty entry clears (a URL's own included). */
+const CREDENTIAL_HELPER = /^credential\.(.+\.)?helper$/i;
+
+/** Whether a setting comes from the person's own config (system, global), not the repository's. */
+function usersOwn(e: ConfigEntry): boolean {
+  return e.scope !== "local" && e.scope !== "worktree" && e.scope !== "command";
+}
+
+/** The {@linkcode PINNED} settings and the credential helpers: the user's own, or none. */
+function pinnedSettings(entries: ConfigEntry[]): string[] {
+  const out: string[] = [];
+  for (const p of PINNED) {
+    const own = entries.filter((e) => usersOwn(e) && p.keys.test(e.key));
+    out.push(`${p.key}=${own.length ? own[own.length - 1]!.value : p.none}`);
+  }
+  out.push("credential.helper=");
+  for (const e of entries) {
+    // A key with "=" cannot be given with -c; such a helper of the person's is not used.
+    if (usersOwn(e) && CREDENTIAL_HELPER.test(e.key) && !e.key.includes("=")) {
+      out.push(`${e.key}=${e.value}`);
+    }
+  }
+  return out;
+}
+
 /** What a repository-scope setting becomes when the user's own config does not set it. */
 function harmless(key: string): string {
-  if (key === "gpg.program" || key === "gpg.openpgp.program") return "gpg";
-  if (key === "gpg.x509.program") return "gpgsm";
-  if (key === "gpg.ssh.program") return "ssh-keygen";
   if (key.endsWith(".uploadpack")) return "git-upload-pack";
   if (key.endsWith(".receivepack")) return "git-receive-pack";
   // An empty filter, askpass, proxy or helper is none at all.
@@ -108,7 +159,7 @@ export function parseConfigList(text: string, scoped: boolean): ConfigEntry[] {
  * scopes replaced by the user's own value or a harmless one.
  */
 export function guardSettings(entries: ConfigEntry[], sub?: string): string[] {
-  const out = [...ALWAYS];
+  const out = [...ALWAYS, ...pinnedSettings(entries)];
   if (sub === "push") pushChecks(entries);
   const ownKeys = new Set<string>();
   for (const e of entries) {
@@ -126,15 +177,8 @@ export function guardSettings(entries: ConfigEntry[], sub?: string): string[] {
   }
   for (const key of ownKeys) {
     if (key.includes("=")) throw new UnsafeConfigError(key, "names a program");
-    const outer = entries.filter((e) =>
-      e.key === key && e.scope !== "local" && e.scope !== "worktree" && e.scope !== "command"
-    ).map((e) => e.value);
-    if (/^credential\.(.+\.)?helper$/i.test(key)) {
-      // A list: an empty entry clears it, then the user's own come back in order.
-      out.push(`${key}=`, ...outer.map((v) => `${key}=${v}`));
-    } else {
-      out.push(`${key}=${outer.length ? outer[outer.length - 1] : harmless(key.toLowerCase())}`);
-    }
+    const outer = entries.filter((e) => e.key === key && usersOwn(e)).map((e) => e.value);
+    out.push(`${key}=${outer.length ? outer[outer.length - 1] : harmless(key.toLowerCase())}`);
   }
   // A push to a path runs git-receive-pack there, under that repository's own config.
   for (const e of entries) {

@@ -38,14 +38,55 @@ Deno.test("guardSettings: the repository's program settings give way to the user
   ]);
   // Always first: fsmonitor and hooks off, whatever the config.
   assert.deepEqual(got.slice(0, 2), ["core.fsmonitor=false", "core.hooksPath=/dev/null"]);
-  assert.deepEqual(got.filter((g) => /^(filter|credential|gpg|remote|user|core\.editor)/.test(g)), [
-    "filter.lfs.process=git-lfs filter-process",
-    "filter.Evil.clean=",
-    "credential.helper=",
-    "credential.helper=cache",
+  assert.deepEqual(
+    got.filter((g) => /^(filter|credential|gpg\.program|remote|user|core\.editor)/.test(g)),
+    [
+      "gpg.program=gpg",
+      "credential.helper=",
+      "credential.helper=cache",
+      "filter.lfs.process=git-lfs filter-process",
+      "filter.Evil.clean=",
+      "remote.origin.receivepack=git-receive-pack",
+    ],
+  );
+});
+
+Deno.test("guardSettings: signing, askpass and credential programs are always the person's own or git's default", () => {
+  // Set whether or not the repository names them when the guard reads its config: one the
+  // agent adds a moment later, before git reads the config again, is outranked too.
+  const e = (scope: string, key: string, value: string) => ({ scope, key, value });
+  const none = guardSettings([]);
+  assert.deepEqual(none.filter((g) => /^(core\.askPass|gpg|credential)/.test(g)), [
+    "core.askPass=",
     "gpg.program=gpg",
-    "remote.origin.receivepack=git-receive-pack",
+    "gpg.x509.program=gpgsm",
+    "gpg.ssh.program=ssh-keygen",
+    "gpg.ssh.defaultKeyCommand=",
+    "credential.helper=",
   ]);
+  const own = guardSettings([
+    e("global", "gpg.program", "/opt/gpg2"),
+    e("system", "gpg.ssh.program", "/usr/bin/ssh-keygen"),
+    e("global", "core.askpass", "/usr/lib/ssh/ksshaskpass"),
+    e("global", "credential.https://github.com.helper", "!gh auth git-credential"),
+    e("global", "credential.helper", "cache"),
+    e("global", "credential.https://a=b.helper", "odd"),
+    // The repository's own, of each kind, and one for a URL with "=" (cleared all the same).
+    e("local", "gpg.openpgp.program", "./evil"),
+    e("local", "core.askpass", "./evil"),
+    e("local", "credential.https://x?a=b.helper", "!evil"),
+  ]);
+  assert.deepEqual(own.filter((g) => /^(core\.askPass|gpg|credential)/.test(g)), [
+    "core.askPass=/usr/lib/ssh/ksshaskpass",
+    "gpg.program=/opt/gpg2",
+    "gpg.x509.program=gpgsm",
+    "gpg.ssh.program=/usr/bin/ssh-keygen",
+    "gpg.ssh.defaultKeyCommand=",
+    "credential.helper=",
+    "credential.https://github.com.helper=!gh auth git-credential",
+    "credential.helper=cache",
+  ]);
+  assert.ok(!own.some((g) => g.includes("evil")), own.join("\n"));
 });
 
 Deno.test("guardSettings: local remotes push without hooks; keys it cannot override are refused", () => {
@@ -215,4 +256,66 @@ Deno.test("a push follows no connection setting and no push target of the reposi
       e("local", "remote.pushdefault", "origin"),
     ], "push")
   );
+});
+
+Deno.test("a push over git:// runs no proxy program the repository's config names", async () => {
+  // git takes the first core.gitProxy that matches: a later -c could not override it.
+  const dir = await Deno.makeTempDir({ prefix: "baton-git-proxy-" });
+  const marks = await Deno.makeTempDir({ prefix: "baton-git-marks-" });
+  try {
+    await sh(dir, "init", "-q", "-b", "main");
+    await sh(dir, "config", "user.email", "ada@example.com");
+    await sh(dir, "config", "user.name", "Ada");
+    await Deno.writeTextFile(join(dir, "a.txt"), "one\n");
+    await sh(dir, "add", "a.txt");
+    await sh(dir, "commit", "-q", "-m", "first");
+    const evil = join(marks, "proxy.sh");
+    await Deno.writeTextFile(evil, `#!/bin/sh\ntouch '${join(marks, "proxy-ran")}'\nexit 1\n`, {
+      mode: 0o755,
+    });
+    await sh(dir, "config", "core.gitProxy", evil);
+    await sh(dir, "remote", "add", "origin", "git://127.0.0.1:9/x.git");
+    const top = await repoTop(dir);
+    await assert.rejects(push(top, { remote: "origin" }, () => {}));
+    const ran = await Deno.stat(join(marks, "proxy-ran")).then(() => true, () => false);
+    assert.equal(ran, false, "the repository's core.gitProxy ran");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+    await Deno.remove(marks, { recursive: true });
+  }
+});
+
+Deno.test("a credential helper the repository adds after the guard read its config is not run", async () => {
+  // The race the guard cannot close by reading: git reads the config again when it runs.
+  const dir = await Deno.makeTempDir({ prefix: "baton-git-race-" });
+  const marks = await Deno.makeTempDir({ prefix: "baton-git-marks-" });
+  try {
+    await sh(dir, "init", "-q", "-b", "main");
+    const env = { GIT_TERMINAL_PROMPT: "0", HOME: marks, GIT_CONFIG_NOSYSTEM: "1" };
+    const guard = await guardFor(dir, env, "push");
+    await sh(
+      dir,
+      "config",
+      "credential.https://example.com.helper",
+      `!touch '${marks}/helper-ran'; echo`,
+    );
+    await sh(dir, "config", "core.askPass", join(marks, "askpass-that-would-run"));
+    const out = await new Deno.Command("git", {
+      args: [...guard.flatMap((g) => ["-c", g]), "credential", "fill"],
+      cwd: dir,
+      env,
+      stdin: "piped",
+      stdout: "null",
+      stderr: "null",
+    }).spawn();
+    const w = out.stdin.getWriter();
+    await w.write(new TextEncoder().encode("protocol=https\nhost=example.com\n\n"));
+    await w.close();
+    await out.status;
+    const ran = await Deno.stat(join(marks, "helper-ran")).then(() => true, () => false);
+    assert.equal(ran, false, "the helper added after the guard's read ran");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+    await Deno.remove(marks, { recursive: true });
+  }
 });

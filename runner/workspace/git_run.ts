@@ -50,7 +50,8 @@ export interface GitResult {
 /**
  * The environment git runs with: no terminal prompt (https credentials come
  * from the machine's helpers or fail), ssh in batch mode unless the machine
- * set its own ssh command, no pager, pathspecs taken literally (a client's
+ * set its own ssh command, no `git://` proxy program unless the machine
+ * names one (`core.gitProxy` is not read), no pager, pathspecs taken literally (a client's
  * `:(top)` or `*` is a file name, not magic), C messages.
  */
 function gitEnv(): Record<string, string> {
@@ -62,6 +63,9 @@ function gitEnv(): Record<string, string> {
     LC_ALL: "C",
   };
   if (!Deno.env.get("GIT_SSH_COMMAND")) env.GIT_SSH_COMMAND = "ssh -o BatchMode=yes";
+  // git takes the first core.gitProxy that matches, so no later setting overrides a
+  // repository's own; set (even empty), this variable makes git read none of them.
+  if (Deno.env.get("GIT_PROXY_COMMAND") === undefined) env.GIT_PROXY_COMMAND = "";
   return env;
 }
 
