@@ -10,6 +10,7 @@ import { isAbsolute, normalize, resolve, sep } from "node:path";
 import { isWithin } from "../roots.ts";
 import { guardFlags, guardFor, UnsafeConfigError } from "./git_config_guard.ts";
 import { GIT_ENV_KEPT, gitLaunch, GitSandboxError } from "./git_sandbox.ts";
+import { FOLDER_MOVED_EXIT, FOLDER_MOVED_MARK } from "./_git_folder_pins.ts";
 
 /** A git request that failed, with the code the viewer sees. */
 export class GitError extends Error {
@@ -143,6 +144,13 @@ export async function runGit(args: string[], options: RunGitOptions): Promise<Gi
     ]);
     if (timedOut) {
       throw new GitError("git_timeout", `git ${args[0]} did not finish in ${timeoutMs / 1000} s`);
+    }
+    if (launch.sandboxed && status.code === FOLDER_MOVED_EXIT && err.includes(FOLDER_MOVED_MARK)) {
+      throw new GitError(
+        "unsafe_config",
+        "A folder of the repository was replaced while git was starting: the git service did " +
+          "not run git there",
+      );
     }
     return { code: status.code, stdout: out.bytes, stderr: err, truncated: out.truncated };
   } finally {

@@ -54,6 +54,7 @@ import {
 } from "../sandbox/policy.ts";
 import type { SandboxConfig } from "../../shared/sandbox_api.ts";
 import { globToRegex } from "./gitignore.ts";
+import { pinnedCommand, pinsRun } from "./_git_folder_pins.ts";
 
 /**
  * Subcommands that need what the sandbox takes away: a remote's network and
@@ -254,10 +255,22 @@ export async function gitLaunch(
     const isDir = (await Deno.stat(m).catch(() => null))?.isDirectory ?? false;
     args.push(...(isDir ? ["--tmpfs", m] : ["--ro-bind", "/dev/null", m]));
   }
-  args.push("--chdir", real, "--", "git");
   // The folders found above, not a `.git` read again (the agent may have swapped it since).
-  if (repo) args.push(`--git-dir=${repo.gitDir}`, `--work-tree=${repo.workTree}`);
+  const git = [
+    "git",
+    ...(repo ? [`--git-dir=${repo.gitDir}`, `--work-tree=${repo.workTree}`] : []),
+  ];
+  args.push("--chdir", real, "--", ...await checkedStart(writable, git));
   return { cmd: "bwrap", args, sandboxed: true };
+}
+
+/**
+ * `git` started once each writable folder is checked inside the sandbox to
+ * be where it was checked here (_git_folder_pins.ts), where that check runs.
+ */
+async function checkedStart(writable: string[], git: string[]): Promise<string[]> {
+  if (writable.length === 0 || !(await pinsRun(BASE))) return git;
+  return pinnedCommand(writable, git);
 }
 
 /** The sandbox's lists for `dir` (global config, the project's over it), or null in mode none. */

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { join } from "node:path";
+import { dirname, join, relative } from "node:path";
 import { gitLaunch } from "./git_sandbox.ts";
 
 const haveBwrap = Deno.build.os === "linux" &&
@@ -341,5 +341,39 @@ Deno.test({
     } finally {
       await Deno.remove(bin, { recursive: true });
     }
+  },
+});
+
+Deno.test({
+  name:
+    "a folder swapped for a symlink between its check and bubblewrap's bind stops git before it runs",
+  ignore: !haveBwrap,
+  async fn() {
+    await withRepo(async ({ repo, outside, env }) => {
+      const launch = await gitLaunch(repo, "add", { env: (k) => env[k as keyof typeof env] });
+      assert.equal(launch.sandboxed, true);
+      // After the check the agent renames the repository's folder and links its name to a
+      // folder of its choosing, shaped like a repository (bubblewrap binds config and hooks
+      // by name too): bubblewrap follows the link and binds that folder's .git writable.
+      const fake = join(outside, "fake");
+      await Deno.mkdir(join(fake, ".git", "hooks"), { recursive: true });
+      await Deno.writeTextFile(join(fake, ".git", "config"), "");
+      await Deno.rename(repo, `${repo}-real`);
+      // A relative link: bubblewrap resolves it the same outside and inside its new root.
+      await Deno.symlink(relative(dirname(repo), fake), repo);
+      const r = await run(launch.cmd, [...launch.args, "add", "-A"], `${repo}-real`, env);
+      assert.equal(r.ok, false);
+      assert.match(r.stderr, /baton-git-sandbox: folder changed:/);
+      assert.deepEqual(
+        [...Deno.readDirSync(join(fake, ".git"))].map((e) => e.name).sort(),
+        ["config", "hooks"],
+        "git wrote into the link's target",
+      );
+      // Put back, the same launch runs.
+      await Deno.remove(repo);
+      await Deno.rename(`${repo}-real`, repo);
+      const again = await run(launch.cmd, [...launch.args, "add", "-A"], repo, env);
+      assert.ok(again.ok, again.stderr);
+    });
   },
 });
