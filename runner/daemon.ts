@@ -38,6 +38,7 @@ import { makePrivate } from "../shared/private_files.ts";
 import { listModels } from "./models.ts";
 import { Workspace } from "./workspace/mod.ts";
 import { gitSandboxProblem } from "./workspace/git_sandbox.ts";
+import { SANDBOX_ENV } from "./sandbox/folder_policy.ts";
 import { ServiceHost, serviceInitTimeoutMs } from "./services/host.ts";
 import type { DaemonSession } from "./daemon_session.ts";
 import { SessionWorkers } from "./session_workers.ts";
@@ -366,6 +367,8 @@ export async function daemonMain(argv: string[]): Promise<number> {
     return DaemonExit.config;
   }
   Deno.env.set("PI_CODING_AGENT_DIR", config.batonDir);
+  // `--sandbox` counts for the git service's own sandbox too, which reads the daemon's environment.
+  if (config.sandboxMode) Deno.env.set(SANDBOX_ENV.mode, config.sandboxMode);
   // Transcripts, the conversations workers resume from and the runner's key
   // live here: owner-only, also for what older versions (and pi) made wider.
   await Deno.mkdir(config.batonDir, { recursive: true, mode: 0o700 });

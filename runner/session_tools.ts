@@ -14,7 +14,8 @@ import { HOOK_EVENTS, type SessionHooks } from "./hooks/session_hooks.ts";
 import { projectNetworkOf, startSessionMcp } from "./mcp/session.ts";
 import { McpServers } from "./mcp/servers.ts";
 import type { QuestionDesk } from "./questions.ts";
-import { resolveForSession, type SandboxState, SessionSandbox } from "./sandbox/session.ts";
+import { type SandboxState, SessionSandbox } from "./sandbox/session.ts";
+import { folderPolicy, policySourceFrom, STRICT } from "./sandbox/folder_policy.ts";
 import { sessionHiddenVariables } from "./sandbox/tool_env.ts";
 import { type AgentDefinition, type AgentFolders, subagentTool } from "./subagents.ts";
 import { type RelayCall, triggerTools } from "./trigger_tools.ts";
@@ -55,7 +56,7 @@ export async function startSessionServices(o: SessionServicesOptions): Promise<S
   const env = (k: string) => Deno.env.get(k);
   // Provider keys stay in the worker: its sandboxed processes go without (tool_env.ts).
   const [policy, hidden] = await Promise.all([
-    resolveForSession({ home, batonDir: agentDir, cwd: msg.cwd, env }),
+    folderPolicy(policySourceFrom(env, home, agentDir), msg.cwd, STRICT),
     sessionHiddenVariables(agentDir, env),
   ]);
   const sandbox = new SessionSandbox(

@@ -7,7 +7,6 @@
  *
  * @module
  */
-import { join } from "node:path";
 import type { SessionEventBody } from "../../shared/protocol.ts";
 import {
   RECENT_VIOLATIONS,
@@ -18,17 +17,11 @@ import {
   VIOLATION_RING_SIZE,
 } from "../../shared/sandbox_api.ts";
 import { readUserConfig, updateUserConfig } from "../config.ts";
+import { folderSandboxConfig, type PolicySource } from "./folder_policy.ts";
 import { RequestError } from "../control_link.ts";
 import { missingPrograms } from "./deps.ts";
 import { sessionHiddenVariables } from "./tool_env.ts";
-import {
-  applyModeOverride,
-  deepMerge,
-  mergeProjectConfig,
-  modeOf,
-  SandboxConfigError,
-  validateSandboxConfig,
-} from "./policy.ts";
+import { deepMerge, SandboxConfigError, validateSandboxConfig } from "./policy.ts";
 
 /** What the service needs from the daemon. */
 export interface SandboxServiceOptions {
@@ -68,26 +61,20 @@ export class SandboxService {
     if (this.#ring.length > VIOLATION_RING_SIZE) this.#ring.shift();
   }
 
-  /** The global config (with the mode override), and a project's merged over it. */
-  async resolvedConfig(cwd?: string): Promise<SandboxConfig> {
-    const file = await readUserConfig(this.#o.batonDir);
-    let config = validateSandboxConfig(file.sandbox);
-    config = applyModeOverride(config, { env: this.#o.modeOverride ?? undefined });
-    if (cwd) {
-      const project = await readUserConfig(join(cwd, ".baton")).catch(() => ({})) as Record<
-        string,
-        unknown
-      >;
-      try {
-        config = mergeProjectConfig(config, validateSandboxConfig(project.sandbox), {
-          home: this.#o.home,
-          cwd,
-        });
-      } catch (err) {
-        if (!(err instanceof SandboxConfigError)) throw err;
-      }
-    }
-    return this.#o.noSandbox ? { ...config, mode: "none" } : { ...config, mode: modeOf(config) };
+  /**
+   * The global config (with the mode override), and a project's merged over
+   * it: a broken global file is an error to show, a project's is left out.
+   */
+  resolvedConfig(cwd?: string): Promise<SandboxConfig> {
+    const src: PolicySource = {
+      home: this.#o.home,
+      batonDir: this.#o.batonDir,
+      modeOverride: this.#o.modeOverride,
+      noSandbox: this.#o.noSandbox,
+      protect: [],
+      sshAuthSock: null,
+    };
+    return folderSandboxConfig(src, cwd || undefined, { global: "throw", project: "skip" });
   }
 
   /** `GET sandbox-status`. */

@@ -8,7 +8,6 @@
  * @module
  */
 import { existsSync } from "node:fs";
-import { join } from "node:path";
 import process from "node:process";
 import { SandboxManager } from "@anthropic-ai/sandbox-runtime";
 import type {
@@ -22,62 +21,12 @@ import { shellOperations, shellToolDefinition } from "./shell_tool.ts";
 import { checkedFileTools } from "./checked_files.ts";
 import { withoutHidden } from "./tool_env.ts";
 import type { SandboxMode, SandboxViolation } from "../../shared/sandbox_api.ts";
-import { readUserConfig } from "../config.ts";
 import { realPathOf } from "../roots.ts";
-import {
-  absoluteEntry,
-  applyModeOverride,
-  checkAccess,
-  mergeProjectConfig,
-  type ResolvedSandbox,
-  resolveSandbox,
-  searchRefused,
-  validateSandboxConfig,
-} from "./policy.ts";
+import { absoluteEntry, checkAccess, type ResolvedSandbox, searchRefused } from "./policy.ts";
+import { SANDBOX_ENV } from "./folder_policy.ts";
 
 /** The notice a session shows when the sandbox cannot start and tools run anyway (spec). */
 export const INIT_FAILED = "Sandbox init failed, continuing unsandboxed";
-
-/** Environment variables the daemon sets on workers. */
-export const SANDBOX_ENV = {
-  /** A mode from `--sandbox` (or the user's `BATON_SANDBOX`). */
-  mode: "BATON_SANDBOX",
-  /** `1`: no sandbox at all. */
-  off: "BATON_NO_SANDBOX",
-  /** More paths to hide, joined by the platform's list separator (the relay's data folder). */
-  protect: "BATON_SANDBOX_PROTECT",
-} as const;
-
-/** Reads a project's `.baton/config.json` `sandbox` (or {}), checked. */
-async function projectSandbox(cwd: string): Promise<Record<string, unknown>> {
-  const file = await readUserConfig(join(cwd, ".baton"));
-  return validateSandboxConfig(file.sandbox, "sandbox (project .baton/config.json)");
-}
-
-/** Global over project, with the overrides: what a session in `cwd` runs under. */
-export async function resolveForSession(o: {
-  home: string;
-  batonDir: string;
-  cwd: string;
-  env: (k: string) => string | undefined;
-}): Promise<ResolvedSandbox> {
-  const file = await readUserConfig(o.batonDir);
-  let global = validateSandboxConfig(file.sandbox);
-  global = applyModeOverride(global, { env: o.env(SANDBOX_ENV.mode) });
-  const project = await projectSandbox(o.cwd);
-  const merged = mergeProjectConfig(global, project, o);
-  const protect = (o.env(SANDBOX_ENV.protect) ?? "").split(Deno.build.os === "windows" ? ";" : ":")
-    .filter((p) => p.trim() !== "");
-  const sock = o.env("SSH_AUTH_SOCK");
-  return resolveSandbox(merged, {
-    home: o.home,
-    cwd: o.cwd,
-    batonDir: o.batonDir,
-    protect,
-    ...(sock ? { sshAuthSock: sock } : {}),
-    noSandbox: o.env(SANDBOX_ENV.off) === "1",
-  });
-}
 
 /** A clean dependency check made before the session (by a spare worker), or null. */
 let checkedClean = false;

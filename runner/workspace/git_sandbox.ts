@@ -41,18 +41,11 @@
  * @module
  */
 import { basename, dirname, join, resolve } from "node:path";
-import { readUserConfig } from "../config.ts";
 import { readBoundedText } from "../bounded_read.ts";
 import { isWithin } from "../roots.ts";
 import { missingPrograms } from "../sandbox/deps.ts";
-import {
-  applyModeOverride,
-  GATE_ONLY_READS,
-  mergeProjectConfig,
-  resolveSandbox,
-  validateSandboxConfig,
-} from "../sandbox/policy.ts";
-import type { SandboxConfig } from "../../shared/sandbox_api.ts";
+import { GATE_ONLY_READS } from "../sandbox/policy.ts";
+import { folderPolicy, policySourceFrom } from "../sandbox/folder_policy.ts";
 import { globToRegex } from "./gitignore.ts";
 import { pinnedCommand, pinsRun } from "./_git_folder_pins.ts";
 
@@ -273,35 +266,19 @@ async function checkedStart(writable: string[], git: string[]): Promise<string[]
   return pinnedCommand(writable, git);
 }
 
-/** The sandbox's lists for `dir` (global config, the project's over it), or null in mode none. */
+/**
+ * The sandbox's lists for `dir` (global config, the project's over it), or
+ * null in mode none. An invalid global file gives the default policy (the
+ * sessions refuse it meanwhile), an invalid project file the global one.
+ */
 async function policyFor(
   dir: string,
   env: (name: string) => string | undefined,
 ): Promise<{ denyRead: string[]; denyWrite: string[] } | null> {
   const home = env("HOME") ?? env("USERPROFILE") ?? "/";
-  const batonDir = join(home, ".baton");
-  let config: SandboxConfig = {};
-  try {
-    config = validateSandboxConfig((await readUserConfig(batonDir)).sandbox);
-    config = applyModeOverride(config, { env: env("BATON_SANDBOX") });
-  } catch {
-    // A config the sessions refuse too: git runs under the default policy meanwhile.
-    config = {};
-  }
-  try {
-    // A project's config can only tighten (mergeProjectConfig).
-    const project = validateSandboxConfig((await readUserConfig(join(dir, ".baton"))).sandbox);
-    config = mergeProjectConfig(config, project, { home, cwd: dir });
-  } catch {
-    // Unreadable or invalid: the global config alone.
-  }
-  const protect = (env("BATON_SANDBOX_PROTECT") ?? "").split(":").filter((p) => p.trim() !== "");
-  const r = resolveSandbox(config, {
-    home,
-    cwd: dir,
-    batonDir,
-    protect,
-    noSandbox: env("BATON_NO_SANDBOX") === "1",
+  const r = await folderPolicy(policySourceFrom(env, home), dir, {
+    global: "default",
+    project: "skip",
   });
   if (r.mode === "none") return null;
   return {

@@ -377,3 +377,20 @@ Deno.test({
     });
   },
 });
+
+Deno.test({
+  name:
+    "the git service follows the sandbox's mode: none (from --sandbox or BATON_SANDBOX) runs git as is",
+  ignore: !haveBwrap,
+  async fn() {
+    await withRepo(async ({ repo, env }) => {
+      const envWith = (extra: Record<string, string>) => (k: string) =>
+        ({ ...env, ...extra } as Record<string, string>)[k];
+      assert.equal((await gitLaunch(repo, "add", { env: envWith({}) })).sandboxed, true);
+      const none = await gitLaunch(repo, "add", { env: envWith({ BATON_SANDBOX: "none" }) });
+      assert.equal(none.sandboxed, false);
+      const off = await gitLaunch(repo, "add", { env: envWith({ BATON_NO_SANDBOX: "1" }) });
+      assert.equal(off.sandboxed, false);
+    });
+  },
+});
