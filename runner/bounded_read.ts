@@ -13,7 +13,12 @@ import { constants, promises as fsp } from "node:fs";
 
 /** A file refused for its kind or size. */
 export class FileShapeError extends Error {
-  constructor(readonly code: "not_a_file" | "too_large", message: string) {
+  constructor(
+    readonly code: "not_a_file" | "too_large",
+    message: string,
+    /** For `too_large`: the size found (at least the cap plus one). */
+    readonly size?: number,
+  ) {
     super(message);
     this.name = "FileShapeError";
   }
@@ -30,6 +35,7 @@ const O = constants;
 /**
  * The bytes of regular file `path`, at most `maxBytes` of them.
  * Throws `Deno.errors.NotFound` for a path that does not exist,
+ * `Deno.errors.PermissionDenied` for one that may not be opened,
  * {@linkcode FileShapeError} for anything but a regular file (a folder, a
  * pipe, a device, a final symlink with `noFollow`) or for a file over the
  * cap, also one that grew past it while being read.
@@ -39,6 +45,15 @@ export async function readBounded(
   maxBytes: number,
   options: BoundedReadOptions = {},
 ): Promise<Uint8Array> {
+  return (await readBoundedFile(path, maxBytes, options)).bytes;
+}
+
+/** {@linkcode readBounded} with the time the file was last changed. */
+export async function readBoundedFile(
+  path: string,
+  maxBytes: number,
+  options: BoundedReadOptions = {},
+): Promise<{ bytes: Uint8Array; mtime: Date | null }> {
   const flags = O.O_RDONLY | (O.O_NONBLOCK ?? 0) | (O.O_NOCTTY ?? 0) |
     (options.noFollow ? (O.O_NOFOLLOW ?? 0) : 0);
   let handle;
@@ -49,20 +64,23 @@ export async function readBounded(
     if (code === "ENOENT" || code === "ENOTDIR") {
       throw new Deno.errors.NotFound(`No such file: '${path}'`);
     }
+    if (code === "EACCES" || code === "EPERM") {
+      throw new Deno.errors.PermissionDenied(`Permission denied: '${path}'`);
+    }
     if (code === "ELOOP" || code === "EISDIR") throw notAFile(path);
     throw err;
   }
   try {
     const info = await handle.stat();
     if (!info.isFile()) throw notAFile(path);
-    if (info.size > maxBytes) throw tooLarge(path, maxBytes);
+    if (info.size > maxBytes) throw tooLarge(path, maxBytes, info.size);
     // Read to the end, not to the stat's size: a file that grew meanwhile is read whole
     // or, once one byte past the cap, refused.
     let buf = new Uint8Array(info.size + 1);
     let at = 0;
     for (;;) {
       if (at === buf.length) {
-        if (at > maxBytes) throw tooLarge(path, maxBytes);
+        if (at > maxBytes) throw tooLarge(path, maxBytes, at);
         const more = new Uint8Array(Math.min(buf.length * 2, maxBytes + 1));
         more.set(buf);
         buf = more;
@@ -71,7 +89,7 @@ export async function readBounded(
       if (bytesRead === 0) break;
       at += bytesRead;
     }
-    return buf.subarray(0, at);
+    return { bytes: buf.subarray(0, at), mtime: info.mtime ?? null };
   } finally {
     await handle.close();
   }
@@ -90,6 +108,6 @@ function notAFile(path: string): FileShapeError {
   return new FileShapeError("not_a_file", `Not a regular file: '${path}'`);
 }
 
-function tooLarge(path: string, maxBytes: number): FileShapeError {
-  return new FileShapeError("too_large", `'${path}' is larger than ${maxBytes} bytes`);
+function tooLarge(path: string, maxBytes: number, size: number): FileShapeError {
+  return new FileShapeError("too_large", `'${path}' is larger than ${maxBytes} bytes`, size);
 }

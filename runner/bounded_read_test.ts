@@ -20,6 +20,10 @@ Deno.test("readBounded reads a regular file up to its cap and refuses one past i
     await assert.rejects(readBounded(join(dir, "missing"), 4), Deno.errors.NotFound);
     await assert.rejects(readBounded(join(f, "under-a-file"), 4), Deno.errors.NotFound);
     assert.equal(await shape(readBounded(dir, 4)), "not_a_file");
+    if (Deno.uid() !== 0) {
+      await Deno.chmod(f, 0);
+      await assert.rejects(readBounded(f, 100), Deno.errors.PermissionDenied);
+    }
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

@@ -319,6 +319,15 @@ Deno.test("read-file returns whole files up to each cap, refuses larger ones wit
       assert.equal(empty.status, 200);
       assert.equal(empty.body.content, "");
       assert.equal((await read(join(ws, "src"))).body.error.code, "not_a_file");
+      // Put there by the agent: a pipe never answers a read, /dev/zero never ends one.
+      const fifo = join(ws, "pipe");
+      assert.ok((await new Deno.Command("mkfifo", { args: [fifo] }).output()).success);
+      assert.equal((await read(fifo)).body.error.code, "not_a_file");
+      await Deno.symlink("/dev/zero", join(ws, "zero.txt"));
+      assert.equal(
+        (await read(join(ws, "zero.txt"), "base64")).body.error.code,
+        "path_outside_roots",
+      );
       assert.equal((await read(join(ws, "missing.txt"))).status, 404);
       assert.equal((await read(join(ws, "README.md"), "latin1")).body.error.code, "invalid_body");
     });

@@ -26,6 +26,7 @@ import {
 import { type ReplyStream, RequestError } from "../control_link.ts";
 import { expandHome, isWithin } from "../roots.ts";
 import { searchFiles } from "./search.ts";
+import { FileShapeError, readBoundedFile } from "../bounded_read.ts";
 
 /** Options of {@linkcode WorkspaceFiles}. */
 export interface WorkspaceFilesOptions {
@@ -217,24 +218,18 @@ export class WorkspaceFiles {
       : badEncoding(encoding);
     const real = await this.resolve(path);
     const cap = enc === "utf8" ? MAX_READ_UTF8_BYTES : MAX_READ_BASE64_BYTES;
-    // Checked before opening: opening a FIFO would wait for a writer.
-    if (!(await Deno.stat(real)).isFile) {
-      throw new RequestError("not_a_file", `Not a file: '${path}'`);
+    // Opened without waiting (a FIFO would wait for a writer) and checked as opened.
+    let file;
+    try {
+      file = await readBoundedFile(real, cap);
+    } catch (err) {
+      if (!(err instanceof FileShapeError)) throw err;
+      if (err.code === "not_a_file") throw new RequestError("not_a_file", `Not a file: '${path}'`);
+      throw tooLarge(err.size ?? cap + 1, cap, enc);
     }
-    using file = await Deno.open(real, { read: true });
-    const info = await file.stat();
-    if (info.size > cap) throw tooLarge(info.size, cap, enc);
-    // Read up to one byte past the cap: a file that grew since stat is refused too.
-    const buf = new Uint8Array(Math.min(info.size, cap) + 1);
-    let size = 0;
-    while (size < buf.length) {
-      const n = await file.read(buf.subarray(size));
-      if (n === null) break;
-      size += n;
-    }
-    if (size > cap) throw tooLarge(size, cap, enc);
-    const bytes = buf.subarray(0, size);
-    const mtime = info.mtime?.toISOString() ?? null;
+    const { bytes } = file;
+    const size = bytes.byteLength;
+    const mtime = file.mtime?.toISOString() ?? null;
     let chunks = 0;
     if (enc === "base64") {
       for (let at = 0; at < size; at += READ_CHUNK_BYTES) {
