@@ -16,6 +16,7 @@ import {
 } from "./git_run.ts";
 import { applyNumstat, parseStatus } from "./git_status.ts";
 import { readBounded } from "../bounded_read.ts";
+import { protectedFile } from "./git_protected.ts";
 
 /** Default byte cap of one diff; a client may ask for up to MAX_DIFF_BYTES. */
 export const DIFF_BYTES = 512 * 1024;
@@ -266,7 +267,19 @@ export async function discard(top: string, data: Record<string, unknown>): Promi
   );
   const untrackedSet = new Set(dec.decode(others.stdout).split("\0").filter(Boolean));
   const tracked = paths.filter((p) => !untrackedSet.has(p));
-  if (tracked.length) await git(["checkout", "--", ...tracked], { cwd: top });
+  if (tracked.length) {
+    // What checkout writes: the index's files under those paths (the agent may have staged them).
+    const listed = await git(["ls-files", "-z", "--", ...tracked], { cwd: top });
+    const refused = await protectedFile(top, dec.decode(listed.stdout).split("\0").filter(Boolean));
+    if (refused) {
+      throw new GitError(
+        "protected_path",
+        `'${refused.path}' is ${refused.why}: the agent's sandbox keeps it from being written, ` +
+          "and a discard would write what the index holds. Restore it in your own terminal",
+      );
+    }
+    await git(["checkout", "--", ...tracked], { cwd: top });
+  }
   if (untrackedSet.size) await git(["clean", "-f", "-q", "--", ...untrackedSet], { cwd: top });
   return await status(top);
 }
