@@ -121,16 +121,22 @@ async function sh(dir: string, ...args: string[]): Promise<void> {
   assert.ok(out.success, new TextDecoder().decode(out.stderr));
 }
 
+/** A new temporary repository with `a.txt` ("one") committed on main. */
+async function committedRepo(prefix: string): Promise<string> {
+  const dir = await Deno.makeTempDir({ prefix });
+  await sh(dir, "init", "-q", "-b", "main");
+  await sh(dir, "config", "user.email", "ada@example.com");
+  await sh(dir, "config", "user.name", "Ada");
+  await Deno.writeTextFile(join(dir, "a.txt"), "one\n");
+  await sh(dir, "add", "a.txt");
+  await sh(dir, "commit", "-q", "-m", "first");
+  return dir;
+}
+
 Deno.test("the git service runs nothing a repository's own config names: fsmonitor, filters, hooks, diff drivers", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "baton-git-guard-" });
+  const dir = await committedRepo("baton-git-guard-");
   const marks = await Deno.makeTempDir({ prefix: "baton-git-marks-" });
   try {
-    await sh(dir, "init", "-q", "-b", "main");
-    await sh(dir, "config", "user.email", "ada@example.com");
-    await sh(dir, "config", "user.name", "Ada");
-    await Deno.writeTextFile(join(dir, "a.txt"), "one\n");
-    await sh(dir, "add", "a.txt");
-    await sh(dir, "commit", "-q", "-m", "first");
     // What an agent, sandboxed but free to write its folder, could leave behind.
     const mark = (name: string) => `touch '${join(marks, name)}'`;
     for (
@@ -260,15 +266,9 @@ Deno.test("a push follows no connection setting and no push target of the reposi
 
 Deno.test("a push over git:// runs no proxy program the repository's config names", async () => {
   // git takes the first core.gitProxy that matches: a later -c could not override it.
-  const dir = await Deno.makeTempDir({ prefix: "baton-git-proxy-" });
+  const dir = await committedRepo("baton-git-proxy-");
   const marks = await Deno.makeTempDir({ prefix: "baton-git-marks-" });
   try {
-    await sh(dir, "init", "-q", "-b", "main");
-    await sh(dir, "config", "user.email", "ada@example.com");
-    await sh(dir, "config", "user.name", "Ada");
-    await Deno.writeTextFile(join(dir, "a.txt"), "one\n");
-    await sh(dir, "add", "a.txt");
-    await sh(dir, "commit", "-q", "-m", "first");
     const evil = join(marks, "proxy.sh");
     await Deno.writeTextFile(evil, `#!/bin/sh\ntouch '${join(marks, "proxy-ran")}'\nexit 1\n`, {
       mode: 0o755,
@@ -317,5 +317,29 @@ Deno.test("a credential helper the repository adds after the guard read its conf
   } finally {
     await Deno.remove(dir, { recursive: true });
     await Deno.remove(marks, { recursive: true });
+  }
+});
+
+Deno.test("a discard refuses to write a protected file the agent staged, and writes the rest", async () => {
+  const dir = await committedRepo("baton-protected-repo-");
+  try {
+    // Staged by the agent from inside its sandbox, which kept it from writing the file itself.
+    await Deno.mkdir(join(dir, ".vscode"));
+    await Deno.writeTextFile(join(dir, ".vscode", "tasks.json"), '{"runOn": "folderOpen"}\n');
+    await sh(dir, "add", ".vscode/tasks.json");
+    await Deno.remove(join(dir, ".vscode", "tasks.json"));
+    await Deno.writeTextFile(join(dir, "a.txt"), "changed\n");
+    const top = await repoTop(dir);
+    await assert.rejects(
+      discard(top, { paths: [".vscode/tasks.json"], confirm: true }),
+      /sandbox keeps it from being written/,
+    );
+    await assert.rejects(Deno.stat(join(dir, ".vscode", "tasks.json")), Deno.errors.NotFound);
+    // A whole folder holding one is refused too; other files discard as before.
+    await assert.rejects(discard(top, { paths: [".vscode"], confirm: true }));
+    await discard(top, { paths: ["a.txt"], confirm: true });
+    assert.equal(await Deno.readTextFile(join(dir, "a.txt")), "one\n");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
   }
 });

@@ -1,13 +1,6 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { protectedFile } from "./git_protected.ts";
-import { discard, repoTop } from "./git.ts";
-
-async function sh(dir: string, ...args: string[]): Promise<void> {
-  const out = await new Deno.Command("git", { args, cwd: dir, stdout: "null", stderr: "piped" })
-    .output();
-  assert.ok(out.success, new TextDecoder().decode(out.stderr));
-}
 
 Deno.test("a discard may not write what the agent's sandbox protects", async () => {
   const home = await Deno.makeTempDir({ prefix: "baton-protected-" });
@@ -36,35 +29,5 @@ Deno.test("a discard may not write what the agent's sandbox protects", async () 
     assert.equal(await refused(".vscode/tasks.json", { BATON_SANDBOX: "none" }), null);
   } finally {
     await Deno.remove(home, { recursive: true });
-  }
-});
-
-Deno.test("a discard refuses to write a protected file the agent staged, and writes the rest", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "baton-protected-repo-" });
-  try {
-    await sh(dir, "init", "-q", "-b", "main");
-    await sh(dir, "config", "user.email", "ada@example.com");
-    await sh(dir, "config", "user.name", "Ada");
-    await Deno.writeTextFile(join(dir, "a.txt"), "one\n");
-    await sh(dir, "add", "a.txt");
-    await sh(dir, "commit", "-q", "-m", "first");
-    // Staged by the agent from inside its sandbox, which kept it from writing the file itself.
-    await Deno.mkdir(join(dir, ".vscode"));
-    await Deno.writeTextFile(join(dir, ".vscode", "tasks.json"), '{"runOn": "folderOpen"}\n');
-    await sh(dir, "add", ".vscode/tasks.json");
-    await Deno.remove(join(dir, ".vscode", "tasks.json"));
-    await Deno.writeTextFile(join(dir, "a.txt"), "changed\n");
-    const top = await repoTop(dir);
-    await assert.rejects(
-      discard(top, { paths: [".vscode/tasks.json"], confirm: true }),
-      /protected_path|sandbox keeps it from being written/,
-    );
-    await assert.rejects(Deno.stat(join(dir, ".vscode", "tasks.json")), Deno.errors.NotFound);
-    // A whole folder holding one is refused too; other files discard as before.
-    await assert.rejects(discard(top, { paths: [".vscode"], confirm: true }));
-    await discard(top, { paths: ["a.txt"], confirm: true });
-    assert.equal(await Deno.readTextFile(join(dir, "a.txt")), "one\n");
-  } finally {
-    await Deno.remove(dir, { recursive: true });
   }
 });
