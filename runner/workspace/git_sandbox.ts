@@ -47,7 +47,7 @@ import { missingPrograms } from "../sandbox/deps.ts";
 import { GATE_ONLY_READS } from "../sandbox/policy.ts";
 import { folderPolicy, policySourceFrom } from "../sandbox/folder_policy.ts";
 import { globToRegex } from "./gitignore.ts";
-import { pinnedCommand, pinsRun } from "./_git_folder_pins.ts";
+import { folderIdentity, pinnedCommand, pinsRun } from "./_git_folder_pins.ts";
 
 /**
  * Subcommands that need what the sandbox takes away: a remote's network and
@@ -168,8 +168,12 @@ async function bubblewrapRuns(): Promise<boolean> {
 export async function gitSandboxProblem(): Promise<string | null> {
   if (Deno.build.os !== "linux") return null;
   const { runs, why } = await probeBubblewrap();
-  return runs ? null : `git service: bubblewrap does not run here (${why}); ` +
-    'git runs outside it, held by its config guard only (docs/sandbox.md, "The git service")';
+  if (!runs) {
+    return `git service: bubblewrap does not run here (${why}); ` +
+      'git runs outside it, held by its config guard only (docs/sandbox.md, "The git service")';
+  }
+  return (await pinsRun(BASE)) ? null : "git service: inside bubblewrap no shell with `stat` " +
+    "checks the folders it binds before git starts; a folder swapped for a link meanwhile is bound";
 }
 
 const GLOB = /[*?[\]]/;
@@ -263,7 +267,13 @@ export async function gitLaunch(
  */
 async function checkedStart(writable: string[], git: string[]): Promise<string[]> {
   if (writable.length === 0 || !(await pinsRun(BASE))) return git;
-  return pinnedCommand(writable, git);
+  const pins: [string, string][] = [];
+  for (const w of writable) {
+    const id = await folderIdentity(w);
+    if (id === null) throw strange(`'${w}' changed while it was checked`);
+    pins.push([w, id]);
+  }
+  return pinnedCommand(pins, git);
 }
 
 /**

@@ -394,3 +394,56 @@ Deno.test({
     });
   },
 });
+
+Deno.test({
+  name:
+    "a folder swapped for a link while bubblewrap binds it and put back before git starts is still refused",
+  ignore: !haveBwrap,
+  async fn() {
+    await withRepo(async ({ repo, outside, env }) => {
+      const launch = await gitLaunch(repo, "add", { env: (k) => env[k as keyof typeof env] });
+      const fake = join(outside, "fake");
+      await Deno.mkdir(join(fake, ".git", "hooks"), { recursive: true });
+      await Deno.writeTextFile(join(fake, ".git", "config"), "");
+      // The check waits a moment here (only in this test), so the folder is back by then:
+      // its name leads to itself again while the bind holds the other repository's .git.
+      const args = [...launch.args];
+      const at = args.indexOf("-c", args.indexOf("--"));
+      args[at + 1] = `sleep 1; ${args[at + 1]}`;
+      await Deno.rename(repo, `${repo}-real`);
+      await Deno.symlink(relative(dirname(repo), fake), repo);
+      const child = new Deno.Command(launch.cmd, {
+        args: [...args, "add", "-A"],
+        cwd: outside,
+        env,
+        stderr: "piped",
+      }).spawn();
+      await new Promise((r) => setTimeout(r, 400));
+      await Deno.remove(repo);
+      await Deno.rename(`${repo}-real`, repo);
+      const out = await child.output();
+      assert.equal(out.success, false);
+      assert.match(new TextDecoder().decode(out.stderr), /baton-git-sandbox: folder changed:/);
+      assert.deepEqual(
+        [...Deno.readDirSync(join(fake, ".git"))].map((e) => e.name).sort(),
+        ["config", "hooks"],
+      );
+    });
+  },
+});
+
+Deno.test({
+  name: "the folder check reads mount points as the kernel writes them: a space in a folder's name",
+  ignore: !haveBwrap,
+  async fn() {
+    await withRepo(async ({ home, env }) => {
+      const proj = join(home, "my project\\x");
+      await Deno.mkdir(proj);
+      await sh(proj, "git init -q && echo hi > a.txt", env);
+      const launch = await gitLaunch(proj, "add", { env: (k) => env[k as keyof typeof env] });
+      assert.equal(launch.sandboxed, true);
+      const r = await run(launch.cmd, [...launch.args, "add", "-A"], proj, env);
+      assert.ok(r.ok, r.stderr);
+    });
+  },
+});
