@@ -99,12 +99,17 @@ function usersOwn(e: ConfigEntry): boolean {
   return e.scope !== "local" && e.scope !== "worktree" && e.scope !== "command";
 }
 
-/** The {@linkcode PINNED} settings and the credential helpers: the user's own, or none. */
-function pinnedSettings(entries: ConfigEntry[]): string[] {
+/**
+ * The {@linkcode PINNED} settings and the credential helpers: the user's
+ * own, or what git would use without any (for `core.askPass`, the
+ * machine's `SSH_ASKPASS`, which an empty setting would switch off).
+ */
+function pinnedSettings(entries: ConfigEntry[], sshAskPass: string | undefined): string[] {
   const out: string[] = [];
   for (const p of PINNED) {
     const own = entries.filter((e) => usersOwn(e) && p.keys.test(e.key));
-    out.push(`${p.key}=${own.length ? own[own.length - 1]!.value : p.none}`);
+    const none = p.key === "core.askPass" && sshAskPass ? sshAskPass : p.none;
+    out.push(`${p.key}=${own.length ? own[own.length - 1]!.value : none}`);
   }
   out.push("credential.helper=");
   for (const e of entries) {
@@ -158,8 +163,12 @@ export function parseConfigList(text: string, scoped: boolean): ConfigEntry[] {
  * the fixed ones, then each program-naming setting of the repository's
  * scopes replaced by the user's own value or a harmless one.
  */
-export function guardSettings(entries: ConfigEntry[], sub?: string): string[] {
-  const out = [...ALWAYS, ...pinnedSettings(entries)];
+export function guardSettings(
+  entries: ConfigEntry[],
+  sub?: string,
+  sshAskPass = Deno.env.get("SSH_ASKPASS"),
+): string[] {
+  const out = [...ALWAYS, ...pinnedSettings(entries, sshAskPass)];
   if (sub === "push") pushChecks(entries);
   const ownKeys = new Set<string>();
   for (const e of entries) {

@@ -55,7 +55,7 @@ Deno.test("guardSettings: signing, askpass and credential programs are always th
   // Set whether or not the repository names them when the guard reads its config: one the
   // agent adds a moment later, before git reads the config again, is outranked too.
   const e = (scope: string, key: string, value: string) => ({ scope, key, value });
-  const none = guardSettings([]);
+  const none = guardSettings([], undefined, "");
   assert.deepEqual(none.filter((g) => /^(core\.askPass|gpg|credential)/.test(g)), [
     "core.askPass=",
     "gpg.program=gpg",
@@ -64,6 +64,12 @@ Deno.test("guardSettings: signing, askpass and credential programs are always th
     "gpg.ssh.defaultKeyCommand=",
     "credential.helper=",
   ]);
+  // Without a core.askPass of the person's, the machine's SSH_ASKPASS stays what git asks.
+  assert.ok(
+    guardSettings([], undefined, "/usr/bin/ksshaskpass").includes(
+      "core.askPass=/usr/bin/ksshaskpass",
+    ),
+  );
   const own = guardSettings([
     e("global", "gpg.program", "/opt/gpg2"),
     e("system", "gpg.ssh.program", "/usr/bin/ssh-keygen"),
@@ -291,7 +297,12 @@ Deno.test("a credential helper the repository adds after the guard read its conf
   const marks = await Deno.makeTempDir({ prefix: "baton-git-marks-" });
   try {
     await sh(dir, "init", "-q", "-b", "main");
-    const env = { GIT_TERMINAL_PROMPT: "0", HOME: marks, GIT_CONFIG_NOSYSTEM: "1" };
+    const env = {
+      GIT_TERMINAL_PROMPT: "0",
+      HOME: marks,
+      GIT_CONFIG_NOSYSTEM: "1",
+      PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin",
+    };
     const guard = await guardFor(dir, env, "push");
     await sh(
       dir,
@@ -299,11 +310,17 @@ Deno.test("a credential helper the repository adds after the guard read its conf
       "credential.https://example.com.helper",
       `!touch '${marks}/helper-ran'; echo`,
     );
-    await sh(dir, "config", "core.askPass", join(marks, "askpass-that-would-run"));
-    const out = await new Deno.Command("git", {
+    // With no helper left, git asks the askpass program (terminal prompts or not).
+    const askpass = join(marks, "askpass.sh");
+    await Deno.writeTextFile(askpass, `#!/bin/sh\ntouch '${marks}/askpass-ran'\necho x\n`, {
+      mode: 0o755,
+    });
+    await sh(dir, "config", "core.askPass", askpass);
+    const out = new Deno.Command("git", {
       args: [...guard.flatMap((g) => ["-c", g]), "credential", "fill"],
       cwd: dir,
       env,
+      clearEnv: true,
       stdin: "piped",
       stdout: "null",
       stderr: "null",
@@ -312,8 +329,9 @@ Deno.test("a credential helper the repository adds after the guard read its conf
     await w.write(new TextEncoder().encode("protocol=https\nhost=example.com\n\n"));
     await w.close();
     await out.status;
-    const ran = await Deno.stat(join(marks, "helper-ran")).then(() => true, () => false);
-    assert.equal(ran, false, "the helper added after the guard's read ran");
+    const ran = (name: string) => Deno.stat(join(marks, name)).then(() => true, () => false);
+    assert.equal(await ran("helper-ran"), false, "the helper added after the guard's read ran");
+    assert.equal(await ran("askpass-ran"), false, "the askpass added after the guard's read ran");
   } finally {
     await Deno.remove(dir, { recursive: true });
     await Deno.remove(marks, { recursive: true });
