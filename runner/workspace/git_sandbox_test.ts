@@ -380,7 +380,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "the git service follows the sandbox's mode: none (from --sandbox or BATON_SANDBOX) runs git as is",
+    "the git service follows the mode in the daemon's environment: BATON_SANDBOX=none or BATON_NO_SANDBOX runs git as is",
   ignore: !haveBwrap,
   async fn() {
     await withRepo(async ({ repo, env }) => {
