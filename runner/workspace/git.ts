@@ -17,6 +17,7 @@ import {
 import { applyNumstat, parseStatus } from "./git_status.ts";
 import { readBounded } from "../bounded_read.ts";
 import { protectedFile } from "./git_protected.ts";
+import { commitStaged } from "./git_commit.ts";
 
 /** Default byte cap of one diff; a client may ask for up to MAX_DIFF_BYTES. */
 export const DIFF_BYTES = 512 * 1024;
@@ -192,7 +193,7 @@ export async function commit(
       `A commit message has at most ${MAX_COMMIT_MESSAGE} characters`,
     );
   }
-  await git(["commit", "--file=-", "--cleanup=strip"], { cwd: top, stdin: message });
+  await commitStaged(top, message);
   const [c] = await log(top, { limit: 1 });
   return { commit: c!, status: await status(top) };
 }

@@ -32,9 +32,10 @@
  * A program-naming key git cannot override (with `=` in it) stops the
  * command. What this cannot close for those per-key settings: the config
  * is read by one git process and used by the next, so an agent that
- * rewrites it in between, many times, may still win a race. git_sandbox.ts runs every command but a
- * push or a commit inside bubblewrap, where what git then runs is held like the
- * agent's own bash.
+ * rewrites it in between, many times, may still win a race. git_sandbox.ts
+ * runs every command but a push, a switch and a commit's `commit-tree`
+ * inside bubblewrap, where what git then runs is held like the agent's own
+ * bash.
  *
  * @module
  */

@@ -361,3 +361,41 @@ Deno.test("a discard refuses to write a protected file the agent staged, and wri
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("a commit from the panel: the first one, nothing staged, a merge in progress", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "baton-git-commit-" });
+  try {
+    await sh(dir, "init", "-q", "-b", "main");
+    await sh(dir, "config", "user.email", "ada@example.com");
+    await sh(dir, "config", "user.name", "Ada");
+    const top = await repoTop(dir);
+    const code = (p: Promise<unknown>) =>
+      p.then(() => "ok", (e) => (e as { code?: string }).code ?? String(e));
+    assert.equal(await code(commit(top, { message: "empty" })), "nothing_to_commit");
+    await Deno.writeTextFile(join(dir, "a.txt"), "one\n");
+    await stage(top, { paths: ["a.txt"] });
+    assert.equal(await code(commit(top, { message: "# only a comment\n" })), "bad_request");
+    const first = await commit(top, { message: "first\n\n\nbody  \n# note\n" });
+    assert.equal(first.commit.subject, "first");
+    const reflog = new TextDecoder().decode(
+      (await new Deno.Command("git", { args: ["reflog", "-1", "--format=%gs"], cwd: dir }).output())
+        .stdout,
+    );
+    assert.equal(reflog.trim(), "commit (initial): first");
+    const body = new TextDecoder().decode(
+      (await new Deno.Command("git", { args: ["log", "-1", "--format=%B"], cwd: dir }).output())
+        .stdout,
+    );
+    assert.equal(body, "first\n\nbody\n\n");
+    await Deno.writeTextFile(join(dir, "a.txt"), "two\n");
+    await stage(top, { paths: ["a.txt"] });
+    await Deno.writeTextFile(join(dir, ".git", "MERGE_HEAD"), `${first.commit.oid}\n`);
+    assert.equal(await code(commit(top, { message: "second" })), "operation_in_progress");
+    await Deno.remove(join(dir, ".git", "MERGE_HEAD"));
+    const second = await commit(top, { message: "second" });
+    assert.equal(second.commit.subject, "second");
+    assert.equal(second.status.staged.length, 0);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

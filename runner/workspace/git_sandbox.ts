@@ -31,8 +31,9 @@
  * and the session bus starts programs outside any sandbox.
  *
  * A push (or anything that talks to a remote) needs the network and the
- * user's credentials, a commit may sign with the user's keys (GPG or SSH,
- * which the sandbox hides), and a switch may fetch large files (git-lfs):
+ * user's credentials, a commit's `commit-tree` may sign with the user's
+ * keys (GPG or SSH, which the sandbox hides; the rest of a commit is
+ * sandboxed, git_commit.ts), and a switch may fetch large files (git-lfs):
  * these run as before, under the guard alone, and only when the person asks
  * (the status watcher never runs them). So does every command where
  * bubblewrap cannot run, and every command when the sandbox's mode is
@@ -54,7 +55,16 @@ import { folderIdentity, pinnedCommand, pinsRun } from "./_git_folder_pins.ts";
  * credentials, the person's signing keys (`commit.gpgSign`), or git-lfs's
  * downloads on a switch.
  */
-const NEEDS_THE_USER = new Set(["push", "fetch", "pull", "ls-remote", "clone", "commit", "switch"]);
+const NEEDS_THE_USER = new Set([
+  "push",
+  "fetch",
+  "pull",
+  "ls-remote",
+  "clone",
+  "commit",
+  "commit-tree",
+  "switch",
+]);
 /** Subcommands that change the work tree's files (the rest write only the git folders). */
 const WRITES_WORK_TREE = new Set(["checkout", "clean", "restore", "stash", "merge"]);
 /** Subcommands that record what they see of the work tree, or change it. */

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { dirname, join, relative } from "node:path";
 import { gitLaunch } from "./git_sandbox.ts";
+import { commit, repoTop } from "./git.ts";
 
 const haveBwrap = Deno.build.os === "linux" &&
   new Deno.Command("sh", { args: ["-c", "command -v bwrap && command -v python3"] }).outputSync()
@@ -444,6 +445,58 @@ Deno.test({
       assert.equal(launch.sandboxed, true);
       const r = await run(launch.cmd, [...launch.args, "add", "-A"], proj, env);
       assert.ok(r.ok, r.stderr);
+    });
+  },
+});
+
+Deno.test({
+  name:
+    "a commit from the Changes panel runs only commit-tree as the person; the rest stays sandboxed",
+  ignore: !haveBwrap,
+  async fn() {
+    await withRepo(async ({ repo, outside, env }) => {
+      // A git on PATH that logs each run it can: inside the sandbox the log is read-only, so
+      // what it holds is what ran as the person.
+      const realGit = new TextDecoder().decode(
+        (await new Deno.Command("sh", { args: ["-c", "command -v git"] }).output()).stdout,
+      ).trim();
+      const bin = join(outside, "bin");
+      await Deno.mkdir(bin);
+      const log = join(outside, "plain-git.log");
+      await Deno.writeTextFile(
+        join(bin, "git"),
+        `#!/bin/sh\necho "$*" >> '${log}' 2>/dev/null\nexec '${realGit}' "$@"\n`,
+        { mode: 0o755 },
+      );
+      await sh(repo, "git add -A && git commit -qm first", env);
+      await Deno.writeTextFile(join(repo, "b.txt"), "two\n");
+      await sh(repo, "git add b.txt", env);
+      const path = Deno.env.get("PATH")!;
+      const home = Deno.env.get("HOME");
+      Deno.env.set("PATH", `${bin}:${path}`);
+      Deno.env.set("HOME", env.HOME!);
+      try {
+        const made = await commit(await repoTop(repo), { message: "second\n\n# a comment\n" });
+        assert.equal(made.commit.subject, "second");
+      } finally {
+        Deno.env.set("PATH", path);
+        if (home === undefined) Deno.env.delete("HOME");
+        else Deno.env.set("HOME", home);
+      }
+      const plain = (await Deno.readTextFile(log)).trim().split("\n");
+      assert.ok(plain.some((l) => / commit-tree /.test(l)), plain.join("\n"));
+      for (const l of plain) {
+        assert.doesNotMatch(l, /(^| )(commit|write-tree|update-ref|stripspace|diff|add)( |$)/, l);
+      }
+      // The branch moved to the new commit, its message cleaned as git commit does.
+      const head = await new Deno.Command("git", {
+        args: ["log", "-1", "--format=%B%x00%P"],
+        cwd: repo,
+        env,
+      }).output();
+      const [body, parent] = new TextDecoder().decode(head.stdout).split("\0");
+      assert.equal(body!.trim(), "second");
+      assert.ok(parent!.trim().length >= 40);
     });
   },
 });
