@@ -7,7 +7,7 @@ import {
   parseConfigList,
   UnsafeConfigError,
 } from "./git_config_guard.ts";
-import { commit, diff, discard, log, push, repoTop, stage, status } from "./git.ts";
+import { checkout, commit, diff, discard, log, push, repoTop, stage, status } from "./git.ts";
 
 Deno.test("parseConfigList reads git's -z listing, with and without scopes", () => {
   assert.deepEqual(
@@ -395,6 +395,33 @@ Deno.test("a commit from the panel: the first one, nothing staged, a merge in pr
     const second = await commit(top, { message: "second" });
     assert.equal(second.commit.subject, "second");
     assert.equal(second.status.staged.length, 0);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("a switch to a branch that would write a protected file is refused; others switch", async () => {
+  const dir = await committedRepo("baton-protected-switch-");
+  try {
+    // A branch the agent made inside its sandbox, committing a file it could not write itself.
+    await sh(dir, "switch", "-q", "-c", "agent");
+    await Deno.mkdir(join(dir, ".vscode"));
+    await Deno.writeTextFile(join(dir, ".vscode", "tasks.json"), '{"runOn": "folderOpen"}\n');
+    await sh(dir, "add", ".vscode/tasks.json");
+    await sh(dir, "commit", "-q", "-m", "tasks");
+    await sh(dir, "switch", "-q", "-c", "plain", "main");
+    await Deno.writeTextFile(join(dir, "b.txt"), "b\n");
+    await sh(dir, "add", "b.txt");
+    await sh(dir, "commit", "-q", "-m", "b");
+    await sh(dir, "switch", "-q", "main");
+    const top = await repoTop(dir);
+    await assert.rejects(checkout(top, { branch: "agent" }), /would write '\.vscode\/tasks\.json'/);
+    assert.equal((await status(top)).branch, "main");
+    await assert.rejects(Deno.stat(join(dir, ".vscode", "tasks.json")), Deno.errors.NotFound);
+    const st = await checkout(top, { branch: "plain" });
+    assert.equal(st.branch, "plain");
+    // A new branch writes nothing.
+    assert.equal((await checkout(top, { branch: "fresh", create: true })).branch, "fresh");
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

@@ -33,7 +33,8 @@
  * A push (or anything that talks to a remote) needs the network and the
  * user's credentials, a commit's `commit-tree` may sign with the user's
  * keys (GPG or SSH, which the sandbox hides; the rest of a commit is
- * sandboxed, git_commit.ts), and a switch may fetch large files (git-lfs):
+ * sandboxed, git_commit.ts), and a switch where the person's git uses
+ * git-lfs fetches large files (without it a switch is sandboxed):
  * these run as before, under the guard alone, and only when the person asks
  * (the status watcher never runs them). So does every command where
  * bubblewrap cannot run, and every command when the sandbox's mode is
@@ -63,10 +64,9 @@ const NEEDS_THE_USER = new Set([
   "clone",
   "commit",
   "commit-tree",
-  "switch",
 ]);
 /** Subcommands that change the work tree's files (the rest write only the git folders). */
-const WRITES_WORK_TREE = new Set(["checkout", "clean", "restore", "stash", "merge"]);
+const WRITES_WORK_TREE = new Set(["checkout", "switch", "clean", "restore", "stash", "merge"]);
 /** Subcommands that record what they see of the work tree, or change it. */
 const RECORDS_WORK_TREE = new Set([...WRITES_WORK_TREE, "add", "reset", "rm", "mv"]);
 
@@ -141,6 +141,25 @@ const SOCKET_PLACES = [
   "/tmp/.ICE-unix",
 ];
 
+/** Whether the person's own config (system, global) has git-lfs's filter, which downloads. */
+async function lfsConfigured(env?: (name: string) => string | undefined): Promise<boolean> {
+  const home = env?.("HOME");
+  try {
+    const out = await new Deno.Command("git", {
+      // From "/": no repository's config is read, only the person's own.
+      args: ["config", "--get-regexp", "^filter\\.lfs\\."],
+      cwd: "/",
+      ...(home !== undefined ? { env: { HOME: home } } : {}),
+      stdin: "null",
+      stdout: "piped",
+      stderr: "null",
+    }).output();
+    return out.success && out.stdout.length > 0;
+  } catch {
+    return false;
+  }
+}
+
 /** Whether bubblewrap runs here, and why not: checked once per process (a fact about the machine). */
 let bwrapProbe: Promise<{ runs: boolean; why: string }> | null = null;
 
@@ -199,6 +218,8 @@ export async function gitLaunch(
   options: GitSandboxOptions = {},
 ): Promise<GitLaunch> {
   if (sub !== undefined && NEEDS_THE_USER.has(sub)) return PLAIN;
+  // A switch where git-lfs downloads files needs the network and the person's credentials.
+  if (sub === "switch" && await lfsConfigured(options.env)) return PLAIN;
   if (!(await bubblewrapRuns())) return PLAIN;
   const env = options.env ?? ((k: string) => Deno.env.get(k));
   const real = await Deno.realPath(cwd);

@@ -500,3 +500,39 @@ Deno.test({
     });
   },
 });
+
+Deno.test({
+  name:
+    "a switch runs sandboxed, unless the person's own config has git-lfs's filter (it downloads)",
+  ignore: !haveBwrap,
+  async fn() {
+    await withRepo(async ({ home, repo, outside, env }) => {
+      const get = (k: string) => env[k as keyof typeof env];
+      await sh(
+        repo,
+        "git add -A && git commit -qm first && git branch -M main && git branch other",
+        env,
+      );
+      // A smudge filter the agent adds: a switch checks files out through it.
+      await sh(
+        repo,
+        `git config filter.y.smudge "touch '${outside}/smudged'; cat" && ` +
+          `echo '*.md filter=y' > .gitattributes && echo hi > r.md && ` +
+          "git -c filter.y.smudge=cat add -A && git -c filter.y.smudge=cat commit -qm md && " +
+          "git -c filter.y.smudge=cat switch -q other",
+        env,
+      );
+      const launch = await gitLaunch(repo, "switch", { env: get });
+      assert.equal(launch.sandboxed, true);
+      const r = await run(launch.cmd, [...launch.args, "switch", "main"], repo, env);
+      assert.ok(r.ok, r.stderr);
+      assert.equal(await Deno.readTextFile(join(repo, "r.md")), "hi\n");
+      assert.equal(await exists(join(outside, "smudged")), false, "the filter wrote outside");
+      await Deno.writeTextFile(
+        join(home, ".gitconfig"),
+        '[filter "lfs"]\n\tprocess = git-lfs filter-process\n\trequired = true\n',
+      );
+      assert.equal((await gitLaunch(repo, "switch", { env: get })).sandboxed, false);
+    });
+  },
+});
