@@ -171,6 +171,11 @@ Deno.test("service worker: a question's buttons and inline reply answer the agen
           const g = self as any;
           if (act === "clear") {
             for (const n of await g.registration.getNotifications()) n.close();
+            // close() does not wait: a push handled before the list is empty would still see
+            // a notification there (and rightly add none).
+            for (let i = 0; i < 40 && (await g.registration.getNotifications()).length > 0; i++) {
+              await new Promise((r) => setTimeout(r, 25));
+            }
           } else if (act === "other") {
             await g.registration.showNotification("baton: another session", { tag: "other" });
           }
