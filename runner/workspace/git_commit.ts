@@ -10,9 +10,11 @@
  *   cleaned as `--cleanup=strip` does (`stripspace`), the index written as
  *   a tree (`write-tree`, which looks at no file of the work tree), and at
  *   the end the branch moved (`update-ref`, checked against the parent);
- * - as the person: `commit-tree`, which reads no file and runs no filter
- *   or hook, only the signing program (pinned by the guard) when
- *   `commit.gpgSign` asks for one.
+ * - `commit-tree`, which reads no work-tree file and runs no filter or
+ *   hook: sandboxed too, unless `commit.gpgSign` asks for a signature (which
+ *   `commit-tree` does not read: it gets `-S`), which needs the person's
+ *   keys; then it runs as the person, its signing program pinned by the
+ *   guard, no lazy fetch of a missing object, and no repository `http.*`.
  *
  * A merge, cherry-pick or revert in progress is left to the person's own
  * terminal: finishing one takes more than a tree and a parent.
@@ -56,9 +58,11 @@ export async function commitStaged(top: string, message: string): Promise<void> 
   const head = await runGit(["rev-parse", "-q", "--verify", "HEAD^{commit}"], { cwd: top });
   const parent = head.code === 0 ? dec.decode(head.stdout).trim() : null;
   const tree = dec.decode((await git(["write-tree"], { cwd: top })).stdout).trim();
+  const sign = await runGit(["config", "--bool", "--get", "commit.gpgsign"], { cwd: top });
+  const signing = dec.decode(sign.stdout).trim() === "true";
   const made = await git(
-    ["commit-tree", tree, ...(parent ? ["-p", parent] : []), "-F", "-"],
-    { cwd: top, stdin: text },
+    ["commit-tree", tree, ...(parent ? ["-p", parent] : []), ...(signing ? ["-S"] : []), "-F", "-"],
+    { cwd: top, stdin: text, asPerson: signing },
   );
   const commit = dec.decode(made.stdout).trim();
   const subject = text.split("\n", 1)[0]!;

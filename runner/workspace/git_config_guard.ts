@@ -228,9 +228,8 @@ export function isLocalUrl(url: string): boolean {
  * a URL (a path there is pushed to with that repository's own hooks).
  */
 function pushChecks(entries: ConfigEntry[]): void {
+  httpChecks(entries, "a push");
   const own = entries.filter((e) => e.scope === "local" || e.scope === "worktree");
-  const http = own.find((e) => /^http\./i.test(e.key));
-  if (http) throw new UnsafeConfigError(http.key, "sets how a push connects");
   const remotes = new Set(
     entries.flatMap((e) => e.key.match(/^remote\.(.+)\.(url|pushurl)$/i)?.[1] ?? []),
   );
@@ -238,6 +237,16 @@ function pushChecks(entries: ConfigEntry[]): void {
     /^(remote\.pushdefault|branch\..+\.pushremote)$/i.test(e.key) && !remotes.has(e.value)
   );
   if (target) throw new UnsafeConfigError(target.key, "pushes to a place that is not a remote");
+}
+
+/**
+ * Refuses the repository's own `http.*` settings for a command run as the
+ * person that may reach the network (`what`): a proxy, `curloptResolve` or
+ * `sslVerify` there would send the person's credentials elsewhere.
+ */
+function httpChecks(entries: ConfigEntry[], what: string): void {
+  const http = entries.find((e) => !usersOwn(e) && e.scope !== "command" && /^http\./i.test(e.key));
+  if (http) throw new UnsafeConfigError(http.key, `sets how ${what} connects`);
 }
 
 /** Extra arguments for subcommand `sub` (placed right after it). */
@@ -256,7 +265,13 @@ export async function guardFor(
   cwd: string,
   env: Record<string, string>,
   sub?: string,
+  asPerson = false,
 ): Promise<string[]> {
+  // A command run as the person outside its usual way (a signing commit-tree) may fetch.
+  const settle = (entries: ConfigEntry[]) => {
+    if (asPerson) httpChecks(entries, `git ${sub ?? ""}`.trim());
+    return settle(entries);
+  };
   const list = async (args: string[]) => {
     try {
       const out = await new Deno.Command("git", {
@@ -296,7 +311,7 @@ export async function guardFor(
   // of a file git cannot parse here may be one it parses where that file is hidden (the
   // sandboxed git sees it empty) and the rest then counts.
   if (plain === null) throw new UnsafeConfigError("include", "cannot be listed");
-  return guardSettings(parseConfigList(plain, false), sub);
+  return settle(parseConfigList(plain, false));
 }
 
 /**

@@ -426,3 +426,41 @@ Deno.test("a switch to a branch that would write a protected file is refused; ot
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("a commit from the panel is signed when the person's commit.gpgSign asks for it", async () => {
+  const dir = await committedRepo("baton-git-sign-");
+  const home = await Deno.makeTempDir({ prefix: "baton-git-sign-home-" });
+  const saved = Deno.env.get("HOME");
+  try {
+    // A stand-in for gpg: git reads its status line on stderr and the signature on stdout.
+    const gpg = join(home, "fake-gpg");
+    await Deno.writeTextFile(
+      gpg,
+      `#!/bin/sh\ncat > /dev/null\ntouch '${home}/signed'\n` +
+        `echo '[GNUPG:] SIG_CREATED D 1 8 00 1700000000 ABCDEF' >&2\n` +
+        `printf -- '-----BEGIN PGP SIGNATURE-----\\n\\nZmFrZQ==\\n-----END PGP SIGNATURE-----\\n'\n`,
+      { mode: 0o755 },
+    );
+    await Deno.writeTextFile(
+      join(home, ".gitconfig"),
+      `[commit]\n\tgpgSign = true\n[gpg]\n\tprogram = ${gpg}\n[user]\n\tsigningKey = ABCDEF\n`,
+    );
+    Deno.env.set("HOME", home);
+    await Deno.writeTextFile(join(dir, "a.txt"), "signed\n");
+    const top = await repoTop(dir);
+    await stage(top, { paths: ["a.txt"] });
+    const made = await commit(top, { message: "signed" });
+    assert.equal(made.commit.subject, "signed");
+    assert.ok(await Deno.stat(join(home, "signed")).then(() => true, () => false));
+    const raw = new TextDecoder().decode(
+      (await new Deno.Command("git", { args: ["cat-file", "commit", "HEAD"], cwd: dir }).output())
+        .stdout,
+    );
+    assert.match(raw, /^gpgsig -----BEGIN PGP SIGNATURE-----/m);
+  } finally {
+    if (saved === undefined) Deno.env.delete("HOME");
+    else Deno.env.set("HOME", saved);
+    await Deno.remove(dir, { recursive: true });
+    await Deno.remove(home, { recursive: true });
+  }
+});

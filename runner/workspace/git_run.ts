@@ -37,6 +37,11 @@ export interface RunGitOptions {
   stdin?: string;
   /** Receives stderr as it arrives (push progress). */
   onStderr?: (text: string) => void;
+  /**
+   * Run as the person, outside the git sandbox, whatever the subcommand (a
+   * commit's signing step, which needs the person's keys).
+   */
+  asPerson?: boolean;
 }
 
 /** What one git command did. */
@@ -55,7 +60,7 @@ export interface GitResult {
  * names one (`core.gitProxy` is not read), no pager, pathspecs taken literally (a client's
  * `:(top)` or `*` is a file name, not magic), C messages.
  */
-function gitEnv(): Record<string, string> {
+function gitEnv(sub: string | undefined): Record<string, string> {
   const env: Record<string, string> = {
     GIT_TERMINAL_PROMPT: "0",
     GIT_PAGER: "cat",
@@ -67,6 +72,9 @@ function gitEnv(): Record<string, string> {
   // git takes the first core.gitProxy that matches, so no later setting overrides a
   // repository's own; set (even empty), this variable makes git read none of them.
   if (Deno.env.get("GIT_PROXY_COMMAND") === undefined) env.GIT_PROXY_COMMAND = "";
+  // A partial clone fetches a missing object on demand, as the person, from a remote the
+  // repository's config names (git 2.44 and later honour this).
+  if (sub !== "push") env.GIT_NO_LAZY_FETCH = "1";
   return env;
 }
 
@@ -74,11 +82,12 @@ function gitEnv(): Record<string, string> {
 export async function runGit(args: string[], options: RunGitOptions): Promise<GitResult> {
   const timeoutMs = options.timeoutMs ?? GIT_TIMEOUT_MS;
   const maxBytes = options.maxBytes ?? GIT_MAX_OUTPUT;
-  const env = gitEnv();
+  const env = gitEnv(args[0]);
   // What the repository's own config may not make git run (git_config_guard.ts).
   let guard: string[];
   try {
-    guard = (await guardFor(options.cwd, env, args[0])).flatMap((s) => ["-c", s]);
+    guard = (await guardFor(options.cwd, env, args[0], options.asPerson === true))
+      .flatMap((s) => ["-c", s]);
   } catch (err) {
     if (err instanceof UnsafeConfigError) throw new GitError("unsafe_config", err.message);
     throw err;
@@ -92,7 +101,9 @@ export async function runGit(args: string[], options: RunGitOptions): Promise<Gi
       const v = Deno.env.get(k);
       return v === undefined ? [] : [[k, v] as const];
     });
-    launch = await gitLaunch(options.cwd, sub, { gitEnv: { ...Object.fromEntries(kept), ...env } });
+    launch = options.asPerson
+      ? { cmd: "git", args: [], sandboxed: false }
+      : await gitLaunch(options.cwd, sub, { gitEnv: { ...Object.fromEntries(kept), ...env } });
   } catch (err) {
     if (err instanceof GitSandboxError) throw new GitError(err.code, err.message);
     throw err;

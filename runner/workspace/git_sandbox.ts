@@ -31,9 +31,9 @@
  * and the session bus starts programs outside any sandbox.
  *
  * A push (or anything that talks to a remote) needs the network and the
- * user's credentials, a commit's `commit-tree` may sign with the user's
- * keys (GPG or SSH, which the sandbox hides; the rest of a commit is
- * sandboxed, git_commit.ts), and a switch where the person's git uses
+ * user's credentials, a signed commit's `commit-tree` needs the user's
+ * keys (GPG or SSH, which the sandbox hides; git_commit.ts asks for it with
+ * `asPerson`, the rest of a commit is sandboxed), and a switch where the person's git uses
  * git-lfs fetches large files (without it a switch is sandboxed):
  * these run as before, under the guard alone, and only when the person asks
  * (the status watcher never runs them). So does every command where
@@ -63,7 +63,6 @@ const NEEDS_THE_USER = new Set([
   "ls-remote",
   "clone",
   "commit",
-  "commit-tree",
 ]);
 /** Subcommands that change the work tree's files (the rest write only the git folders). */
 const WRITES_WORK_TREE = new Set(["checkout", "switch", "clean", "restore", "stash", "merge"]);
