@@ -18,6 +18,7 @@ import { applyNumstat, parseStatus } from "./git_status.ts";
 import { readBounded } from "../bounded_read.ts";
 import { protectedFile } from "./git_protected.ts";
 import { commitStaged } from "./git_commit.ts";
+import { switchChecked } from "./git_switch.ts";
 
 /** Default byte cap of one diff; a client may ask for up to MAX_DIFF_BYTES. */
 export const DIFF_BYTES = 512 * 1024;
@@ -159,46 +160,10 @@ export async function branches(
 /** Switches branch (git refuses when local changes would be lost); `create` makes it first. */
 export async function checkout(top: string, data: Record<string, unknown>): Promise<GitStatus> {
   const name = await refName(top, data.branch);
-  if (data.create !== true) await refuseProtectedSwitch(top, name);
   // No "--" here: `switch -c` takes the next argument as the name. refName refused a leading "-".
-  await git(["switch", ...(data.create === true ? ["-c"] : []), name], { cwd: top });
+  if (data.create === true) await git(["switch", "-c", name], { cwd: top });
+  else await switchChecked(top, name);
   return await status(top);
-}
-
-/**
- * Refuses a switch to branch `name` that would write a file the agent's
- * sandbox protects (git_protected.ts): the branch's commits may be the
- * agent's. The branch is the local one, else the one remote branch of that
- * name that `git switch` would track; an unknown name is left to git.
- */
-async function refuseProtectedSwitch(top: string, name: string): Promise<void> {
-  const local = await runGit(["rev-parse", "-q", "--verify", `refs/heads/${name}^{commit}`], {
-    cwd: top,
-  });
-  let target = local.code === 0 ? dec.decode(local.stdout).trim() : "";
-  if (!target) {
-    const remote = await runGit(
-      ["for-each-ref", "--format=%(objectname)", `refs/remotes/*/${name}`],
-      { cwd: top },
-    );
-    const found = dec.decode(remote.stdout).split("\n").filter(Boolean);
-    if (found.length !== 1) return;
-    target = found[0]!;
-  }
-  const head = await runGit(["rev-parse", "-q", "--verify", "HEAD^{commit}"], { cwd: top });
-  const changed = head.code === 0
-    ? await git(["diff", "--name-only", "-z", "--no-renames", "HEAD", target, "--"], { cwd: top })
-    : await git(["ls-tree", "-r", "-z", "--name-only", target], { cwd: top });
-  const files = dec.decode(changed.stdout).split("\0").filter(Boolean);
-  const refused = await protectedFile(top, files);
-  if (refused) {
-    throw new GitError(
-      "protected_path",
-      `Switching to '${name}' would write '${refused.path}', ${refused.why}: the agent's ` +
-        "sandbox keeps it from being written, and the branch may be the agent's. Switch in " +
-        "your own terminal",
-    );
-  }
 }
 
 export async function stage(top: string, data: Record<string, unknown>): Promise<GitStatus> {

@@ -422,6 +422,24 @@ Deno.test("a switch to a branch that would write a protected file is refused; ot
     assert.equal(st.branch, "plain");
     // A new branch writes nothing.
     assert.equal((await checkout(top, { branch: "fresh", create: true })).branch, "fresh");
+    // A branch only a remote has: switched to and tracked, as git switch's guess does.
+    await sh(dir, "update-ref", "refs/remotes/origin/feature", "plain");
+    await sh(dir, "config", "remote.origin.url", "https://example.invalid/x.git");
+    await sh(dir, "config", "remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*");
+    const feature = await checkout(top, { branch: "feature" });
+    assert.equal(feature.branch, "feature");
+    assert.equal(feature.upstream, "origin/feature");
+    // A ref the agent put where a remote's own refspec maps (git would guess it): not a branch
+    // here; nor is one two remotes have (git would pick by checkout.defaultRemote).
+    await sh(dir, "config", "remote.x.url", "https://example.invalid/y.git");
+    await sh(dir, "config", "remote.x.fetch", "+refs/heads/*:refs/sneaky/*");
+    await sh(dir, "update-ref", "refs/sneaky/evil", "agent");
+    await assert.rejects(checkout(top, { branch: "evil" }), /No branch 'evil'/);
+    await sh(dir, "update-ref", "refs/remotes/origin/twice", "agent");
+    await sh(dir, "update-ref", "refs/remotes/x/twice", "plain");
+    await assert.rejects(checkout(top, { branch: "twice" }), /several remotes/);
+    assert.equal((await status(top)).branch, "feature");
+    await assert.rejects(Deno.stat(join(dir, ".vscode", "tasks.json")), Deno.errors.NotFound);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
