@@ -9,9 +9,10 @@
  *
  * So each writable folder's identity (device and inode of the folder
  * opened at its checked real path, no link on the way) is recorded here,
- * and inside the sandbox, before git starts, a shell checks that a mount
- * sits exactly at that path (a bind that followed a link sits elsewhere)
- * and holds that very folder; it stops on any difference
+ * and inside the sandbox, before git starts, a shell checks that the last
+ * mount at exactly that path is writable (a bind that followed a link sits
+ * elsewhere; one the machine already had there came with the read-only
+ * root) and holds that very folder; it stops on any difference
  * ({@linkcode FOLDER_MOVED_EXIT}). What is mounted cannot change after.
  *
  * @module
@@ -31,9 +32,10 @@ export const FOLDER_MOVED_MARK = "baton-git-sandbox: folder changed:";
 const CHECK = `here=$PWD
 while [ "$1" != "--" ]; do
   mounted=
-  while read -r _id _parent _dev _root point _rest; do
-    [ "$point" = "$1" ] && mounted=1
+  while read -r _id _parent _dev _root point options _rest; do
+    [ "$point" = "$1" ] && mounted=$options
   done < /proc/self/mountinfo
+  case "$mounted" in rw,* | rw) ;; *) mounted= ;; esac
   { [ -n "$mounted" ] && [ "$(stat -L -c %d:%i -- "$2" 2>/dev/null)" = "$3" ]; } ||
     { echo "${FOLDER_MOVED_MARK} $2" >&2; exit ${FOLDER_MOVED_EXIT}; }
   shift 3
@@ -90,10 +92,13 @@ let checkRuns: Promise<boolean> | null = null;
  */
 export function pinsRun(base: string[]): Promise<boolean> {
   checkRuns ??= (async () => {
+    const dir = await Deno.makeTempDir({ prefix: "baton-git-pins-" });
     try {
-      const root = await fsp.stat("/", { bigint: true });
+      const real = await Deno.realPath(dir);
+      const id = await folderIdentity(real);
+      if (id === null) return false;
       const probe = await new Deno.Command("bwrap", {
-        args: [...base, "--", ...pinnedCommand([["/", `${root.dev}:${root.ino}`]], ["true"])],
+        args: [...base, "--bind", real, real, "--", ...pinnedCommand([[real, id]], ["true"])],
         stdin: "null",
         stdout: "null",
         stderr: "null",
@@ -101,6 +106,8 @@ export function pinsRun(base: string[]): Promise<boolean> {
       return probe.success;
     } catch {
       return false;
+    } finally {
+      await Deno.remove(dir).catch(() => {});
     }
   })();
   const asked = checkRuns;

@@ -50,6 +50,7 @@ import { GATE_ONLY_READS } from "../sandbox/policy.ts";
 import { folderPolicy, policySourceFrom } from "../sandbox/folder_policy.ts";
 import { globToRegex } from "./gitignore.ts";
 import { folderIdentity, pinnedCommand, pinsRun } from "./_git_folder_pins.ts";
+import { lfsConfigured } from "./_git_lfs.ts";
 
 /**
  * Subcommands that need what the sandbox takes away: a remote's network and
@@ -140,25 +141,6 @@ const SOCKET_PLACES = [
   "/tmp/.ICE-unix",
 ];
 
-/** Whether the person's own config (system, global) has git-lfs's filter, which downloads. */
-async function lfsConfigured(env?: (name: string) => string | undefined): Promise<boolean> {
-  const home = env?.("HOME");
-  try {
-    const out = await new Deno.Command("git", {
-      // From "/": no repository's config is read, only the person's own.
-      args: ["config", "--get-regexp", "^filter\\.lfs\\."],
-      cwd: "/",
-      ...(home !== undefined ? { env: { HOME: home } } : {}),
-      stdin: "null",
-      stdout: "piped",
-      stderr: "null",
-    }).output();
-    return out.success && out.stdout.length > 0;
-  } catch {
-    return false;
-  }
-}
-
 /** Whether bubblewrap runs here, and why not: checked once per process (a fact about the machine). */
 let bwrapProbe: Promise<{ runs: boolean; why: string }> | null = null;
 
@@ -218,7 +200,7 @@ export async function gitLaunch(
 ): Promise<GitLaunch> {
   if (sub !== undefined && NEEDS_THE_USER.has(sub)) return PLAIN;
   // A switch where git-lfs downloads files needs the network and the person's credentials.
-  if (sub === "switch" && await lfsConfigured(options.env)) return PLAIN;
+  if (sub === "switch" && await lfsConfigured(cwd, options.env)) return PLAIN;
   if (!(await bubblewrapRuns())) return PLAIN;
   const env = options.env ?? ((k: string) => Deno.env.get(k));
   const real = await Deno.realPath(cwd);

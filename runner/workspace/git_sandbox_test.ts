@@ -451,7 +451,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "a commit from the Changes panel runs only commit-tree as the person; the rest stays sandboxed",
+    "an unsigned commit from the Changes panel runs no git as the person but the guard's listing",
   ignore: !haveBwrap,
   async fn() {
     await withRepo(async ({ repo, outside, env }) => {
@@ -533,9 +533,17 @@ Deno.test({
       assert.ok(r.ok, r.stderr);
       assert.equal(await Deno.readTextFile(join(repo, "r.md")), "hi\n");
       assert.equal(await exists(join(outside, "smudged")), false, "the filter wrote outside");
+      // The repository's own filter.lfs does not count: the agent writes it.
+      await sh(repo, "git config filter.lfs.process 'git-lfs filter-process'", env);
+      assert.equal((await gitLaunch(repo, "switch", { env: get })).sandboxed, true);
+      // The person's, also through an includeIf for this repository, does.
+      await Deno.writeTextFile(
+        join(home, "lfs.gitconfig"),
+        '[filter "lfs"]\n\tprocess = git-lfs filter-process\n\trequired = true\n',
+      );
       await Deno.writeTextFile(
         join(home, ".gitconfig"),
-        '[filter "lfs"]\n\tprocess = git-lfs filter-process\n\trequired = true\n',
+        `[includeIf "gitdir:${repo}/"]\n\tpath = ${join(home, "lfs.gitconfig")}\n`,
       );
       assert.equal((await gitLaunch(repo, "switch", { env: get })).sandboxed, false);
     });
