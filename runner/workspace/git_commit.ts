@@ -51,8 +51,15 @@ export async function commitStaged(top: string, message: string): Promise<void> 
   if (staged.code !== 1) {
     throw new GitError("git_failed", staged.stderr.trim() || "git diff failed");
   }
+  // With core.commentChar=auto, git commit picks a character no line of this message starts
+  // with: no line is a comment then.
+  const commentChar = await runGit(["config", "--get", "core.commentchar"], { cwd: top });
+  const auto = dec.decode(commentChar.stdout).trim() === "auto";
   const text = dec.decode(
-    (await git(["stripspace", "--strip-comments"], { cwd: top, stdin: message })).stdout,
+    (await git(["stripspace", ...(auto ? [] : ["--strip-comments"])], {
+      cwd: top,
+      stdin: message,
+    })).stdout,
   );
   if (text.trim() === "") throw new GitError("bad_request", "A commit needs a message");
   const head = await runGit(["rev-parse", "-q", "--verify", "HEAD^{commit}"], { cwd: top });

@@ -387,6 +387,12 @@ Deno.test("a commit from the panel: the first one, nothing staged, a merge in pr
         .stdout,
     );
     assert.equal(body, "first\n\nbody\n\n");
+    // core.commentChar=auto: git commit would pick a character no line starts with.
+    await sh(dir, "config", "core.commentChar", "auto");
+    await Deno.writeTextFile(join(dir, "c.txt"), "c\n");
+    await stage(top, { paths: ["c.txt"] });
+    assert.equal((await commit(top, { message: "#42 is fixed\n" })).commit.subject, "#42 is fixed");
+    await sh(dir, "config", "--unset", "core.commentChar");
     await Deno.writeTextFile(join(dir, "a.txt"), "two\n");
     await stage(top, { paths: ["a.txt"] });
     await Deno.writeTextFile(join(dir, ".git", "MERGE_HEAD"), `${first.commit.oid}\n`);
