@@ -27,7 +27,7 @@ export async function lfsConfigured(
       stderr: "null",
       signal: AbortSignal.timeout(10_000),
     }).output();
-    // `scope\0key value\0` per setting.
+    // `scope\0key\nvalue\0` per setting.
     const parts = new TextDecoder().decode(out.stdout).split("\0");
     return parts.some((p, i) => i % 2 === 0 && (p === "global" || p === "system"));
   } catch {
