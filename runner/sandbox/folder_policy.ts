@@ -48,10 +48,13 @@ export interface PolicySource {
   sshAuthSock: string | null;
 }
 
-/** A {@linkcode PolicySource} from an environment (a worker's, or the daemon's). */
+/**
+ * A {@linkcode PolicySource} from an environment (a worker's, or the
+ * daemon's); `home` defaults to the environment's own.
+ */
 export function policySourceFrom(
   env: (name: string) => string | undefined,
-  home: string,
+  home = env("HOME") ?? env("USERPROFILE") ?? "/",
   batonDir = join(home, ".baton"),
 ): PolicySource {
   const separator = Deno.build.os === "windows" ? ";" : ":";

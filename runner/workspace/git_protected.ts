@@ -30,8 +30,7 @@ export async function protectedFile(
   env: (name: string) => string | undefined = (k) => Deno.env.get(k),
 ): Promise<{ path: string; why: string } | null> {
   if (files.length === 0) return null;
-  const home = env("HOME") ?? env("USERPROFILE") ?? "/";
-  const policy = await folderPolicy(policySourceFrom(env, home), top, {
+  const policy = await folderPolicy(policySourceFrom(env), top, {
     global: "default",
     project: "skip",
   });

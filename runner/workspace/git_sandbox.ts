@@ -199,9 +199,9 @@ export async function gitLaunch(
   options: GitSandboxOptions = {},
 ): Promise<GitLaunch> {
   if (sub !== undefined && NEEDS_THE_USER.has(sub)) return PLAIN;
+  if (!(await bubblewrapRuns())) return PLAIN;
   // A switch where git-lfs downloads files needs the network and the person's credentials.
   if (sub === "switch" && await lfsConfigured(cwd, options.env)) return PLAIN;
-  if (!(await bubblewrapRuns())) return PLAIN;
   const env = options.env ?? ((k: string) => Deno.env.get(k));
   const real = await Deno.realPath(cwd);
   const repo = await repositoryOf(real, env);
@@ -297,8 +297,7 @@ async function policyFor(
   dir: string,
   env: (name: string) => string | undefined,
 ): Promise<{ denyRead: string[]; denyWrite: string[] } | null> {
-  const home = env("HOME") ?? env("USERPROFILE") ?? "/";
-  const r = await folderPolicy(policySourceFrom(env, home), dir, {
+  const r = await folderPolicy(policySourceFrom(env), dir, {
     global: "default",
     project: "skip",
   });
